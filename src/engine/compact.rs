@@ -1,0 +1,212 @@
+//! Snapshots and compaction. The state at seq k is rebuilt from the files on disk
+//! (previous snapshot + closed segments) on the compacting thread, so appenders
+//! never wait while a large state is serialized; then the snapshot is installed
+//! (temp, fsync, rename, fsync directory) and only then is older log deleted.
+
+use super::Machine;
+use super::codec::{decode_payload, encode_payload};
+use super::error::{Error, Result};
+use super::format::*;
+use super::load::{LoadSpec, load};
+use super::recovery::Verdict;
+use super::store::{Shared, replay_one};
+use super::tools::write_file_atomic;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Default)]
+pub(crate) struct CompactionState {
+    running: bool,
+    pub(crate) last_error: Option<String>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactReport {
+    /// The seq the newest snapshot covers.
+    pub snapshot_seq: u64,
+    /// Size of the snapshot file written (0 when there was nothing new to snapshot).
+    pub snapshot_bytes: u64,
+    /// Log segments deleted.
+    pub segments_removed: usize,
+    /// Older snapshots deleted.
+    pub snapshots_removed: usize,
+    pub elapsed: Duration,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs one compaction on this thread. With `wait`, first waits for a running one.
+pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>, wait: bool) -> Result<CompactReport> {
+    {
+        let mut c = lock(&shared.compaction);
+        while c.running {
+            if !wait {
+                return Err(Error::Poisoned {
+                    cause: "compaction already running".into(),
+                });
+            }
+            c = shared
+                .compaction_done
+                .wait(c)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        c.running = true;
+    }
+    let r = run_claimed(shared);
+    finish(shared, &r);
+    r
+}
+
+fn finish<M: Machine>(shared: &Shared<M>, r: &Result<CompactReport>) {
+    let mut c = lock(&shared.compaction);
+    c.running = false;
+    c.last_error = r.as_ref().err().map(|e| e.to_string());
+    drop(c);
+    shared.compaction_done.notify_all();
+}
+
+/// Starts a compaction in a background thread unless one is running.
+pub(crate) fn spawn_background<M: Machine>(shared: &Arc<Shared<M>>) {
+    let mut c = lock(&shared.compaction);
+    if c.running {
+        return;
+    }
+    c.running = true;
+    if let Some(old) = c.handle.take() {
+        // Finished already (running was false); reap it.
+        let _ = old.join();
+    }
+    let s = shared.clone();
+    c.handle = Some(std::thread::spawn(move || {
+        let r = run_claimed(&s);
+        finish(&s, &r);
+    }));
+}
+
+/// Waits for any background compaction to end.
+pub(crate) fn wait_idle<M: Machine>(shared: &Shared<M>) {
+    let h = lock(&shared.compaction).handle.take();
+    if let Some(h) = h {
+        let _ = h.join();
+    }
+}
+
+fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
+    let started = Instant::now();
+    // 1. Cut: every record up to k goes into closed, fsynced segments.
+    let (k, base) = {
+        let mut g = lock(&shared.inner);
+        if let Some(cause) = &g.poisoned {
+            return Err(Error::Poisoned {
+                cause: cause.clone(),
+            });
+        }
+        let k = g.next_seq - 1;
+        let base = g.snapshots.last().copied().unwrap_or(0);
+        if k == base {
+            return Ok(CompactReport {
+                snapshot_seq: base,
+                snapshot_bytes: 0,
+                segments_removed: 0,
+                snapshots_removed: 0,
+                elapsed: started.elapsed(),
+            });
+        }
+        if g.active.first_seq <= k {
+            if let Err(e) = shared.rotate(&mut g, k + 1) {
+                shared.poison(&mut g, e.to_string());
+                return Err(e);
+            }
+        }
+        g.log_bytes_since_snapshot = 0;
+        (k, base)
+    };
+
+    // 2. The state at k, rebuilt from disk with no lock held.
+    let mut decode_state = decode_payload::<M::State>;
+    let mut apply = replay_one::<M>;
+    let loaded = load(
+        shared.vfs.as_ref(),
+        &shared.dir,
+        LoadSpec {
+            mapped: true,
+            upto: Some(k),
+            decode_state: &mut decode_state,
+            apply: &mut apply,
+            progress: None,
+        },
+    )?;
+    if loaded.next_seq != k + 1 || !matches!(loaded.verdict, Verdict::Clean) {
+        return Err(Error::Corrupt {
+            path: shared.dir.clone(),
+            offset: 0,
+            seq: Some(k),
+            reason: format!(
+                "closed segments replay to seq {} instead of {k}",
+                loaded.next_seq - 1
+            ),
+        });
+    }
+    let mut payload = Vec::new();
+    encode_payload(shared.codec, &loaded.state, &mut payload).map_err(|reason| Error::Codec {
+        path: None,
+        seq: Some(k),
+        reason,
+    })?;
+    drop(loaded);
+    if payload.len() as u64 > MAX_SNAPSHOT_LEN {
+        return Err(Error::TooLarge {
+            what: "snapshot",
+            len: payload.len() as u64,
+            max: MAX_SNAPSHOT_LEN,
+        });
+    }
+    let bytes = super::snapfile::encode_snapshot(shared.codec, k, &payload);
+    drop(payload);
+
+    // 3. Install it: temp, fsync, rename, fsync directory (write_file_atomic).
+    write_file_atomic(shared.vfs.as_ref(), &shared.dir, &snapshot_name(k), &bytes)?;
+    shared.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+
+    // 4. Only now delete what the previous snapshot (base) made redundant. The log
+    //    between base and k stays, so a damaged new snapshot can fall back to base.
+    let (segs, snaps) = {
+        let mut g = lock(&shared.inner);
+        g.snapshots.push(k);
+        g.last_snapshot_bytes = bytes.len() as u64;
+        let keep_from = g
+            .segments
+            .windows(2)
+            .take_while(|w| w[1] <= base + 1)
+            .count();
+        let segs: Vec<u64> = g.segments.drain(..keep_from).collect();
+        let keep_snaps = g.snapshots.iter().take_while(|&&s| s < base).count();
+        let snaps: Vec<u64> = g.snapshots.drain(..keep_snaps).collect();
+        (segs, snaps)
+    };
+    let vfs = shared.vfs.as_ref();
+    for s in &segs {
+        let _ = vfs.remove(&shared.dir.join(segment_name(*s)));
+    }
+    for s in &snaps {
+        let _ = vfs.remove(&shared.dir.join(snapshot_name(*s)));
+    }
+    if !segs.is_empty() || !snaps.is_empty() {
+        // Not needed for safety (a deletion that is lost leaves a redundant file),
+        // but keeps the directory's durable view close to the live one.
+        let _ = vfs.sync_dir(&shared.dir);
+    }
+    Ok(CompactReport {
+        snapshot_seq: k,
+        snapshot_bytes: bytes.len() as u64,
+        segments_removed: segs.len(),
+        snapshots_removed: snaps.len(),
+        elapsed: started.elapsed(),
+    })
+}

@@ -1,0 +1,144 @@
+//! The engine's one error type. Anything about bytes on disk carries the path,
+//! byte offset and seq where known; I/O errors name the operation.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// An engine error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O operation failed.
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// Bytes on disk are damaged in a way that is not a torn tail. Nothing was modified.
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        seq: Option<u64>,
+        reason: String,
+    },
+    /// A transition was refused by `apply`; nothing was written.
+    Refused(Box<dyn std::error::Error + Send + Sync>),
+    /// A transition or state could not be encoded (nothing was written), or a
+    /// record on disk could not be decoded into the transition type.
+    Codec {
+        path: Option<PathBuf>,
+        seq: Option<u64>,
+        reason: String,
+    },
+    /// A record or snapshot is larger than the format allows.
+    TooLarge {
+        what: &'static str,
+        len: u64,
+        max: u64,
+    },
+    /// An earlier write or fsync failed; the store accepts nothing until reopened.
+    Poisoned { cause: String },
+    /// Another writer holds the lock.
+    Locked {
+        path: PathBuf,
+        holder: Option<String>,
+        waited: Option<std::time::Duration>,
+    },
+    /// No store exists at the path (and creation was not asked for).
+    NotFound { path: PathBuf },
+    /// A store exists where a new one was asked for, or with another codec.
+    Mismatch { path: PathBuf, reason: String },
+    /// The store directory is unsafe to use (a symlink, or writable by others).
+    Unsafe { path: PathBuf, reason: String },
+}
+
+/// Result alias for the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// True for a refusal by `apply` (nothing was written).
+    pub fn is_refused(&self) -> bool {
+        matches!(self, Error::Refused(_))
+    }
+
+    /// True when bytes on disk are damaged.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, Error::Corrupt { .. })
+    }
+}
+
+fn seq_part(seq: &Option<u64>) -> String {
+    seq.map(|s| format!(", seq {s}")).unwrap_or_default()
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
+            Error::Corrupt {
+                path,
+                offset,
+                seq,
+                reason,
+            } => write!(
+                f,
+                "corruption in {} at byte offset {offset}{}: {reason}; nothing was modified (run `runlog verify` for a report)",
+                path.display(),
+                seq_part(seq)
+            ),
+            Error::Refused(why) => write!(f, "refused: {why}"),
+            Error::Codec { path, seq, reason } => {
+                write!(f, "encoding error")?;
+                if let Some(p) = path {
+                    write!(f, " in {}", p.display())?;
+                }
+                write!(f, "{}: {reason}", seq_part(seq))
+            }
+            Error::TooLarge { what, len, max } => {
+                write!(f, "{what} of {len} bytes exceeds the limit of {max} bytes")
+            }
+            Error::Poisoned { cause } => write!(
+                f,
+                "store is poisoned by an earlier failure ({cause}); nothing after it was acknowledged — reopen the store to recover"
+            ),
+            Error::Locked {
+                path,
+                holder,
+                waited,
+            } => {
+                write!(f, "store is locked by another writer ({}", path.display())?;
+                if let Some(h) = holder {
+                    write!(f, ", held by {h}")?;
+                }
+                if let Some(w) = waited {
+                    write!(f, ", waited {:.1}s", w.as_secs_f64())?;
+                }
+                write!(f, ")")
+            }
+            Error::NotFound { path } => write!(f, "no runlog store at {}", path.display()),
+            Error::Mismatch { path, reason } => write!(f, "{}: {reason}", path.display()),
+            Error::Unsafe { path, reason } => {
+                write!(f, "refusing to use {}: {reason}", path.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Refused(e) => Some(e.as_ref()),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! On-disk constants and fixed headers. Every name here appears in FORMAT.md;
+//! offsets are derived from field sizes, never typed by hand.
+
+/// Which encoding a store uses for its payloads. Recorded in every file header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Codec {
+    /// Binary frames, payloads encoded with `postcard`.
+    Binary,
+    /// One JSON object per line, payloads as JSON (readable with `jq`).
+    Jsonl,
+}
+
+impl Codec {
+    /// The byte recorded in binary headers.
+    pub fn id(self) -> u8 {
+        match self {
+            Codec::Binary => CODEC_BINARY,
+            Codec::Jsonl => CODEC_JSONL,
+        }
+    }
+
+    /// The codec for a header byte, if known.
+    pub fn from_id(id: u8) -> Option<Codec> {
+        match id {
+            CODEC_BINARY => Some(Codec::Binary),
+            CODEC_JSONL => Some(Codec::Jsonl),
+            _ => None,
+        }
+    }
+
+    /// The name used in JSONL headers and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Binary => "binary",
+            Codec::Jsonl => "jsonl",
+        }
+    }
+}
+
+impl std::str::FromStr for Codec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "binary" => Ok(Codec::Binary),
+            "jsonl" => Ok(Codec::Jsonl),
+            other => Err(format!(
+                "unknown codec {other:?} (expected binary or jsonl)"
+            )),
+        }
+    }
+}
+
+/// `FORMAT_VERSION`: bumped whenever a reader of the previous version could misread a file.
+pub const FORMAT_VERSION: u16 = 1;
+/// Codec byte for [`Codec::Binary`].
+pub const CODEC_BINARY: u8 = 1;
+/// Codec byte for [`Codec::Jsonl`].
+pub const CODEC_JSONL: u8 = 2;
+
+/// Magic at offset 0 of a binary segment.
+pub const SEGMENT_MAGIC: [u8; 8] = *b"RUNLOGsg";
+/// Magic at offset 0 of a binary snapshot.
+pub const SNAPSHOT_MAGIC: [u8; 8] = *b"RUNLOGsn";
+/// Every JSONL header line starts with these bytes; used to tell codecs apart.
+pub const JSONL_HEADER_PREFIX: &[u8] = b"{\"runlog\":";
+
+/// Largest payload a record may carry. Checked before allocating on read and before writing.
+pub const MAX_RECORD_LEN: u32 = 16 << 20;
+/// Largest snapshot payload.
+pub const MAX_SNAPSHOT_LEN: u64 = 4 << 30;
+/// Largest JSONL header line accepted.
+pub const MAX_JSONL_HEADER_LEN: usize = 256;
+
+/// Added to every checksum after rotation, so an all-zero region never validates.
+pub const CRC_MASK_DELTA: u32 = 0xa282_ead8;
+
+/// A checksum as stored on disk: crc32 (IEEE) of the covered bytes, rotated and offset.
+pub fn masked_crc(parts: &[&[u8]]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().rotate_right(15).wrapping_add(CRC_MASK_DELTA)
+}
+
+// ---- binary segment header -------------------------------------------------
+// magic | version u16 | codec u8 | reserved u8 | first_seq u64 | reserved u64 | header_crc u32
+pub(crate) const SEG_MAGIC_END: usize = SEGMENT_MAGIC.len();
+pub(crate) const SEG_VERSION_END: usize = SEG_MAGIC_END + size_of::<u16>();
+pub(crate) const SEG_CODEC_AT: usize = SEG_VERSION_END;
+pub(crate) const SEG_FIRST_SEQ_AT: usize = SEG_CODEC_AT + 2;
+pub(crate) const SEG_RESERVED_AT: usize = SEG_FIRST_SEQ_AT + size_of::<u64>();
+pub(crate) const SEG_CRC_AT: usize = SEG_RESERVED_AT + size_of::<u64>();
+/// Length of a binary segment header.
+pub const SEGMENT_HEADER_LEN: usize = SEG_CRC_AT + size_of::<u32>();
+
+// ---- binary record frame -----------------------------------------------------
+// len u32 | seq u64 | header_crc u32 | payload [len] | crc u32
+pub(crate) const REC_SEQ_AT: usize = size_of::<u32>();
+pub(crate) const REC_HCRC_AT: usize = REC_SEQ_AT + size_of::<u64>();
+/// Bytes before the payload of a binary record.
+pub const RECORD_HEADER_LEN: usize = REC_HCRC_AT + size_of::<u32>();
+/// Bytes after the payload of a binary record.
+pub const RECORD_TRAILER_LEN: usize = size_of::<u32>();
+
+// ---- binary snapshot header --------------------------------------------------
+// magic | version u16 | codec u8 | reserved u8 | reserved u32 | seq u64 | len u64 | payload_crc u32 | header_crc u32
+pub(crate) const SNAP_CODEC_AT: usize = SNAPSHOT_MAGIC.len() + size_of::<u16>();
+pub(crate) const SNAP_SEQ_AT: usize = SNAP_CODEC_AT + 2 + size_of::<u32>();
+pub(crate) const SNAP_LEN_AT: usize = SNAP_SEQ_AT + size_of::<u64>();
+pub(crate) const SNAP_PCRC_AT: usize = SNAP_LEN_AT + size_of::<u64>();
+pub(crate) const SNAP_HCRC_AT: usize = SNAP_PCRC_AT + size_of::<u32>();
+/// Length of a binary snapshot header.
+pub const SNAPSHOT_HEADER_LEN: usize = SNAP_HCRC_AT + size_of::<u32>();
+
+// ---- file names ----------------------------------------------------------------
+/// Prefix of segment file names: `seg-<first seq, 20 digits>.log`.
+pub const SEGMENT_PREFIX: &str = "seg-";
+/// Suffix of segment file names.
+pub const SEGMENT_SUFFIX: &str = ".log";
+/// Prefix of snapshot file names: `snap-<seq, 20 digits>.snap`.
+pub const SNAPSHOT_PREFIX: &str = "snap-";
+/// Suffix of snapshot file names.
+pub const SNAPSHOT_SUFFIX: &str = ".snap";
+/// Marker inside temp file names: `.tmp-<random>`.
+pub const TEMP_MARKER: &str = ".tmp-";
+/// Marker of quarantined torn tails: `<segment>.broken-<offset>`.
+pub const QUARANTINE_MARKER: &str = ".broken-";
+/// The writer's lock file; holds the owner's pid.
+pub const LOCK_FILE: &str = "LOCK";
+
+/// File name of the segment whose first record has `seq`.
+pub fn segment_name(first_seq: u64) -> String {
+    format!("{SEGMENT_PREFIX}{first_seq:020}{SEGMENT_SUFFIX}")
+}
+
+/// File name of the snapshot covering records up to `seq`.
+pub fn snapshot_name(seq: u64) -> String {
+    format!("{SNAPSHOT_PREFIX}{seq:020}{SNAPSHOT_SUFFIX}")
+}
+
+fn parse_numbered(name: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The first seq named by a segment file name.
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    parse_numbered(name, SEGMENT_PREFIX, SEGMENT_SUFFIX)
+}
+
+/// The seq named by a snapshot file name.
+pub fn parse_snapshot_name(name: &str) -> Option<u64> {
+    parse_numbered(name, SNAPSHOT_PREFIX, SNAPSHOT_SUFFIX)
+}
+
+pub(crate) fn le_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+pub(crate) fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_format_md() {
+        assert_eq!(SEGMENT_HEADER_LEN, 32);
+        assert_eq!(RECORD_HEADER_LEN, 16);
+        assert_eq!(SNAPSHOT_HEADER_LEN, 40);
+    }
+
+    #[test]
+    fn zeros_never_checksum_to_zero() {
+        for n in 0..64 {
+            assert_ne!(masked_crc(&[&vec![0u8; n]]), 0, "{n} zero bytes");
+        }
+    }
+
+    #[test]
+    fn names_round_trip_and_reject_lookalikes() {
+        assert_eq!(parse_segment_name(&segment_name(42)), Some(42));
+        assert_eq!(parse_snapshot_name(&snapshot_name(7)), Some(7));
+        assert_eq!(parse_segment_name("seg-1.log"), None);
+        assert_eq!(parse_segment_name("seg-0000000000000000000x.log"), None);
+        assert_eq!(
+            parse_segment_name("seg-00000000000000000001.log.broken-3"),
+            None
+        );
+    }
+}

@@ -1,0 +1,398 @@
+//! Framing of segment headers and records, for both codecs. Pure functions over
+//! bytes: no I/O, no allocation beyond the output buffer, no panic on any input.
+
+use super::format::*;
+use serde::{Deserialize, Serialize};
+
+/// Why the bytes at some offset are not a valid frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameProblem {
+    /// The bytes end before the frame does (`need` bytes from the frame start, `have` present).
+    Incomplete { need: u64, have: u64 },
+    /// The header checksum (length + seq) does not match.
+    HeaderChecksum,
+    /// The payload checksum does not match.
+    Checksum,
+    /// A length larger than `MAX_RECORD_LEN`.
+    TooLong { len: u64 },
+    /// Seq 0 is never written; an all-zero header would carry it.
+    ZeroSeq,
+    /// A JSONL line that is not a record object.
+    Malformed(String),
+}
+
+impl std::fmt::Display for FrameProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameProblem::Incomplete { need, have } => {
+                write!(f, "incomplete frame ({have} of {need} bytes present)")
+            }
+            FrameProblem::HeaderChecksum => f.write_str("record header checksum mismatch"),
+            FrameProblem::Checksum => f.write_str("record checksum mismatch"),
+            FrameProblem::TooLong { len } => {
+                write!(
+                    f,
+                    "record length {len} exceeds MAX_RECORD_LEN {MAX_RECORD_LEN}"
+                )
+            }
+            FrameProblem::ZeroSeq => f.write_str("record seq 0 (zero-filled bytes)"),
+            FrameProblem::Malformed(why) => write!(f, "malformed record line: {why}"),
+        }
+    }
+}
+
+/// What a decoder found at an offset.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A valid record; `next` is the offset just past it.
+    Record {
+        seq: u64,
+        payload: &'a [u8],
+        next: usize,
+    },
+    /// Exactly at the end of the bytes.
+    End,
+    /// Not a valid frame.
+    Bad(FrameProblem),
+}
+
+// ---- segment headers -----------------------------------------------------------
+
+/// A decoded segment header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    pub codec: Codec,
+    pub first_seq: u64,
+    /// Bytes the header occupies; records start here.
+    pub len: usize,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonSegmentHeader {
+    runlog: String,
+    version: u16,
+    codec: String,
+    #[serde(rename = "firstSeq")]
+    first_seq: u64,
+    crc: u32,
+}
+
+/// Encodes the header of a segment whose first record will be `first_seq`.
+pub fn encode_segment_header(codec: Codec, first_seq: u64) -> Vec<u8> {
+    match codec {
+        Codec::Binary => {
+            let mut h = vec![0u8; SEGMENT_HEADER_LEN];
+            h[..SEG_MAGIC_END].copy_from_slice(&SEGMENT_MAGIC);
+            h[SEG_MAGIC_END..SEG_VERSION_END].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+            h[SEG_CODEC_AT] = CODEC_BINARY;
+            h[SEG_FIRST_SEQ_AT..SEG_RESERVED_AT].copy_from_slice(&first_seq.to_le_bytes());
+            let crc = masked_crc(&[&h[..SEG_CRC_AT]]);
+            h[SEG_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+            h
+        }
+        Codec::Jsonl => {
+            let head = JsonSegmentHeader {
+                runlog: "segment".into(),
+                version: FORMAT_VERSION,
+                codec: Codec::Jsonl.name().into(),
+                first_seq,
+                crc: masked_crc(&[&first_seq.to_le_bytes()]),
+            };
+            let mut v = serde_json::to_vec(&head).expect("header serializes");
+            v.push(b'\n');
+            v
+        }
+    }
+}
+
+/// Decodes a segment header from the start of a file's bytes.
+pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
+    if buf.starts_with(JSONL_HEADER_PREFIX) {
+        let window = &buf[..buf.len().min(MAX_JSONL_HEADER_LEN)];
+        let nl = window
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or_else(|| "JSONL segment header line is incomplete".to_string())?;
+        let h: JsonSegmentHeader = serde_json::from_slice(&buf[..nl])
+            .map_err(|e| format!("JSONL segment header unreadable: {e}"))?;
+        if h.runlog != "segment" {
+            return Err(format!("not a segment header (runlog = {:?})", h.runlog));
+        }
+        check_version(h.version)?;
+        if h.codec != Codec::Jsonl.name() {
+            return Err(format!("JSONL header names codec {:?}", h.codec));
+        }
+        if h.crc != masked_crc(&[&h.first_seq.to_le_bytes()]) {
+            return Err("segment header checksum mismatch".into());
+        }
+        return Ok(SegmentHeader {
+            codec: Codec::Jsonl,
+            first_seq: h.first_seq,
+            len: nl + 1,
+        });
+    }
+    if buf.len() < SEGMENT_HEADER_LEN {
+        return Err(format!(
+            "segment header incomplete ({} of {SEGMENT_HEADER_LEN} bytes)",
+            buf.len()
+        ));
+    }
+    if buf[..SEG_MAGIC_END] != SEGMENT_MAGIC {
+        return Err("bad segment magic".into());
+    }
+    if le_u32(buf, SEG_CRC_AT) != masked_crc(&[&buf[..SEG_CRC_AT]]) {
+        return Err("segment header checksum mismatch".into());
+    }
+    check_version(le_u16(buf, SEG_MAGIC_END))?;
+    match Codec::from_id(buf[SEG_CODEC_AT]) {
+        Some(Codec::Binary) => {}
+        _ => {
+            return Err(format!(
+                "binary segment header names codec {}",
+                buf[SEG_CODEC_AT]
+            ));
+        }
+    }
+    Ok(SegmentHeader {
+        codec: Codec::Binary,
+        first_seq: le_u64(buf, SEG_FIRST_SEQ_AT),
+        len: SEGMENT_HEADER_LEN,
+    })
+}
+
+pub(crate) fn check_version(v: u16) -> Result<(), String> {
+    if v == FORMAT_VERSION {
+        Ok(())
+    } else {
+        Err(format!(
+            "format version {v} is not supported (this build reads version {FORMAT_VERSION})"
+        ))
+    }
+}
+
+// ---- records ---------------------------------------------------------------
+
+/// Appends one framed record to `out`. The caller has checked `payload.len() <= MAX_RECORD_LEN`.
+pub fn encode_record(codec: Codec, seq: u64, payload: &[u8], out: &mut Vec<u8>) {
+    debug_assert!(payload.len() as u64 <= u64::from(MAX_RECORD_LEN));
+    debug_assert!(seq > 0);
+    let len = (payload.len() as u32).to_le_bytes();
+    let seq_b = seq.to_le_bytes();
+    let crc = masked_crc(&[&len, &seq_b, payload]);
+    match codec {
+        Codec::Binary => {
+            out.extend_from_slice(&len);
+            out.extend_from_slice(&seq_b);
+            out.extend_from_slice(&masked_crc(&[&len, &seq_b]).to_le_bytes());
+            out.extend_from_slice(payload);
+            out.extend_from_slice(&crc.to_le_bytes());
+        }
+        Codec::Jsonl => {
+            use std::io::Write;
+            // `t` comes last so its bytes can be checked exactly as written.
+            let _ = write!(
+                out,
+                "{{\"seq\":{seq},\"len\":{},\"crc\":{crc},\"t\":",
+                payload.len()
+            );
+            out.extend_from_slice(payload);
+            out.extend_from_slice(b"}\n");
+        }
+    }
+}
+
+/// Decodes the record starting at `at`.
+pub fn decode_record(codec: Codec, buf: &[u8], at: usize) -> Frame<'_> {
+    match codec {
+        Codec::Binary => decode_binary(buf, at),
+        Codec::Jsonl => decode_jsonl(buf, at),
+    }
+}
+
+fn decode_binary(buf: &[u8], at: usize) -> Frame<'_> {
+    let rest = buf.get(at..).unwrap_or(&[]);
+    if rest.is_empty() {
+        return Frame::End;
+    }
+    if rest.len() < RECORD_HEADER_LEN {
+        return Frame::Bad(FrameProblem::Incomplete {
+            need: RECORD_HEADER_LEN as u64,
+            have: rest.len() as u64,
+        });
+    }
+    let len_b = &rest[..REC_SEQ_AT];
+    let seq_b = &rest[REC_SEQ_AT..REC_HCRC_AT];
+    if le_u32(rest, REC_HCRC_AT) != masked_crc(&[len_b, seq_b]) {
+        return Frame::Bad(FrameProblem::HeaderChecksum);
+    }
+    let len = le_u32(rest, 0);
+    let seq = le_u64(rest, REC_SEQ_AT);
+    if seq == 0 {
+        return Frame::Bad(FrameProblem::ZeroSeq);
+    }
+    if len > MAX_RECORD_LEN {
+        return Frame::Bad(FrameProblem::TooLong { len: len.into() });
+    }
+    let total = RECORD_HEADER_LEN + len as usize + RECORD_TRAILER_LEN;
+    if rest.len() < total {
+        return Frame::Bad(FrameProblem::Incomplete {
+            need: total as u64,
+            have: rest.len() as u64,
+        });
+    }
+    let payload = &rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len as usize];
+    if le_u32(rest, total - RECORD_TRAILER_LEN) != masked_crc(&[len_b, seq_b, payload]) {
+        return Frame::Bad(FrameProblem::Checksum);
+    }
+    Frame::Record {
+        seq,
+        payload,
+        next: at + total,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonRecord<'a> {
+    seq: u64,
+    len: u64,
+    crc: u32,
+    #[serde(borrow)]
+    t: &'a serde_json::value::RawValue,
+}
+
+/// The longest JSONL record line: the payload plus its fixed fields.
+const MAX_JSONL_LINE: usize = MAX_RECORD_LEN as usize + 128;
+
+fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
+    let rest = buf.get(at..).unwrap_or(&[]);
+    if rest.is_empty() {
+        return Frame::End;
+    }
+    let window = &rest[..rest.len().min(MAX_JSONL_LINE + 1)];
+    let Some(nl) = window.iter().position(|&b| b == b'\n') else {
+        if rest.len() > MAX_JSONL_LINE {
+            return Frame::Bad(FrameProblem::TooLong {
+                len: rest.len() as u64,
+            });
+        }
+        return Frame::Bad(FrameProblem::Incomplete {
+            need: rest.len() as u64 + 1,
+            have: rest.len() as u64,
+        });
+    };
+    let line = &rest[..nl];
+    let rec: JsonRecord<'_> = match serde_json::from_slice(line) {
+        Ok(r) => r,
+        Err(e) => return Frame::Bad(FrameProblem::Malformed(e.to_string())),
+    };
+    if rec.seq == 0 {
+        return Frame::Bad(FrameProblem::ZeroSeq);
+    }
+    let payload = rec.t.get().as_bytes();
+    if rec.len > u64::from(MAX_RECORD_LEN) {
+        return Frame::Bad(FrameProblem::TooLong { len: rec.len });
+    }
+    if rec.len != payload.len() as u64 {
+        return Frame::Bad(FrameProblem::Checksum);
+    }
+    let len_b = (payload.len() as u32).to_le_bytes();
+    if rec.crc != masked_crc(&[&len_b, &rec.seq.to_le_bytes(), payload]) {
+        return Frame::Bad(FrameProblem::Checksum);
+    }
+    // The payload is a sub-slice of `line`, so its position in `buf` is exact.
+    Frame::Record {
+        seq: rec.seq,
+        payload,
+        next: at + nl + 1,
+    }
+}
+
+/// Where the next frame may start after a bad one, when scanning ahead for
+/// valid records (every byte for binary, every line start for JSONL).
+pub fn next_candidate(codec: Codec, buf: &[u8], at: usize) -> Option<usize> {
+    match codec {
+        Codec::Binary => (at + 1 < buf.len()).then_some(at + 1),
+        Codec::Jsonl => {
+            let nl = buf.get(at..)?.iter().position(|&b| b == b'\n')?;
+            let next = at + nl + 1;
+            (next < buf.len()).then_some(next)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(codec: Codec, seq: u64, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        encode_record(codec, seq, payload, &mut v);
+        v
+    }
+
+    #[test]
+    fn binary_round_trip() {
+        let b = rec(Codec::Binary, 9, b"hello");
+        assert_eq!(
+            decode_record(Codec::Binary, &b, 0),
+            Frame::Record {
+                seq: 9,
+                payload: b"hello",
+                next: b.len()
+            }
+        );
+        assert_eq!(decode_record(Codec::Binary, &b, b.len()), Frame::End);
+    }
+
+    #[test]
+    fn jsonl_round_trip_is_plain_json() {
+        let b = rec(Codec::Jsonl, 3, br#"{"a":[1,2]}"#);
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["t"]["a"][1], 2);
+        assert_eq!(
+            decode_record(Codec::Jsonl, &b, 0),
+            Frame::Record {
+                seq: 3,
+                payload: br#"{"a":[1,2]}"#,
+                next: b.len()
+            }
+        );
+    }
+
+    #[test]
+    fn all_zero_bytes_are_never_a_record() {
+        for n in 1..64 {
+            let z = vec![0u8; n];
+            assert!(matches!(decode_record(Codec::Binary, &z, 0), Frame::Bad(_)));
+            assert!(matches!(decode_record(Codec::Jsonl, &z, 0), Frame::Bad(_)));
+        }
+    }
+
+    #[test]
+    fn huge_length_in_valid_header_is_rejected_without_allocating() {
+        let len = u32::MAX.to_le_bytes();
+        let seq = 1u64.to_le_bytes();
+        let mut b = Vec::new();
+        b.extend_from_slice(&len);
+        b.extend_from_slice(&seq);
+        b.extend_from_slice(&masked_crc(&[&len, &seq]).to_le_bytes());
+        b.extend_from_slice(&[0; 8]);
+        assert_eq!(
+            decode_record(Codec::Binary, &b, 0),
+            Frame::Bad(FrameProblem::TooLong {
+                len: u32::MAX.into()
+            })
+        );
+    }
+
+    #[test]
+    fn headers_round_trip() {
+        for codec in [Codec::Binary, Codec::Jsonl] {
+            let h = encode_segment_header(codec, 77);
+            let d = decode_segment_header(&h).unwrap();
+            assert_eq!((d.codec, d.first_seq, d.len), (codec, 77, h.len()));
+        }
+    }
+}

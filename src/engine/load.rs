@@ -1,0 +1,351 @@
+//! The I/O side of recovery: list a store directory, read its snapshots and
+//! segments through the [`Vfs`], feed the pure scan and decision functions, and
+//! rebuild the state. Shared by the writer's open, read-only opens, `verify` and
+//! compaction.
+
+use super::error::{Error, Result};
+use super::format::*;
+use super::frame::decode_segment_header;
+use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify};
+use super::scan::{SegmentScan, scan_segment};
+use super::snapfile::decode_snapshot;
+use super::vfs::{FileBytes, Vfs};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The files of a store directory, sorted by seq.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// (first seq, file name) of each segment.
+    pub segments: Vec<(u64, String)>,
+    /// (seq, file name) of each snapshot.
+    pub snapshots: Vec<(u64, String)>,
+    /// Leftover temp files from an interrupted snapshot.
+    pub temps: Vec<String>,
+}
+
+/// Lists a store directory. `NotFound` if it does not exist.
+pub fn list_store(vfs: &dyn Vfs, dir: &Path) -> Result<Listing> {
+    let names = vfs
+        .list(dir)
+        .map_err(|e| Error::io("list store directory", dir, e))?;
+    let mut l = Listing::default();
+    for name in names {
+        if let Some(s) = parse_segment_name(&name) {
+            l.segments.push((s, name));
+        } else if let Some(s) = parse_snapshot_name(&name) {
+            l.snapshots.push((s, name));
+        } else if name.contains(TEMP_MARKER) {
+            l.temps.push(name);
+        }
+    }
+    l.segments.sort();
+    l.snapshots.sort();
+    Ok(l)
+}
+
+/// Progress of a replay, passed to the progress callback.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Records replayed so far.
+    pub records: u64,
+    /// Segment bytes scanned so far.
+    pub bytes: u64,
+    /// Segments in the log.
+    pub segments: usize,
+}
+
+/// What recovery found and did.
+#[derive(Debug, Clone, Default)]
+pub struct RecoveryReport {
+    /// The codec of the store.
+    pub codec: Option<Codec>,
+    /// The seq the starting snapshot covers (None: started from the empty state).
+    pub snapshot_seq: Option<u64>,
+    /// Newer snapshots that were damaged and skipped, loudly: (path, reason).
+    pub snapshot_fallbacks: Vec<(PathBuf, String)>,
+    /// Records replayed on top of the snapshot.
+    pub records_replayed: u64,
+    /// The last seq in the recovered history (0 when empty).
+    pub last_seq: u64,
+    /// Segments read.
+    pub segments: usize,
+    /// Bytes of segment data scanned.
+    pub bytes_scanned: u64,
+    /// A torn tail that was found (and, for a writer, dropped).
+    pub torn_tail: Option<TornTailReport>,
+    /// Size of the starting snapshot file.
+    pub snapshot_bytes: u64,
+    /// Log bytes scanned that the snapshot already covered.
+    pub bytes_below_snapshot: u64,
+    /// Wall time the recovery took.
+    pub elapsed: Duration,
+}
+
+/// A torn tail found at the end of the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTailReport {
+    /// The segment it was in.
+    pub path: PathBuf,
+    /// Offset of its first byte.
+    pub offset: u64,
+    /// Bytes discarded.
+    pub bytes: u64,
+    /// The whole file (its header was torn) was discarded.
+    pub whole_file: bool,
+    /// Why the bytes do not form a record.
+    pub reason: String,
+    /// Where the discarded bytes were kept (writers only).
+    pub quarantined_to: Option<PathBuf>,
+}
+
+/// Knobs of one load.
+pub struct LoadSpec<'a, S> {
+    /// Read files by memory map (only while holding the writer lock).
+    pub mapped: bool,
+    /// Replay records up to this seq only, reading only segments that start at or below it.
+    pub upto: Option<u64>,
+    /// Decodes a snapshot payload into a state.
+    pub decode_state: &'a mut dyn FnMut(Codec, &[u8]) -> std::result::Result<S, String>,
+    /// Applies one record payload to the state.
+    pub apply: &'a mut dyn FnMut(&mut S, Codec, &[u8]) -> std::result::Result<(), String>,
+    /// Called now and then during replay.
+    pub progress: Option<&'a (dyn Fn(&Progress) + Send + Sync)>,
+}
+
+/// The outcome of a load that found no corruption.
+pub struct Loaded<S> {
+    pub state: S,
+    pub listing: Listing,
+    pub base: BaseChoice,
+    pub scans: Vec<SegmentScan>,
+    pub verdict: Verdict,
+    pub codec: Codec,
+    /// The seq the next record gets.
+    pub next_seq: u64,
+    pub report: RecoveryReport,
+}
+
+const PROGRESS_EVERY: u64 = 65_536;
+
+fn read(vfs: &dyn Vfs, path: &Path, mapped: bool, op: &'static str) -> Result<FileBytes> {
+    let r = if mapped {
+        vfs.read_mapped(path)
+    } else {
+        vfs.read(path)
+    };
+    r.map_err(|e| Error::io(op, path, e))
+}
+
+/// True when an error means a file vanished between listing and reading it
+/// (a concurrent compaction): a read-only load retries.
+pub fn is_vanished(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+}
+
+/// Detects the codec of a store from its first segment's header.
+fn detect_codec(vfs: &dyn Vfs, dir: &Path, l: &Listing, mapped: bool) -> Result<Option<Codec>> {
+    for (_, name) in &l.segments {
+        let path = dir.join(name);
+        let bytes = read(vfs, &path, mapped, "read segment")?;
+        if let Ok(h) = decode_segment_header((*bytes).as_ref()) {
+            return Ok(Some(h.codec));
+        }
+    }
+    for (_, name) in l.snapshots.iter().rev() {
+        let path = dir.join(name);
+        let bytes = read(vfs, &path, mapped, "read snapshot")?;
+        if let Ok(v) = decode_snapshot((*bytes).as_ref()) {
+            return Ok(Some(v.codec));
+        }
+    }
+    Ok(None)
+}
+
+/// Loads a store: chooses the base snapshot, replays the log, classifies what it
+/// found. Corruption is an error naming file, offset and seq; a torn tail is
+/// reported in the verdict and left on disk (the writer decides what to do).
+pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Result<Loaded<S>> {
+    let started = Instant::now();
+    let listing = list_store(vfs, dir)?;
+    if listing.segments.is_empty() && listing.snapshots.is_empty() {
+        return Err(Error::NotFound {
+            path: dir.to_path_buf(),
+        });
+    }
+    let codec = detect_codec(vfs, dir, &listing, spec.mapped)?.ok_or_else(|| Error::Corrupt {
+        path: dir.join(
+            listing
+                .segments
+                .first()
+                .or(listing.snapshots.last())
+                .map(|x| x.1.as_str())
+                .unwrap_or(""),
+        ),
+        offset: 0,
+        seq: None,
+        reason: "no segment or snapshot with a readable header".into(),
+    })?;
+    let mut report = RecoveryReport {
+        codec: Some(codec),
+        ..Default::default()
+    };
+
+    // 1. The base: the newest snapshot that verifies, decodes, and that the log continues from.
+    let snap_seqs: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
+    let log_first = listing.segments.first().map(|s| s.0);
+    let mut base_state: Option<S> = None;
+    let mut snapshot_bytes = 0u64;
+    let mut io_error: Option<Error> = None;
+    let base = choose_base(&snap_seqs, log_first, |i| {
+        let (seq, name) = &listing.snapshots[i];
+        let path = dir.join(name);
+        let bytes = match read(vfs, &path, spec.mapped, "read snapshot") {
+            Ok(b) => b,
+            Err(e) => {
+                let why = e.to_string();
+                io_error.get_or_insert(e);
+                return Err(why);
+            }
+        };
+        let bytes_len = (*bytes).as_ref().len() as u64;
+        let view = decode_snapshot((*bytes).as_ref())?;
+        if view.seq != *seq {
+            return Err(format!(
+                "header says seq {}, file name says {seq}",
+                view.seq
+            ));
+        }
+        if view.codec != codec {
+            return Err(format!(
+                "snapshot codec {} differs from the log's {}",
+                view.codec.name(),
+                codec.name()
+            ));
+        }
+        snapshot_bytes = bytes_len;
+        base_state = Some(
+            (spec.decode_state)(codec, view.payload)
+                .map_err(|e| format!("payload does not decode: {e}"))?,
+        );
+        Ok(())
+    });
+    if let Some(e) = io_error.filter(|e| is_vanished(e)) {
+        return Err(e);
+    }
+    let base = base.map_err(|c| corruption(dir, &listing, c))?;
+    for (i, why) in &base.skipped {
+        report
+            .snapshot_fallbacks
+            .push((dir.join(&listing.snapshots[*i].1), why.clone()));
+    }
+    report.snapshot_seq = base.snapshot.map(|_| base.seq);
+    report.snapshot_bytes = snapshot_bytes;
+    let mut state = match base.snapshot {
+        Some(_) => base_state.expect("a chosen snapshot was decoded"),
+        None => S::default(),
+    };
+
+    // 2. Replay every record above the base, segment by segment.
+    let segments: Vec<&(u64, String)> = listing
+        .segments
+        .iter()
+        .filter(|(first, _)| spec.upto.is_none_or(|u| *first <= u))
+        .collect();
+    let mut scans = Vec::with_capacity(segments.len());
+    let mut replayed = 0u64;
+    for (_, name) in &segments {
+        let path = dir.join(name);
+        let bytes = read(vfs, &path, spec.mapped, "read segment")?;
+        let bytes: &[u8] = (*bytes).as_ref();
+        let scan = scan_segment(bytes, |seq, payload, offset| {
+            if seq <= base.seq {
+                report.bytes_below_snapshot = report.bytes_scanned + offset;
+                return Ok(());
+            }
+            if spec.upto.is_some_and(|u| seq > u) {
+                return Ok(());
+            }
+            (spec.apply)(&mut state, codec, payload).map_err(|reason| Error::Corrupt {
+                path: path.clone(),
+                offset,
+                seq: Some(seq),
+                reason: format!("record cannot be replayed: {reason}"),
+            })?;
+            replayed += 1;
+            if replayed.is_multiple_of(PROGRESS_EVERY)
+                && let Some(p) = spec.progress
+            {
+                p(&Progress {
+                    records: replayed,
+                    bytes: report.bytes_scanned + offset,
+                    segments: segments.len(),
+                });
+            }
+            Ok(())
+        })?;
+        report.bytes_scanned += bytes.len() as u64;
+        scans.push(scan);
+    }
+    let name_seqs: Vec<u64> = segments.iter().map(|s| s.0).collect();
+
+    // 3. The decision.
+    let verdict = classify(&scans, &name_seqs, base.seq);
+    if let Verdict::Corrupt(c) = &verdict {
+        return Err(corruption(dir, &listing, c.clone()));
+    }
+    let mut next_seq = scans
+        .last()
+        .map_or(base.seq + 1, |s| s.next_seq.max(base.seq + 1));
+    if let Verdict::TornTail(t) = &verdict {
+        if t.whole_file {
+            next_seq = name_seqs[t.segment].max(base.seq + 1);
+        }
+        report.torn_tail = Some(TornTailReport {
+            path: dir.join(&segments[t.segment].1),
+            offset: t.offset,
+            bytes: t.bytes,
+            whole_file: t.whole_file,
+            reason: t.reason.clone(),
+            quarantined_to: None,
+        });
+    }
+    if let Some(u) = spec.upto {
+        next_seq = next_seq.min(u + 1);
+    }
+    report.records_replayed = replayed;
+    report.last_seq = next_seq - 1;
+    report.segments = segments.len();
+    report.elapsed = started.elapsed();
+    if let Some(p) = spec.progress {
+        p(&Progress {
+            records: replayed,
+            bytes: report.bytes_scanned,
+            segments: segments.len(),
+        });
+    }
+    Ok(Loaded {
+        state,
+        listing,
+        base,
+        scans,
+        verdict,
+        codec,
+        next_seq,
+        report,
+    })
+}
+
+fn corruption(dir: &Path, l: &Listing, c: Corruption) -> Error {
+    let name = match c.file {
+        FileRef::Segment(i) => l.segments.get(i).map(|s| s.1.as_str()),
+        FileRef::Snapshot(i) => l.snapshots.get(i).map(|s| s.1.as_str()),
+    };
+    Error::Corrupt {
+        path: dir.join(name.unwrap_or("")),
+        offset: c.offset,
+        seq: c.seq,
+        reason: c.reason,
+    }
+}

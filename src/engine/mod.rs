@@ -1,0 +1,83 @@
+//! The storage engine: a generic state machine whose transitions are appended to
+//! an fsync'd log and whose state is periodically snapshotted. It knows nothing of
+//! runs. FORMAT.md describes every byte it writes.
+
+mod codec;
+mod compact;
+mod error;
+pub mod format;
+pub mod frame;
+mod load;
+mod realfs;
+pub mod recovery;
+pub mod scan;
+pub mod snapfile;
+mod store;
+mod tools;
+pub mod vfs;
+
+pub use codec::{decode_payload, encode_payload};
+pub use compact::CompactReport;
+pub use error::{Error, Result};
+pub use format::Codec;
+pub use load::{Progress, RecoveryReport, TornTailReport};
+pub use store::{CompactionPolicy, Options, Stats, Store, SyncPolicy};
+pub use tools::{Integrity, VerifyReport, for_each_record, verify, write_file_atomic};
+pub use vfs::{RealFs, Vfs, VfsFile};
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::path::Path;
+
+/// A state machine the store persists: a state, its transitions, and `apply`.
+///
+/// `apply` must be deterministic (replay after a crash runs it again on the same
+/// transitions) and must leave the state unchanged when it returns an error: a
+/// refused transition is never written.
+pub trait Machine: Send + Sync + 'static {
+    /// The state; `Default` is the state of an empty store.
+    type State: Serialize + DeserializeOwned + Default + Send + Sync + 'static;
+    /// One transition.
+    type Transition: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// Why `apply` refused a transition.
+    type Error: std::error::Error + Send + Sync + 'static;
+    /// Applies `t` to `state`, or refuses it leaving `state` as it was.
+    fn apply(state: &mut Self::State, t: &Self::Transition)
+    -> std::result::Result<(), Self::Error>;
+}
+
+/// Reads a store without taking the writer lock and without modifying any file.
+/// Sees every transition acknowledged before it started; a torn tail (possibly a
+/// record being written right now) is ignored and reported, not truncated.
+pub fn read_state<M: Machine>(vfs: &dyn Vfs, dir: &Path) -> Result<(M::State, RecoveryReport)> {
+    store::check_dir(vfs, dir)?;
+    tools::with_retries(|| {
+        let mut decode_state = decode_payload::<M::State>;
+        let mut apply = store::replay_one::<M>;
+        let l = load::load(
+            vfs,
+            dir,
+            load::LoadSpec {
+                mapped: false,
+                upto: None,
+                decode_state: &mut decode_state,
+                apply: &mut apply,
+                progress: None,
+            },
+        )?;
+        Ok((l.state, l.report))
+    })
+}
+
+/// Opens the store for writing (dropping a torn tail), writes a fresh snapshot of
+/// the recovered state and compacts. Returns what recovery found and what
+/// compaction did.
+pub fn rebuild_snapshot<M: Machine>(
+    dir: &Path,
+    opts: Options,
+) -> Result<(RecoveryReport, CompactReport)> {
+    let store = Store::<M>::open(dir, opts)?;
+    let report = store.recovery().clone();
+    let c = store.compact()?;
+    Ok((report, c))
+}

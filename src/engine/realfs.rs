@@ -1,0 +1,167 @@
+//! The real filesystem behind [`Vfs`]: O_NOFOLLOW everywhere, 0600 files and
+//! 0700 directories whatever the umask, whole-file reads through a memory map.
+
+use super::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// The real filesystem.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealFs;
+
+#[derive(Debug)]
+struct RealFile(File);
+
+impl VfsFile for RealFile {
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.0.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.0.sync_all()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+}
+
+fn nofollow() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    o
+}
+
+fn regular(f: File, path: &Path) -> io::Result<File> {
+    if f.metadata()?.is_file() {
+        Ok(f)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ))
+    }
+}
+
+/// A read-only memory map of a file.
+struct Mapped(memmap2::Mmap);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Vfs for RealFs {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        fs::DirBuilder::new().mode(0o700).create(path)?;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+    }
+
+    fn dir_mode(&self, path: &Path) -> io::Result<u32> {
+        let m = fs::symlink_metadata(path)?;
+        if m.file_type().is_symlink() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is a symlink; runlog does not follow symlinks",
+                    path.display()
+                ),
+            ));
+        }
+        if !m.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a directory", path.display()),
+            ));
+        }
+        Ok(m.permissions().mode() & 0o7777)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(dir)? {
+            if let Ok(name) = e?.file_name().into_string() {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+        let f = nofollow()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)?;
+        // The umask may have removed owner bits; 0600 exactly, whatever it is.
+        f.set_permissions(fs::Permissions::from_mode(0o600))?;
+        Ok(Box::new(RealFile(f)))
+    }
+
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+        let f = regular(nofollow().write(true).open(path)?, path)?;
+        Ok(Box::new(RealFile(f)))
+    }
+
+    fn read(&self, path: &Path) -> io::Result<FileBytes> {
+        let mut f = regular(nofollow().read(true).open(path)?, path)?;
+        let mut v = Vec::with_capacity(f.metadata()?.len() as usize);
+        f.read_to_end(&mut v)?;
+        Ok(Box::new(v))
+    }
+
+    fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
+        let f = regular(nofollow().read(true).open(path)?, path)?;
+        if f.metadata()?.len() == 0 {
+            return Ok(Box::new(Vec::new()));
+        }
+        // SAFETY: a map is undefined behaviour only if the file shrinks under it.
+        // The engine calls this only while holding the writer lock, and nothing in
+        // runlog truncates a file without that lock; bytes past the end of a live
+        // segment are only ever appended, which a map of the older length ignores.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&f) }?;
+        Ok(Box::new(Mapped(map)))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
+        let mut f = nofollow()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)?;
+        let f_ref = regular(f.try_clone()?, path)?;
+        match f_ref.try_lock() {
+            Ok(()) => {
+                f.set_len(0)?;
+                f.write_all_at(holder.as_bytes(), 0)?;
+                Ok(LockAttempt::Acquired(Box::new(f_ref)))
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                let mut s = String::new();
+                let _ = f.by_ref().take(256).read_to_string(&mut s);
+                let s = s.trim().to_string();
+                Ok(LockAttempt::Busy((!s.is_empty()).then_some(s)))
+            }
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,804 @@
+//! The writer: a state machine kept in memory, its transitions appended to the
+//! log and made durable under the sync policy, snapshots and compaction.
+//!
+//! Lock order: `inner` before `sync`. Nothing holds `sync` while taking `inner`.
+
+use super::Machine;
+use super::codec::{decode_payload, encode_payload};
+use super::compact;
+use super::error::{Error, Result};
+use super::format::*;
+use super::frame::{encode_record, encode_segment_header};
+use super::load::{LoadSpec, Loaded, Progress, RecoveryReport, load};
+use super::recovery::Verdict;
+use super::vfs::{LockAttempt, RealFs, Vfs, VfsFile, retry_interrupted, write_all_at};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// When an acknowledged append is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// `append` returns only after an fsync that covers its record. Concurrent
+    /// appenders share fsyncs (leader/follower), never weakening this. The default.
+    #[default]
+    Always,
+    /// As `Always`, and the thread that leads an fsync first waits up to `linger`
+    /// for more appenders to join it: higher throughput with many writers,
+    /// more latency for each.
+    Grouped { linger: Duration },
+    /// `append` returns once the record is written to the OS; a background thread
+    /// fsyncs every interval. A crash of the machine (not of the process) loses up
+    /// to `interval` of acknowledged appends. `sync()` forces it.
+    Interval(Duration),
+    /// Never fsync except on `sync()`, compaction and close. A machine crash may
+    /// lose everything since the last of those. For tests and bulk loads.
+    Never,
+}
+
+/// When the store compacts by itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CompactionPolicy {
+    /// Only on an explicit [`Store::compact`].
+    Manual,
+    /// In a background thread, when the log written since the last snapshot is
+    /// larger than both `min_log_bytes` and `ratio` × the last snapshot's size.
+    Auto { min_log_bytes: u64, ratio: f64 },
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        CompactionPolicy::Auto {
+            min_log_bytes: 64 << 20,
+            ratio: 1.0,
+        }
+    }
+}
+
+/// How to open a store for writing.
+#[derive(Clone)]
+pub struct Options {
+    /// Create the store if it does not exist (with `codec`).
+    pub create: bool,
+    /// The codec for a new store; an existing store keeps its own.
+    pub codec: Codec,
+    pub sync: SyncPolicy,
+    /// How long to wait for another writer to release the lock (`None`: fail at once).
+    pub lock_wait: Option<Duration>,
+    /// A segment is closed and a new one started past this size.
+    pub segment_bytes: u64,
+    pub compaction: CompactionPolicy,
+    /// The filesystem; tests substitute a simulated one.
+    pub vfs: Arc<dyn Vfs>,
+    /// Called during replay with progress.
+    pub progress: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create: false,
+            codec: Codec::Binary,
+            sync: SyncPolicy::Always,
+            lock_wait: None,
+            segment_bytes: 64 << 20,
+            compaction: CompactionPolicy::default(),
+            vfs: Arc::new(RealFs),
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("create", &self.create)
+            .field("codec", &self.codec)
+            .field("sync", &self.sync)
+            .field("lock_wait", &self.lock_wait)
+            .field("segment_bytes", &self.segment_bytes)
+            .field("compaction", &self.compaction)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub(crate) file: Box<dyn VfsFile>,
+    pub(crate) path: PathBuf,
+    pub(crate) first_seq: u64,
+}
+
+pub(crate) struct Inner<M: Machine> {
+    pub(crate) state: M::State,
+    pub(crate) next_seq: u64,
+    pub(crate) active: Arc<Active>,
+    pub(crate) active_len: u64,
+    payload: Vec<u8>,
+    frame: Vec<u8>,
+    pub(crate) poisoned: Option<String>,
+    /// First seqs of the live segments, oldest first (the last is `active`).
+    pub(crate) segments: Vec<u64>,
+    /// Seqs of the live snapshots, oldest first.
+    pub(crate) snapshots: Vec<u64>,
+    pub(crate) log_bytes_since_snapshot: u64,
+    pub(crate) last_snapshot_bytes: u64,
+}
+
+#[derive(Default)]
+struct SyncState {
+    durable: u64,
+    leading: bool,
+    failed: Option<String>,
+}
+
+/// Counters since open.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Records appended.
+    pub appends: AtomicU64,
+    /// fsyncs of the log issued for acknowledgement.
+    pub fsyncs: AtomicU64,
+    /// Snapshots written.
+    pub snapshots: AtomicU64,
+}
+
+pub(crate) struct Shared<M: Machine> {
+    pub(crate) dir: PathBuf,
+    pub(crate) vfs: Arc<dyn Vfs>,
+    pub(crate) codec: Codec,
+    pub(crate) opts: Options,
+    pub(crate) inner: Mutex<Inner<M>>,
+    sync: Mutex<SyncState>,
+    synced: Condvar,
+    pub(crate) compaction: Mutex<compact::CompactionState>,
+    pub(crate) compaction_done: Condvar,
+    pub(crate) stats: Stats,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    _lock: Box<dyn Send + Sync>,
+}
+
+/// A store open for writing. Holds the exclusive writer lock until dropped.
+pub struct Store<M: Machine> {
+    shared: Arc<Shared<M>>,
+    flusher: Option<JoinHandle<()>>,
+    report: RecoveryReport,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a runlog mutex leaves consistent data (every update is
+    // a single assignment after the I/O it records), so a poisoned mutex is usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) fn check_dir(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    let mode = vfs.dir_mode(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound {
+            path: dir.to_path_buf(),
+        },
+        std::io::ErrorKind::InvalidInput => Error::Unsafe {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        },
+        _ => Error::io("stat store directory", dir, e),
+    })?;
+    if mode & 0o022 != 0 {
+        return Err(Error::Unsafe {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "the directory is writable by other users (mode {mode:o}); chmod go-w it"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn take_lock(vfs: &dyn Vfs, dir: &Path, wait: Option<Duration>) -> Result<Box<dyn Send + Sync>> {
+    let path = dir.join(LOCK_FILE);
+    let holder = format!("pid {}", std::process::id());
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match vfs
+            .try_lock(&path, &holder)
+            .map_err(|e| Error::io("lock store", &path, e))?
+        {
+            LockAttempt::Acquired(g) => return Ok(g),
+            LockAttempt::Busy(h) => {
+                let waited = started.elapsed();
+                match wait {
+                    Some(limit) if waited < limit => {
+                        std::thread::sleep(pause.min(limit - waited));
+                        pause = (pause * 2).min(Duration::from_millis(50));
+                    }
+                    _ => {
+                        return Err(Error::Locked {
+                            path,
+                            holder: h,
+                            waited: wait.map(|_| waited),
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Creates a segment file holding only its header, durably (file and directory).
+pub(crate) fn create_segment(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    codec: Codec,
+    first_seq: u64,
+) -> Result<(Active, u64)> {
+    let path = dir.join(segment_name(first_seq));
+    let file = vfs
+        .create_new(&path)
+        .map_err(|e| Error::io("create segment", &path, e))?;
+    let header = encode_segment_header(codec, first_seq);
+    write_all_at(file.as_ref(), &header, 0)
+        .map_err(|e| Error::io("write segment header", &path, e))?;
+    retry_interrupted(|| file.sync_data()).map_err(|e| Error::io("fsync new segment", &path, e))?;
+    // The new name must be durable before any record in it is acknowledged.
+    retry_interrupted(|| vfs.sync_dir(dir))
+        .map_err(|e| Error::io("fsync store directory", dir, e))?;
+    Ok((
+        Active {
+            file,
+            path,
+            first_seq,
+        },
+        header.len() as u64,
+    ))
+}
+
+impl<M: Machine> Store<M> {
+    /// Opens (or, with `opts.create`, creates) the store in `dir` for writing.
+    ///
+    /// Recovery replays the log over the newest valid snapshot. A torn tail is
+    /// copied to a `.broken-<offset>` file beside its segment, then truncated away;
+    /// any other damage fails the open with an [`Error::Corrupt`] and changes nothing.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store<M>> {
+        let dir = dir.as_ref().to_path_buf();
+        let vfs = opts.vfs.clone();
+        match check_dir(vfs.as_ref(), &dir) {
+            Err(Error::NotFound { .. }) if opts.create => {
+                vfs.create_dir(&dir)
+                    .map_err(|e| Error::io("create store directory", &dir, e))?;
+                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    retry_interrupted(|| vfs.sync_dir(parent))
+                        .map_err(|e| Error::io("fsync parent directory", parent, e))?;
+                }
+            }
+            r => r?,
+        }
+        let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
+        let mut decode_state = decode_payload::<M::State>;
+        let mut apply = replay_one::<M>;
+        let progress = opts.progress.clone();
+        let loaded = match load(
+            vfs.as_ref(),
+            &dir,
+            LoadSpec {
+                mapped: true,
+                upto: None,
+                decode_state: &mut decode_state,
+                apply: &mut apply,
+                progress: progress.as_deref(),
+            },
+        ) {
+            Err(Error::NotFound { .. }) if opts.create => None,
+            Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
+            r => Some(r?),
+        };
+        let (inner, codec, report) = match loaded {
+            None => Self::fresh(vfs.as_ref(), &dir, opts.codec)?,
+            Some(l) => {
+                if opts.create
+                    && l.codec != opts.codec
+                    && l.next_seq == 1
+                    && l.report.snapshot_seq.is_none()
+                {
+                    // An empty store created with another codec: leave it be, say so.
+                    return Err(Error::Mismatch {
+                        path: dir,
+                        reason: format!(
+                            "store exists with codec {}, {} was asked for",
+                            l.codec.name(),
+                            opts.codec.name()
+                        ),
+                    });
+                }
+                Self::resume(vfs.as_ref(), &dir, l)?
+            }
+        };
+        let durable = inner.next_seq - 1;
+        let shared = Arc::new(Shared {
+            dir,
+            vfs,
+            codec,
+            opts,
+            inner: Mutex::new(inner),
+            sync: Mutex::new(SyncState {
+                durable,
+                ..Default::default()
+            }),
+            synced: Condvar::new(),
+            compaction: Mutex::new(compact::CompactionState::default()),
+            compaction_done: Condvar::new(),
+            stats: Stats::default(),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            _lock: guard,
+        });
+        let flusher = match shared.opts.sync {
+            SyncPolicy::Interval(every) => Some(spawn_flusher(Arc::downgrade(&shared), every)),
+            _ => None,
+        };
+        Ok(Store {
+            shared,
+            flusher,
+            report,
+        })
+    }
+
+    fn fresh(vfs: &dyn Vfs, dir: &Path, codec: Codec) -> Result<(Inner<M>, Codec, RecoveryReport)> {
+        let (active, len) = create_segment(vfs, dir, codec, 1)?;
+        let inner = Inner {
+            state: M::State::default(),
+            next_seq: 1,
+            active: Arc::new(active),
+            active_len: len,
+            payload: Vec::new(),
+            frame: Vec::new(),
+            poisoned: None,
+            segments: vec![1],
+            snapshots: vec![],
+            log_bytes_since_snapshot: 0,
+            last_snapshot_bytes: 0,
+        };
+        Ok((
+            inner,
+            codec,
+            RecoveryReport {
+                codec: Some(codec),
+                ..Default::default()
+            },
+        ))
+    }
+
+    fn resume(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        l: Loaded<M::State>,
+    ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
+        let Loaded {
+            state,
+            listing,
+            scans,
+            verdict,
+            codec,
+            next_seq,
+            mut report,
+            ..
+        } = l;
+        let mut segments: Vec<u64> = listing.segments.iter().map(|s| s.0).collect();
+        // Drop a torn tail: keep the bytes beside the segment, then cut them off.
+        if let (Verdict::TornTail(t), Some(torn)) = (&verdict, report.torn_tail.as_mut()) {
+            let path = dir.join(&listing.segments[t.segment].1);
+            torn.quarantined_to = Some(super::tools::quarantine(vfs, dir, &path, t.offset)?);
+            if t.whole_file {
+                vfs.remove(&path)
+                    .map_err(|e| Error::io("remove torn segment", &path, e))?;
+                segments.pop();
+            } else {
+                let f = vfs
+                    .open_write(&path)
+                    .map_err(|e| Error::io("open segment", &path, e))?;
+                f.set_len(t.offset)
+                    .map_err(|e| Error::io("truncate torn tail", &path, e))?;
+                retry_interrupted(|| f.sync_all())
+                    .map_err(|e| Error::io("fsync truncated segment", &path, e))?;
+            }
+            retry_interrupted(|| vfs.sync_dir(dir))
+                .map_err(|e| Error::io("fsync store directory", dir, e))?;
+        }
+        // Bytes replayed may still be only in the page cache of a process that was
+        // killed; make them durable before acknowledging anything built on them.
+        for first in &segments {
+            let path = dir.join(segment_name(*first));
+            let f = vfs
+                .open_write(&path)
+                .map_err(|e| Error::io("open segment", &path, e))?;
+            retry_interrupted(|| f.sync_data())
+                .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
+        }
+        retry_interrupted(|| vfs.sync_dir(dir))
+            .map_err(|e| Error::io("fsync store directory", dir, e))?;
+        for name in &listing.temps {
+            // An interrupted snapshot write; the rename never happened, so it holds nothing needed.
+            let _ = vfs.remove(&dir.join(name));
+        }
+        let snapshots: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
+        let last_snapshot_bytes = report.snapshot_bytes;
+        // Continue in the last segment if it ends exactly where the history does;
+        // otherwise (none left, or a whole torn segment dropped) start a new one.
+        let last_scan = scans.last();
+        let (active, active_len) = match (segments.last(), last_scan) {
+            (Some(&first), Some(scan))
+                if scan.first_seq == Some(first) && first + scan.count == next_seq =>
+            {
+                let path = dir.join(segment_name(first));
+                let file = vfs
+                    .open_write(&path)
+                    .map_err(|e| Error::io("open segment for append", &path, e))?;
+                let len = match &verdict {
+                    Verdict::TornTail(t) if !t.whole_file => t.offset,
+                    _ => scan.valid_len,
+                };
+                (
+                    Active {
+                        file,
+                        path,
+                        first_seq: first,
+                    },
+                    len,
+                )
+            }
+            _ => {
+                let (a, len) = create_segment(vfs, dir, codec, next_seq)?;
+                segments.push(next_seq);
+                (a, len)
+            }
+        };
+        let inner = Inner {
+            state,
+            next_seq,
+            active: Arc::new(active),
+            active_len,
+            payload: Vec::new(),
+            frame: Vec::new(),
+            poisoned: None,
+            segments,
+            snapshots,
+            log_bytes_since_snapshot: report
+                .bytes_scanned
+                .saturating_sub(report.bytes_below_snapshot),
+            last_snapshot_bytes,
+        };
+        report.last_seq = next_seq - 1;
+        Ok((inner, codec, report))
+    }
+
+    /// What recovery found when this store was opened.
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The store's codec.
+    pub fn codec(&self) -> Codec {
+        self.shared.codec
+    }
+
+    /// Counters since open.
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    /// Appends one transition and returns its seq once durable under the sync policy.
+    ///
+    /// `M::apply` runs first: a transition it refuses returns [`Error::Refused`] and
+    /// nothing is written. `apply` must leave the state unchanged when it refuses.
+    pub fn append(&self, t: &M::Transition) -> Result<u64> {
+        match self.append_batch(std::slice::from_ref(t)).pop() {
+            Some(r) => r,
+            None => unreachable!("one result per transition"),
+        }
+    }
+
+    /// Appends several transitions with one write and one fsync. Each is applied
+    /// in order and accepted or refused on its own; the result for each is its seq
+    /// or its error. Accepted ones are durable when this returns.
+    pub fn append_batch(&self, ts: &[M::Transition]) -> Vec<Result<u64>> {
+        let s = &*self.shared;
+        let mut results = Vec::with_capacity(ts.len());
+        let (last, want_compact) = {
+            let mut g = lock(&s.inner);
+            if let Some(cause) = &g.poisoned {
+                return ts
+                    .iter()
+                    .map(|_| {
+                        Err(Error::Poisoned {
+                            cause: cause.clone(),
+                        })
+                    })
+                    .collect();
+            }
+            let mut batch = std::mem::take(&mut g.frame);
+            batch.clear();
+            let mut last = None;
+            let first = g.next_seq;
+            let mut payload = std::mem::take(&mut g.payload);
+            for t in ts {
+                results.push(stage(s.codec, &mut g, t, &mut payload, &mut batch));
+                if let Some(Ok(seq)) = results.last() {
+                    last = Some(*seq);
+                }
+            }
+            g.payload = payload;
+            let written = if batch.is_empty() {
+                Ok(())
+            } else {
+                s.write_frames(&mut g, &batch, first)
+            };
+            g.frame = batch;
+            if let Err(e) = written {
+                let cause = e.to_string();
+                s.poison(&mut g, cause.clone());
+                return ts
+                    .iter()
+                    .map(|_| {
+                        Err(Error::Poisoned {
+                            cause: cause.clone(),
+                        })
+                    })
+                    .collect();
+            }
+            (last, s.wants_compaction(&g))
+        };
+        if let Some(seq) = last {
+            s.stats.appends.fetch_add(
+                results.iter().filter(|r| r.is_ok()).count() as u64,
+                Ordering::Relaxed,
+            );
+            if let Err(e) = s.wait_durable(seq) {
+                let cause = e.to_string();
+                for r in results.iter_mut().filter(|r| r.is_ok()) {
+                    *r = Err(Error::Poisoned {
+                        cause: cause.clone(),
+                    });
+                }
+                return results;
+            }
+        }
+        if want_compact {
+            compact::spawn_background(&self.shared);
+        }
+        results
+    }
+
+    /// Reads the current state: every accepted transition, including any whose
+    /// fsync is still in flight (those are acknowledged, or the store is poisoned).
+    pub fn read<R>(&self, f: impl FnOnce(&M::State) -> R) -> R {
+        f(&lock(&self.shared.inner).state)
+    }
+
+    /// The seq of the last accepted transition (0 when none).
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.shared.inner).next_seq - 1
+    }
+
+    /// Makes every accepted transition durable now, whatever the sync policy.
+    pub fn sync(&self) -> Result<()> {
+        let last = {
+            let g = lock(&self.shared.inner);
+            if let Some(cause) = &g.poisoned {
+                return Err(Error::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            g.next_seq - 1
+        };
+        self.shared.wait_durable(last)
+    }
+
+    /// Writes a snapshot of the current state and deletes the log it makes
+    /// unnecessary. Runs on the calling thread; appenders are not blocked while the
+    /// state is serialized. Waits for a background compaction to finish first.
+    pub fn compact(&self) -> Result<compact::CompactReport> {
+        compact::run(&self.shared, true)
+    }
+
+    /// The error of the last background compaction, if it failed.
+    pub fn last_compaction_error(&self) -> Option<String> {
+        lock(&self.shared.compaction).last_error.clone()
+    }
+}
+
+/// Decodes and applies one replayed record.
+pub(crate) fn replay_one<M: Machine>(
+    s: &mut M::State,
+    codec: Codec,
+    p: &[u8],
+) -> std::result::Result<(), String> {
+    let t: M::Transition = decode_payload(codec, p)?;
+    M::apply(s, &t).map_err(|e| format!("apply refused it: {e}"))
+}
+
+fn stage<M: Machine>(
+    codec: Codec,
+    g: &mut Inner<M>,
+    t: &M::Transition,
+    payload: &mut Vec<u8>,
+    batch: &mut Vec<u8>,
+) -> Result<u64> {
+    encode_payload(codec, t, payload).map_err(|reason| Error::Codec {
+        path: None,
+        seq: None,
+        reason,
+    })?;
+    if payload.len() as u64 > u64::from(MAX_RECORD_LEN) {
+        return Err(Error::TooLarge {
+            what: "record",
+            len: payload.len() as u64,
+            max: MAX_RECORD_LEN.into(),
+        });
+    }
+    M::apply(&mut g.state, t).map_err(|e| Error::Refused(Box::new(e)))?;
+    let seq = g.next_seq;
+    encode_record(codec, seq, payload, batch);
+    g.next_seq += 1;
+    Ok(seq)
+}
+
+impl<M: Machine> Shared<M> {
+    /// Writes framed records at the end of the active segment, rotating first when full.
+    fn write_frames(&self, g: &mut Inner<M>, frames: &[u8], first_in_batch: u64) -> Result<()> {
+        if g.active_len + frames.len() as u64 > self.opts.segment_bytes
+            && first_in_batch > g.active.first_seq
+        {
+            self.rotate(g, first_in_batch)?;
+        }
+        let a = g.active.clone();
+        write_all_at(a.file.as_ref(), frames, g.active_len)
+            .map_err(|e| Error::io("append to segment", &a.path, e))?;
+        g.active_len += frames.len() as u64;
+        g.log_bytes_since_snapshot += frames.len() as u64;
+        Ok(())
+    }
+
+    /// Closes the active segment (fsynced) and starts a new one at `first_seq`.
+    pub(crate) fn rotate(&self, g: &mut Inner<M>, first_seq: u64) -> Result<()> {
+        let old = g.active.clone();
+        // Every record in the old segment becomes durable before the new one exists:
+        // recovery relies on only the last segment ever having a torn tail.
+        retry_interrupted(|| old.file.sync_data())
+            .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
+        self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        let (active, len) = create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq)?;
+        g.active = Arc::new(active);
+        g.active_len = len;
+        g.segments.push(first_seq);
+        let mut s = lock(&self.sync);
+        s.durable = s.durable.max(first_seq - 1);
+        drop(s);
+        self.synced.notify_all();
+        Ok(())
+    }
+
+    pub(crate) fn poison(&self, g: &mut Inner<M>, cause: String) {
+        g.poisoned.get_or_insert(cause.clone());
+        let mut s = lock(&self.sync);
+        s.failed.get_or_insert(cause);
+        drop(s);
+        self.synced.notify_all();
+    }
+
+    /// Waits until `seq` is durable, leading an fsync when no one else is.
+    pub(crate) fn wait_durable(&self, seq: u64) -> Result<()> {
+        let linger = match self.opts.sync {
+            SyncPolicy::Grouped { linger } => Some(linger),
+            _ => None,
+        };
+        let mut s = lock(&self.sync);
+        loop {
+            if let Some(cause) = &s.failed {
+                return Err(Error::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            if s.durable >= seq {
+                return Ok(());
+            }
+            if s.leading {
+                s = self.synced.wait(s).unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            s.leading = true;
+            drop(s);
+            if let Some(d) = linger.filter(|d| !d.is_zero()) {
+                std::thread::sleep(d);
+            }
+            let (target, active) = {
+                let g = lock(&self.inner);
+                (g.next_seq - 1, g.active.clone())
+            };
+            // The fsync runs outside both locks: appenders keep writing meanwhile.
+            let r = retry_interrupted(|| active.file.sync_data());
+            self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+            s = lock(&self.sync);
+            s.leading = false;
+            match r {
+                Ok(()) => s.durable = s.durable.max(target),
+                Err(e) => {
+                    // Never retried: after a failed fsync the kernel may have dropped
+                    // the dirty pages, so a second "successful" fsync proves nothing.
+                    let cause = Error::io("fsync segment", &active.path, e).to_string();
+                    s.failed.get_or_insert(cause.clone());
+                    drop(s);
+                    self.synced.notify_all();
+                    let mut g = lock(&self.inner);
+                    g.poisoned.get_or_insert(cause.clone());
+                    return Err(Error::Poisoned { cause });
+                }
+            }
+            self.synced.notify_all();
+        }
+    }
+
+    fn wants_compaction(&self, g: &Inner<M>) -> bool {
+        match self.opts.compaction {
+            CompactionPolicy::Manual => false,
+            CompactionPolicy::Auto {
+                min_log_bytes,
+                ratio,
+            } => {
+                let log = g.log_bytes_since_snapshot;
+                log >= min_log_bytes && (log as f64) >= ratio * g.last_snapshot_bytes as f64
+            }
+        }
+    }
+}
+
+fn spawn_flusher<M: Machine>(weak: std::sync::Weak<Shared<M>>, every: Duration) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        loop {
+            let Some(s) = weak.upgrade() else { return };
+            {
+                let stop = lock(&s.stop);
+                let (stop, _) = s
+                    .stop_cv
+                    .wait_timeout(stop, every)
+                    .unwrap_or_else(|p| p.into_inner());
+                if *stop {
+                    return;
+                }
+            }
+            let last = {
+                let g = lock(&s.inner);
+                if g.poisoned.is_some() {
+                    return;
+                }
+                g.next_seq - 1
+            };
+            if s.wait_durable(last).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+impl<M: Machine> Drop for Store<M> {
+    fn drop(&mut self) {
+        *lock(&self.shared.stop) = true;
+        self.shared.stop_cv.notify_all();
+        if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+        compact::wait_idle(&self.shared);
+        if matches!(
+            self.shared.opts.sync,
+            SyncPolicy::Interval(_) | SyncPolicy::Never
+        ) {
+            let _ = self.sync();
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! Store-level tools that need no state type: atomic file installation,
+//! quarantine of torn tails, read-only verification and record dumps.
+
+use super::error::{Error, Result};
+use super::format::*;
+use super::load::{LoadSpec, RecoveryReport, is_vanished, list_store, load};
+use super::scan::scan_segment;
+use super::store::check_dir;
+use super::vfs::{Vfs, retry_interrupted, write_all_at};
+use std::hash::{BuildHasher, Hasher};
+use std::path::{Path, PathBuf};
+
+/// A random suffix for temp names (std's SipHash keys come from the OS's randomness).
+fn random_suffix() -> String {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+/// Installs `bytes` as `dir/name`: a new temp file in the same directory (created
+/// exclusively, never through a symlink), fsync, rename over `name`, fsync the
+/// directory. A failure at any step leaves the previous `name` intact.
+pub fn write_file_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let target = dir.join(name);
+    let temp = dir.join(format!("{name}{TEMP_MARKER}{}", random_suffix()));
+    let r = (|| {
+        let f = vfs
+            .create_new(&temp)
+            .map_err(|e| Error::io("create temp file", &temp, e))?;
+        write_all_at(f.as_ref(), bytes, 0).map_err(|e| Error::io("write temp file", &temp, e))?;
+        retry_interrupted(|| f.sync_all()).map_err(|e| Error::io("fsync temp file", &temp, e))?;
+        vfs.rename(&temp, &target)
+            .map_err(|e| Error::io("rename temp file", &target, e))
+    })();
+    if r.is_err() {
+        let _ = vfs.remove(&temp);
+        return r;
+    }
+    // Until the directory is synced the rename may not survive a crash; the caller
+    // must not delete anything the new file replaces before this returns Ok.
+    retry_interrupted(|| vfs.sync_dir(dir))
+        .map_err(|e| Error::io("fsync directory after rename", dir, e))
+}
+
+/// Copies the bytes of `segment` from `offset` on into a new side file
+/// `<segment>.broken-<offset>` (fsynced), so nothing is destroyed irrecoverably.
+pub fn quarantine(vfs: &dyn Vfs, dir: &Path, segment: &Path, offset: u64) -> Result<PathBuf> {
+    let bytes = vfs
+        .read(segment)
+        .map_err(|e| Error::io("read torn segment", segment, e))?;
+    let bytes: &[u8] = (*bytes).as_ref();
+    let tail = bytes.get(offset as usize..).unwrap_or(&[]);
+    let base = segment
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("segment");
+    for n in 0..1000u32 {
+        let name = match n {
+            0 => format!("{base}{QUARANTINE_MARKER}{offset}"),
+            n => format!("{base}{QUARANTINE_MARKER}{offset}.{n}"),
+        };
+        let path = dir.join(name);
+        let f = match vfs.create_new(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("create quarantine file", &path, e)),
+        };
+        write_all_at(f.as_ref(), tail, 0)
+            .map_err(|e| Error::io("write quarantine file", &path, e))?;
+        retry_interrupted(|| f.sync_all())
+            .map_err(|e| Error::io("fsync quarantine file", &path, e))?;
+        retry_interrupted(|| vfs.sync_dir(dir))
+            .map_err(|e| Error::io("fsync store directory", dir, e))?;
+        return Ok(path);
+    }
+    Err(Error::Mismatch {
+        path: segment.to_path_buf(),
+        reason: "too many quarantine files for one offset".into(),
+    })
+}
+
+/// The classification `verify` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Integrity {
+    /// Every byte accounted for.
+    Clean,
+    /// Only a torn tail at the end of the last segment (a writer would drop it).
+    TornTail {
+        path: PathBuf,
+        offset: u64,
+        bytes: u64,
+        reason: String,
+    },
+    /// Damage that is not a torn tail: opening for write would fail.
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        seq: Option<u64>,
+        reason: String,
+    },
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone)]
+pub struct VerifyReport {
+    pub integrity: Integrity,
+    /// Details of the scan (empty when corrupt).
+    pub recovery: RecoveryReport,
+}
+
+const READ_RETRIES: usize = 20;
+
+/// Runs a read-only load, retrying when a concurrent compaction deletes a file
+/// between listing and reading it.
+pub(crate) fn with_retries<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut n = 0;
+    loop {
+        match f() {
+            Err(e) if is_vanished(&e) && n < READ_RETRIES => {
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1 << n.min(6)));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Read-only integrity check of the framing of every file (checksums, seq
+/// continuity, snapshot choice). Takes no lock, modifies nothing.
+pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
+    check_dir(vfs, dir)?;
+    let r = with_retries(|| {
+        let mut decode_state = |_: Codec, _: &[u8]| Ok(());
+        let mut apply = |_: &mut (), _: Codec, _: &[u8]| Ok(());
+        load::<()>(
+            vfs,
+            dir,
+            LoadSpec {
+                mapped: false,
+                upto: None,
+                decode_state: &mut decode_state,
+                apply: &mut apply,
+                progress: None,
+            },
+        )
+    });
+    match r {
+        Ok(l) => {
+            let integrity = match &l.report.torn_tail {
+                None => Integrity::Clean,
+                Some(t) => Integrity::TornTail {
+                    path: t.path.clone(),
+                    offset: t.offset,
+                    bytes: t.bytes,
+                    reason: t.reason.clone(),
+                },
+            };
+            Ok(VerifyReport {
+                integrity,
+                recovery: l.report,
+            })
+        }
+        Err(Error::Corrupt {
+            path,
+            offset,
+            seq,
+            reason,
+        }) => Ok(VerifyReport {
+            integrity: Integrity::Corrupt {
+                path,
+                offset,
+                seq,
+                reason,
+            },
+            recovery: RecoveryReport::default(),
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Calls `f(seq, payload)` for every valid record in every segment, oldest first,
+/// up to the first damage. Returns the store's codec. Read-only.
+pub fn for_each_record(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    mut f: impl FnMut(u64, &[u8]),
+) -> Result<Option<Codec>> {
+    check_dir(vfs, dir)?;
+    let listing = list_store(vfs, dir)?;
+    let mut codec = None;
+    for (_, name) in &listing.segments {
+        let path = dir.join(name);
+        let bytes = match vfs.read(&path) {
+            Ok(b) => b,
+            // Compacted away since the listing: its records are in a snapshot now.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("read segment", &path, e)),
+        };
+        let bytes: &[u8] = (*bytes).as_ref();
+        let scan = scan_segment::<()>(bytes, |seq, payload, _| {
+            f(seq, payload);
+            Ok(())
+        })
+        .unwrap_or_else(|()| unreachable!());
+        codec = codec.or(scan.codec);
+    }
+    Ok(codec)
+}

@@ -1,0 +1,94 @@
+//! The one I/O seam under the engine. Every byte the engine reads or writes,
+//! every fsync, rename, unlink and lock goes through [`Vfs`]; the real
+//! filesystem is the default, and tests substitute a fault-injecting one.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+/// An open file, positioned writes only.
+pub trait VfsFile: Send + Sync + fmt::Debug {
+    /// Writes at `offset`; may write fewer bytes than given (the engine loops).
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// fdatasync.
+    fn sync_data(&self) -> io::Result<()>;
+    /// fsync (data and metadata).
+    fn sync_all(&self) -> io::Result<()>;
+    /// Truncates or extends.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+}
+
+/// Bytes of a whole file, read for scanning.
+pub type FileBytes = Box<dyn AsRef<[u8]> + Send + Sync>;
+
+/// Outcome of a lock attempt.
+pub enum LockAttempt {
+    /// The lock is held until the guard is dropped.
+    Acquired(Box<dyn Send + Sync>),
+    /// Another holder; its recorded identity when readable.
+    Busy(Option<String>),
+}
+
+/// Filesystem operations the engine uses. Paths are absolute or relative to the
+/// process; implementations must never follow a symlink in the final component.
+pub trait Vfs: Send + Sync + fmt::Debug {
+    /// Creates a directory (mode 0700), failing if it exists.
+    fn create_dir(&self, path: &Path) -> io::Result<()>;
+    /// The permission bits of an existing directory; an error if `path` is a
+    /// symlink, not a directory, or absent (`NotFound`).
+    fn dir_mode(&self, path: &Path) -> io::Result<u32>;
+    /// Names of the entries in a directory.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Creates a new file (mode 0600, exclusive, no symlink), open for writing.
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
+    /// Opens an existing regular file for writing (never through a symlink).
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
+    /// Reads a whole regular file (never through a symlink).
+    fn read(&self, path: &Path) -> io::Result<FileBytes>;
+    /// Reads a whole file for the lock holder, by memory map where available.
+    /// Only called while holding the writer lock (nothing truncates under it).
+    fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
+        self.read(path)
+    }
+    /// Atomically renames `from` over `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Unlinks a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// fsyncs a directory, making creates, renames and unlinks in it durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Tries to take the exclusive writer lock at `path`, recording `holder` in it.
+    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt>;
+}
+
+/// Writes all of `buf` at `offset`, retrying interrupted and short writes.
+pub fn write_all_at(f: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match f.write_at(buf, offset) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "write returned 0 bytes",
+                ));
+            }
+            Ok(n) => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Runs an fsync-like call, retrying only EINTR (which reports nothing about the data).
+pub fn retry_interrupted(mut f: impl FnMut() -> io::Result<()>) -> io::Result<()> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
+pub use super::realfs::RealFs;

@@ -1,0 +1,5 @@
+//! runlog: an embedded checkpoint store.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod engine;
