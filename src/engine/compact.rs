@@ -34,6 +34,7 @@ pub struct CompactReport {
     pub segments_removed: usize,
     /// Older snapshots deleted.
     pub snapshots_removed: usize,
+    /// Wall time taken.
     pub elapsed: Duration,
 }
 
@@ -118,11 +119,11 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
                 elapsed: started.elapsed(),
             });
         }
-        if g.active.first_seq <= k {
-            if let Err(e) = shared.rotate(&mut g, k + 1) {
-                shared.poison(&mut g, e.to_string());
-                return Err(e);
-            }
+        if g.active.first_seq <= k
+            && let Err(e) = shared.rotate(&mut g, k + 1)
+        {
+            shared.poison(&mut g, e.to_string());
+            return Err(e);
         }
         g.log_bytes_since_snapshot = 0;
         (k, base)

@@ -11,15 +11,22 @@ use std::path::PathBuf;
 pub enum Error {
     /// An I/O operation failed.
     Io {
+        /// What the engine was doing, e.g. "fsync segment".
         op: &'static str,
+        /// The file or directory involved.
         path: PathBuf,
+        /// The OS error.
         source: io::Error,
     },
     /// Bytes on disk are damaged in a way that is not a torn tail. Nothing was modified.
     Corrupt {
+        /// The file or directory involved.
         path: PathBuf,
+        /// Byte offset within the file.
         offset: u64,
+        /// The seq involved, where known.
         seq: Option<u64>,
+        /// What is wrong.
         reason: String,
     },
     /// A transition was refused by `apply`; nothing was written.
@@ -27,30 +34,55 @@ pub enum Error {
     /// A transition or state could not be encoded (nothing was written), or a
     /// record on disk could not be decoded into the transition type.
     Codec {
+        /// The file or directory involved.
         path: Option<PathBuf>,
+        /// The seq involved, where known.
         seq: Option<u64>,
+        /// What is wrong.
         reason: String,
     },
     /// A record or snapshot is larger than the format allows.
     TooLarge {
+        /// "record" or "snapshot".
         what: &'static str,
+        /// The size found.
         len: u64,
+        /// The limit it exceeds.
         max: u64,
     },
     /// An earlier write or fsync failed; the store accepts nothing until reopened.
-    Poisoned { cause: String },
+    Poisoned {
+        /// The failure that poisoned the store.
+        cause: String,
+    },
     /// Another writer holds the lock.
     Locked {
+        /// The file or directory involved.
         path: PathBuf,
+        /// Who holds the lock, as recorded in the lock file (e.g. "pid 4242").
         holder: Option<String>,
+        /// How long this open waited, when asked to wait.
         waited: Option<std::time::Duration>,
     },
     /// No store exists at the path (and creation was not asked for).
-    NotFound { path: PathBuf },
+    NotFound {
+        /// The file or directory involved.
+        path: PathBuf,
+    },
     /// A store exists where a new one was asked for, or with another codec.
-    Mismatch { path: PathBuf, reason: String },
+    Mismatch {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// The store directory is unsafe to use (a symlink, or writable by others).
-    Unsafe { path: PathBuf, reason: String },
+    Unsafe {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 /// Result alias for the engine.

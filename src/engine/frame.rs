@@ -8,13 +8,21 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FrameProblem {
     /// The bytes end before the frame does (`need` bytes from the frame start, `have` present).
-    Incomplete { need: u64, have: u64 },
+    Incomplete {
+        /// Bytes the frame needs from its start.
+        need: u64,
+        /// Bytes present from its start.
+        have: u64,
+    },
     /// The header checksum (length + seq) does not match.
     HeaderChecksum,
     /// The payload checksum does not match.
     Checksum,
     /// A length larger than `MAX_RECORD_LEN`.
-    TooLong { len: u64 },
+    TooLong {
+        /// The size found.
+        len: u64,
+    },
     /// Seq 0 is never written; an all-zero header would carry it.
     ZeroSeq,
     /// A JSONL line that is not a record object.
@@ -46,8 +54,11 @@ impl std::fmt::Display for FrameProblem {
 pub enum Frame<'a> {
     /// A valid record; `next` is the offset just past it.
     Record {
+        /// The seq involved, where known.
         seq: u64,
+        /// The payload bytes.
         payload: &'a [u8],
+        /// Offset just past the record.
         next: usize,
     },
     /// Exactly at the end of the bytes.
@@ -61,7 +72,9 @@ pub enum Frame<'a> {
 /// A decoded segment header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// The codec.
     pub codec: Codec,
+    /// The seq of the first record.
     pub first_seq: u64,
     /// Bytes the header occupies; records start here.
     pub len: usize,

@@ -100,6 +100,12 @@ pub struct TornTailReport {
     pub quarantined_to: Option<PathBuf>,
 }
 
+/// Decodes a snapshot payload into a state.
+pub type DecodeState<'a, S> = dyn FnMut(Codec, &[u8]) -> std::result::Result<S, String> + 'a;
+/// Applies one record payload to a state.
+pub type ApplyRecord<'a, S> =
+    dyn FnMut(&mut S, Codec, &[u8]) -> std::result::Result<(), String> + 'a;
+
 /// Knobs of one load.
 pub struct LoadSpec<'a, S> {
     /// Read files by memory map (only while holding the writer lock).
@@ -107,9 +113,9 @@ pub struct LoadSpec<'a, S> {
     /// Replay records up to this seq only, reading only segments that start at or below it.
     pub upto: Option<u64>,
     /// Decodes a snapshot payload into a state.
-    pub decode_state: &'a mut dyn FnMut(Codec, &[u8]) -> std::result::Result<S, String>,
+    pub decode_state: &'a mut DecodeState<'a, S>,
     /// Applies one record payload to the state.
-    pub apply: &'a mut dyn FnMut(&mut S, Codec, &[u8]) -> std::result::Result<(), String>,
+    pub apply: &'a mut ApplyRecord<'a, S>,
     /// Called now and then during replay.
     pub progress: Option<&'a (dyn Fn(&Progress) + Send + Sync)>,
 }
@@ -118,6 +124,8 @@ pub struct LoadSpec<'a, S> {
 pub struct Loaded<S> {
     pub state: S,
     pub listing: Listing,
+    /// The snapshot recovery started from.
+    #[allow(dead_code)]
     pub base: BaseChoice,
     pub scans: Vec<SegmentScan>,
     pub verdict: Verdict,
@@ -231,7 +239,7 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         );
         Ok(())
     });
-    if let Some(e) = io_error.filter(|e| is_vanished(e)) {
+    if let Some(e) = io_error.filter(is_vanished) {
         return Err(e);
     }
     let base = base.map_err(|c| corruption(dir, &listing, c))?;

@@ -19,15 +19,20 @@ pub struct BaseChoice {
 pub struct Corruption {
     /// Which file: a segment index, or a snapshot index.
     pub file: FileRef,
+    /// Byte offset within the file.
     pub offset: u64,
+    /// The seq involved, where known.
     pub seq: Option<u64>,
+    /// What is wrong.
     pub reason: String,
 }
 
 /// A file in the lists handed to the decision functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FileRef {
+    /// Index into the segment list.
     Segment(usize),
+    /// Index into the snapshot list.
     Snapshot(usize),
 }
 
@@ -42,6 +47,7 @@ pub struct TornTail {
     pub bytes: u64,
     /// The segment's header itself is torn: the whole file goes.
     pub whole_file: bool,
+    /// What is wrong.
     pub reason: String,
 }
 

@@ -13,14 +13,20 @@ pub enum ScanEnd {
     /// `resync` is the first valid frame found by scanning ahead, with a seq
     /// above the last good one: its presence means the damage is not a tail.
     Damaged {
+        /// Byte offset within the file.
         offset: u64,
+        /// What is wrong there.
         problem: String,
+        /// (offset, seq) of the first valid frame found after the damage.
         resync: Option<(u64, u64)>,
     },
     /// A valid frame whose seq is not the expected next one.
     SeqBreak {
+        /// Byte offset within the file.
         offset: u64,
+        /// The seq that should have come next.
         expected: u64,
+        /// The seq found.
         found: u64,
     },
 }
@@ -40,6 +46,7 @@ pub struct SegmentScan {
     pub valid_len: u64,
     /// Total bytes scanned.
     pub file_len: u64,
+    /// What ended the valid prefix.
     pub end: ScanEnd,
 }
 

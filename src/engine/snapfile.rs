@@ -7,8 +7,11 @@ use serde::{Deserialize, Serialize};
 /// A decoded snapshot: the seq it covers and its payload bytes.
 #[derive(Debug, PartialEq, Eq)]
 pub struct SnapshotView<'a> {
+    /// The codec.
     pub codec: Codec,
+    /// The seq involved, where known.
     pub seq: u64,
+    /// The payload bytes.
     pub payload: &'a [u8],
 }
 

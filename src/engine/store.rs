@@ -28,7 +28,10 @@ pub enum SyncPolicy {
     /// As `Always`, and the thread that leads an fsync first waits up to `linger`
     /// for more appenders to join it: higher throughput with many writers,
     /// more latency for each.
-    Grouped { linger: Duration },
+    Grouped {
+        /// How long a leader waits for company before its fsync.
+        linger: Duration,
+    },
     /// `append` returns once the record is written to the OS; a background thread
     /// fsyncs every interval. A crash of the machine (not of the process) loses up
     /// to `interval` of acknowledged appends. `sync()` forces it.
@@ -45,7 +48,12 @@ pub enum CompactionPolicy {
     Manual,
     /// In a background thread, when the log written since the last snapshot is
     /// larger than both `min_log_bytes` and `ratio` × the last snapshot's size.
-    Auto { min_log_bytes: u64, ratio: f64 },
+    Auto {
+        /// Never compact a log smaller than this.
+        min_log_bytes: u64,
+        /// Compact when the log exceeds this multiple of the last snapshot size.
+        ratio: f64,
+    },
 }
 
 impl Default for CompactionPolicy {
@@ -57,6 +65,9 @@ impl Default for CompactionPolicy {
     }
 }
 
+/// A callback receiving replay progress.
+pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
+
 /// How to open a store for writing.
 #[derive(Clone)]
 pub struct Options {
@@ -64,16 +75,18 @@ pub struct Options {
     pub create: bool,
     /// The codec for a new store; an existing store keeps its own.
     pub codec: Codec,
+    /// When appends are durable.
     pub sync: SyncPolicy,
     /// How long to wait for another writer to release the lock (`None`: fail at once).
     pub lock_wait: Option<Duration>,
     /// A segment is closed and a new one started past this size.
     pub segment_bytes: u64,
+    /// When to compact automatically.
     pub compaction: CompactionPolicy,
     /// The filesystem; tests substitute a simulated one.
     pub vfs: Arc<dyn Vfs>,
     /// Called during replay with progress.
-    pub progress: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+    pub progress: Option<ProgressFn>,
 }
 
 impl Default for Options {

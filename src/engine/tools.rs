@@ -86,16 +86,24 @@ pub enum Integrity {
     Clean,
     /// Only a torn tail at the end of the last segment (a writer would drop it).
     TornTail {
+        /// The file or directory involved.
         path: PathBuf,
+        /// Byte offset within the file.
         offset: u64,
+        /// Bytes involved.
         bytes: u64,
+        /// What is wrong.
         reason: String,
     },
     /// Damage that is not a torn tail: opening for write would fail.
     Corrupt {
+        /// The file or directory involved.
         path: PathBuf,
+        /// Byte offset within the file.
         offset: u64,
+        /// The seq involved, where known.
         seq: Option<u64>,
+        /// What is wrong.
         reason: String,
     },
 }
@@ -103,6 +111,7 @@ pub enum Integrity {
 /// What `verify` found.
 #[derive(Debug, Clone)]
 pub struct VerifyReport {
+    /// The classification.
     pub integrity: Integrity,
     /// Details of the scan (empty when corrupt).
     pub recovery: RecoveryReport,

@@ -34,7 +34,7 @@ impl Machine for Ledger {
     type Transition = Entry;
     type Error = Rejected;
     fn apply(s: &mut LedgerState, t: &Entry) -> Result<(), Rejected> {
-        if t.value % 1000 == 0 {
+        if t.value.is_multiple_of(1000) {
             return Err(Rejected(t.value));
         }
         s.values.push(t.value);
