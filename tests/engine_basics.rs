@@ -96,3 +96,31 @@ fn reader_sees_acknowledged_records_of_live_writer() {
     assert_eq!(rep.last_seq, 10);
     assert_eq!(dir_bytes(&dir), before);
 }
+
+#[test]
+fn never_policy_acknowledges_without_fsync_and_sync_makes_durable() {
+    use runlog::engine::SyncPolicy;
+    use std::sync::atomic::Ordering;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("s");
+    let mut o = opts(runlog::engine::Codec::Binary);
+    o.sync = SyncPolicy::Never;
+    let s = Store::<Ledger>::open(&dir, o).unwrap();
+    for v in 1..=50 {
+        s.append(&entry(v, 1)).unwrap();
+    }
+    assert_eq!(s.stats().fsyncs.load(Ordering::Relaxed), 0);
+    s.sync().unwrap();
+    assert_eq!(s.stats().fsyncs.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn always_policy_fsyncs_every_sequential_append() {
+    use std::sync::atomic::Ordering;
+    let d = tempfile::tempdir().unwrap();
+    let s = Store::<Ledger>::open(d.path().join("s"), opts(runlog::engine::Codec::Binary)).unwrap();
+    for v in 1..=20 {
+        s.append(&entry(v, 1)).unwrap();
+    }
+    assert_eq!(s.stats().fsyncs.load(Ordering::Relaxed), 20);
+}

@@ -572,7 +572,9 @@ impl<M: Machine> Store<M> {
                 results.iter().filter(|r| r.is_ok()).count() as u64,
                 Ordering::Relaxed,
             );
-            if let Err(e) = s.wait_durable(seq) {
+            // Interval and Never acknowledge once written; the flusher (or sync) fsyncs.
+            let wait = matches!(s.opts.sync, SyncPolicy::Always | SyncPolicy::Grouped { .. });
+            if wait && let Err(e) = s.wait_durable(seq) {
                 let cause = e.to_string();
                 for r in results.iter_mut().filter(|r| r.is_ok()) {
                     *r = Err(Error::Poisoned {
