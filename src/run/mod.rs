@@ -21,6 +21,7 @@ pub mod fingerprint;
 mod handle;
 pub mod json;
 mod open;
+pub mod ops;
 pub mod render;
 mod resume;
 mod runs;
