@@ -139,6 +139,7 @@ pub enum Command {
         /// The budget.
         budget: String,
         /// The amount spent (a number ≥ 0).
+        #[arg(allow_negative_numbers = true)]
         amount: String,
     },
     /// Close the run: done | needs_attention | aborted.
