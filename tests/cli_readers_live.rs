@@ -41,7 +41,7 @@ fn readers_see_acked_transitions_of_a_live_writer_and_change_nothing() {
 
         let before = tree_bytes(root);
         let doc = ok_json(root, &["get", "live"]);
-        assert_eq!(doc["updatedAt"].is_string(), true);
+        assert!(doc["updatedAt"].is_string());
         let resume = ok_json(root, &["resume", "live-run"]);
         let status = ok(root, &["status", "live-run"]);
         let verify = ok_json(root, &["verify", "live-run"]);
