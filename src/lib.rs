@@ -2,4 +2,6 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod engine;
+pub mod run;

@@ -1,0 +1,171 @@
+//! `runlog apply`: operations as JSON lines on stdin, one ack line each on
+//! stdout. Lines already buffered are applied together with one write and one
+//! fsync; no ack is written before the fsync that covers it.
+
+use super::{EXIT_DONE, EXIT_FAILED};
+use crate::run::ops::{MAX_OP_LINE_BYTES, parse_op_line};
+use crate::run::{Run, RunError, Runs};
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read, Write};
+
+/// Most lines applied as one batch.
+const MAX_BATCH: usize = 1024;
+
+/// One line read with a length cap.
+#[derive(Debug, PartialEq)]
+pub enum Line {
+    /// A complete line (without its newline).
+    Text(Vec<u8>),
+    /// A line longer than the cap (its bytes were discarded).
+    TooLong(usize),
+}
+
+/// Reads one line of at most `max` bytes; `None` at end of input. A longer
+/// line is consumed and reported, never held in memory.
+pub fn read_line_capped(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Line>> {
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    let mut any = false;
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if avail.is_empty() {
+            break;
+        }
+        any = true;
+        let (chunk, used, done) = match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => (&avail[..i], i + 1, true),
+            None => (avail, avail.len(), false),
+        };
+        seen += chunk.len();
+        if seen <= max {
+            buf.extend_from_slice(chunk);
+        }
+        r.consume(used);
+        if done {
+            break;
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    Ok(Some(if seen > max {
+        Line::TooLong(seen)
+    } else {
+        Line::Text(buf)
+    }))
+}
+
+fn ack_error(msg: &str, code: u8) -> String {
+    json!({ "error": msg, "code": code }).to_string()
+}
+
+/// Applies the operations read from `input` to `run`, writing one ack per
+/// non-blank line to `out`. Returns the exit status (1 after a failure that
+/// is not a refusal: the store no longer accepts writes).
+pub fn apply_stream(
+    run: &Run,
+    input: &mut BufReader<impl Read>,
+    out: &mut impl Write,
+) -> Result<u8, RunError> {
+    let io_err = |e: std::io::Error| RunError::Io {
+        op: "apply: stdin/stdout",
+        path: "-".into(),
+        source: e,
+    };
+    loop {
+        // Block for one line, then take every line already buffered.
+        let mut lines = vec![];
+        match read_line_capped(input, MAX_OP_LINE_BYTES).map_err(io_err)? {
+            None => return Ok(EXIT_DONE),
+            Some(l) => lines.push(l),
+        }
+        while lines.len() < MAX_BATCH && input.buffer().contains(&b'\n') {
+            match read_line_capped(input, MAX_OP_LINE_BYTES).map_err(io_err)? {
+                Some(l) => lines.push(l),
+                None => break,
+            }
+        }
+        // Parse; refused lines get their ack in place, accepted ones go in the batch.
+        let mut acks: Vec<Option<String>> = vec![];
+        let mut changes = vec![];
+        for l in lines {
+            match l {
+                Line::TooLong(n) => acks.push(Some(ack_error(
+                    &format!("line of {n} bytes exceeds the limit of {MAX_OP_LINE_BYTES}"),
+                    2,
+                ))),
+                Line::Text(t) => {
+                    let text = String::from_utf8_lossy(&t);
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    match parse_op_line(text.trim()) {
+                        Ok(c) => {
+                            acks.push(None);
+                            changes.push(c);
+                        }
+                        Err(e) => acks.push(Some(ack_error(&e, 2))),
+                    }
+                }
+            }
+        }
+        // `apply_batch` returns only after the fsync covering every accepted change.
+        let mut results = run.apply_batch(changes).into_iter();
+        let mut failed = false;
+        for ack in acks {
+            let line = match ack {
+                Some(a) => a,
+                None => match results.next() {
+                    Some(Ok(seq)) => json!({ "seq": seq }).to_string(),
+                    Some(Err(e)) => {
+                        let code = e.exit_code();
+                        failed |= code == EXIT_FAILED;
+                        ack_error(&e.to_string(), code)
+                    }
+                    None => ack_error("internal: missing result", EXIT_FAILED),
+                },
+            };
+            writeln!(out, "{line}").map_err(io_err)?;
+        }
+        out.flush().map_err(io_err)?;
+        if failed {
+            return Ok(EXIT_FAILED);
+        }
+    }
+}
+
+/// `runlog apply RUN`: holds the writer lock while stdin lasts.
+pub fn apply_stdin(runs: &Runs, id: &str) -> Result<u8, RunError> {
+    let run = runs.open(id)?;
+    let stdin = std::io::stdin();
+    let mut input = std::io::BufReader::with_capacity(256 << 10, stdin.lock());
+    let mut out = std::io::stdout().lock();
+    apply_stream(&run, &mut input, &mut out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_lines_are_consumed_whole() {
+        let mut r = std::io::BufReader::with_capacity(4, &b"ab\nlonglongline\nc"[..]);
+        assert_eq!(
+            read_line_capped(&mut r, 5).unwrap(),
+            Some(Line::Text(b"ab".to_vec()))
+        );
+        assert_eq!(
+            read_line_capped(&mut r, 5).unwrap(),
+            Some(Line::TooLong(12))
+        );
+        assert_eq!(
+            read_line_capped(&mut r, 5).unwrap(),
+            Some(Line::Text(b"c".to_vec()))
+        );
+        assert_eq!(read_line_capped(&mut r, 5).unwrap(), None);
+    }
+}

@@ -1,0 +1,277 @@
+//! The command line, declared with clap; parsing of the small argument syntaxes
+//! (`--units a,b`, `--deps U=D+E`, `--budget NAME=LIMIT@OWNER`).
+
+use crate::run::{BudgetSpec, RunError, check_name};
+use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// runlog: durable, resumable runs on an fsync'd transition log.
+#[derive(Debug, Parser)]
+#[command(name = "runlog", version, about, propagate_version = true)]
+pub struct Cli {
+    /// The runs root (else $RUNLOG_DIR, else the nearest .runlog/ above the working directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// How long a writer waits for another writer's lock.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
+    pub lock_timeout: f64,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Fields shared by `init` and `start`.
+#[derive(Debug, Args)]
+pub struct NewRun {
+    /// Units known up front, comma-separated.
+    #[arg(long, value_name = "a,b,c")]
+    pub units: Option<String>,
+    /// A unit's dependencies: UNIT=DEP+DEP (repeatable).
+    #[arg(long = "deps", value_name = "UNIT=DEP+DEP")]
+    pub deps: Vec<String>,
+    /// The relaunch descriptor: {"scriptPath": "...", "args": {...}}.
+    #[arg(long, value_name = "JSON")]
+    pub launch: Option<String>,
+    /// A budget: NAME=LIMIT@OWNER (LIMIT may be empty for unlimited; repeatable).
+    #[arg(long = "budget", value_name = "NAME=LIMIT@OWNER")]
+    pub budgets: Vec<String>,
+    /// The codec of the run's store.
+    #[arg(long, value_name = "jsonl|binary", default_value = "jsonl")]
+    pub codec: String,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create a run (refused if a live run with that id exists).
+    Init {
+        /// The run id.
+        #[arg(long)]
+        id: String,
+        /// What the run does.
+        #[arg(long)]
+        task: String,
+        /// The inputs the progress depends on: name=value[,name=value…].
+        #[arg(long, value_name = "PARTS")]
+        fingerprint: Option<String>,
+        /// Units, dependencies, launch, budgets, codec.
+        #[command(flatten)]
+        new: NewRun,
+    },
+    /// Restore the live run with this fingerprint, or start it fresh.
+    Start {
+        /// The run id.
+        #[arg(long)]
+        id: String,
+        /// The inputs the progress depends on: name=value[,name=value…].
+        #[arg(long, value_name = "PARTS")]
+        fingerprint: String,
+        /// What the run does (default: the id).
+        #[arg(long)]
+        task: Option<String>,
+        /// Units, dependencies, launch, budgets, codec.
+        #[command(flatten)]
+        new: NewRun,
+    },
+    /// Set a unit's status (adding the unit if new).
+    Unit {
+        /// The run id.
+        run: String,
+        /// The unit.
+        unit: String,
+        /// pending | in_progress | done | blocked | dep_blocked.
+        status: String,
+        /// A note.
+        #[arg(long)]
+        note: Option<String>,
+        /// The unit's dependencies, comma-separated (replaces).
+        #[arg(long, value_name = "a,b")]
+        deps: Option<String>,
+    },
+    /// Set a phase's status.
+    Phase {
+        /// The run id.
+        run: String,
+        /// The phase.
+        phase: String,
+        /// pending | running | done | blocked | skipped.
+        status: String,
+    },
+    /// Add an open item (a JSON object, or an array of objects).
+    Item {
+        /// The run id.
+        run: String,
+        /// The item.
+        #[arg(value_name = "JSON")]
+        item: String,
+    },
+    /// Resolve an open item.
+    Resolve {
+        /// The run id.
+        run: String,
+        /// The item's id (item-N).
+        item_id: String,
+        /// Why or how.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Declare a budget, or change its limit or owner (spending is kept).
+    Budget {
+        /// The run id.
+        run: String,
+        /// The budget.
+        name: String,
+        /// The limit (omit for unlimited).
+        #[arg(long)]
+        limit: Option<f64>,
+        /// Who owns the limit.
+        #[arg(long)]
+        owner: String,
+    },
+    /// Record spending against a declared budget.
+    Spend {
+        /// The run id.
+        run: String,
+        /// The budget.
+        budget: String,
+        /// The amount spent (a number ≥ 0).
+        #[arg(allow_negative_numbers = true)]
+        amount: String,
+    },
+    /// Close the run: done | needs_attention | aborted.
+    Finalize {
+        /// The run id.
+        run: String,
+        /// done | needs_attention | aborted.
+        status: String,
+        /// A result text.
+        #[arg(long)]
+        result: Option<String>,
+    },
+    /// Apply JSON-line operations from stdin, acknowledging each once durable.
+    Apply {
+        /// The run id.
+        run: String,
+    },
+    /// Print the run document.
+    Get {
+        /// The run id (a unique prefix will do).
+        run: String,
+    },
+    /// Print the resume set: skip, eligible, dep_blocked.
+    Resume {
+        /// The run id (a unique prefix will do).
+        run: String,
+    },
+    /// Show a run (the newest when none is named), or every run with --list.
+    Status {
+        /// The run id (a unique prefix will do).
+        run: Option<String>,
+        /// List every run, newest first.
+        #[arg(long)]
+        list: bool,
+    },
+    /// Check the integrity of a run's files (read-only).
+    Verify {
+        /// The run id (a unique prefix will do).
+        run: String,
+    },
+    /// Recover a run (dropping a torn tail), snapshot and compact it.
+    Rebuild {
+        /// The run id.
+        run: String,
+    },
+    /// Snapshot a run and trim its log.
+    Compact {
+        /// The run id.
+        run: String,
+    },
+    /// Print a run's log records as JSON lines {"seq": N, "t": ...}.
+    Dump {
+        /// The run id (a unique prefix will do).
+        run: String,
+    },
+    /// Remove terminal runs (and archived runs) older than N days.
+    Gc {
+        /// Keep runs finished less than this many days ago.
+        #[arg(long, default_value_t = 7)]
+        keep_days: u64,
+    },
+}
+
+fn invalid(s: String) -> RunError {
+    RunError::Invalid(s)
+}
+
+/// Splits `a,b,c` into names (empty: none).
+pub fn parse_list(what: &str, s: &str) -> Result<Vec<String>, RunError> {
+    if s.trim().is_empty() {
+        return Ok(vec![]);
+    }
+    s.split(',')
+        .map(|n| {
+            let n = n.trim();
+            check_name(what, n).map_err(|e| invalid(e.to_string()))?;
+            Ok(n.to_string())
+        })
+        .collect()
+}
+
+/// Parses repeated `UNIT=DEP+DEP`.
+pub fn parse_deps(specs: &[String]) -> Result<BTreeMap<String, Vec<String>>, RunError> {
+    let mut out = BTreeMap::new();
+    for s in specs {
+        let (u, d) = s
+            .split_once('=')
+            .ok_or_else(|| invalid(format!("--deps {s:?} is not UNIT=DEP+DEP")))?;
+        let u = u.trim();
+        check_name("unit", u).map_err(|e| invalid(e.to_string()))?;
+        let deps = d
+            .split('+')
+            .filter(|x| !x.trim().is_empty())
+            .map(|x| {
+                let x = x.trim();
+                check_name("dependency", x).map_err(|e| invalid(e.to_string()))?;
+                Ok(x.to_string())
+            })
+            .collect::<Result<Vec<_>, RunError>>()?;
+        out.entry(u.to_string())
+            .or_insert_with(Vec::new)
+            .extend(deps);
+    }
+    Ok(out)
+}
+
+/// Parses repeated `NAME=LIMIT@OWNER`.
+pub fn parse_budgets(specs: &[String]) -> Result<BTreeMap<String, BudgetSpec>, RunError> {
+    let mut out = BTreeMap::new();
+    for s in specs {
+        let bad = || invalid(format!("--budget {s:?} is not NAME=LIMIT@OWNER"));
+        let (name, rest) = s.split_once('=').ok_or_else(bad)?;
+        let (limit, owner) = rest.rsplit_once('@').ok_or_else(bad)?;
+        let limit = match limit.trim() {
+            "" => None,
+            l => Some(parse_amount(l)?),
+        };
+        out.insert(
+            name.trim().to_string(),
+            BudgetSpec {
+                limit,
+                owner: owner.trim().to_string(),
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Parses a finite, non-negative number.
+pub fn parse_amount(s: &str) -> Result<f64, RunError> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(invalid(format!("{s:?} is not a finite number ≥ 0"))),
+    }
+}

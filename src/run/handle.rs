@@ -1,0 +1,166 @@
+//! `Run`: a run open for writing. Holds the run's writer lock until dropped;
+//! every method stamps its change with the clock and appends it durably.
+
+use super::clock::Clock;
+use super::doc::{PhaseStatus, RunDoc, RunStatus, UnitStatus};
+use super::error::{Result, RunError};
+use super::json::Json;
+use super::resume::{ResumeSet, resume_set};
+use super::transition::{BudgetSpec, Change, RunMachine, Transition};
+use crate::engine::{CompactReport, Store};
+use std::path::Path;
+use std::sync::Arc;
+
+/// A run open for writing.
+pub struct Run {
+    pub(crate) id: String,
+    pub(crate) store: Store<RunMachine>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Run")
+            .field("id", &self.id)
+            .field("dir", &self.store.dir())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Run {
+    /// The run id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &Path {
+        self.store.dir()
+    }
+
+    /// A copy of the current document.
+    pub fn doc(&self) -> RunDoc {
+        self.store.read(|d| d.clone())
+    }
+
+    /// Reads the current document.
+    pub fn read<R>(&self, f: impl FnOnce(&RunDoc) -> R) -> R {
+        self.store.read(f)
+    }
+
+    /// The current resume set.
+    pub fn resume_set(&self) -> ResumeSet {
+        self.store.read(|d| resume_set(&d.units))
+    }
+
+    /// The engine store underneath (for `compact`, `sync`, stats).
+    pub fn store(&self) -> &Store<RunMachine> {
+        &self.store
+    }
+
+    /// Stamps `change` with the clock's current time.
+    pub fn stamp(&self, change: Change) -> Transition {
+        Transition {
+            at: self.clock.now(),
+            change,
+        }
+    }
+
+    /// Applies one change durably; returns its seq. A refused change writes nothing.
+    pub fn apply(&self, change: Change) -> Result<u64> {
+        self.store
+            .append(&self.stamp(change))
+            .map_err(|e| RunError::engine(&self.id, e))
+    }
+
+    /// Applies changes in order with one write and one fsync; each is accepted
+    /// or refused on its own.
+    pub fn apply_batch(&self, changes: Vec<Change>) -> Vec<Result<u64>> {
+        let at = self.clock.now();
+        let ts: Vec<Transition> = changes
+            .into_iter()
+            .map(|change| Transition {
+                at: at.clone(),
+                change,
+            })
+            .collect();
+        self.store
+            .append_batch(&ts)
+            .into_iter()
+            .map(|r| r.map_err(|e| RunError::engine(&self.id, e)))
+            .collect()
+    }
+
+    /// Sets a unit's status (adding it if new); `note` and `deps` replace when given.
+    pub fn set_unit(
+        &self,
+        unit: &str,
+        status: UnitStatus,
+        note: Option<&str>,
+        deps: Option<&[String]>,
+    ) -> Result<u64> {
+        self.apply(Change::Unit {
+            unit: unit.to_string(),
+            status,
+            note: note.map(str::to_string),
+            deps: deps.map(<[String]>::to_vec),
+        })
+    }
+
+    /// Sets a phase's status.
+    pub fn set_phase(&self, phase: &str, status: PhaseStatus) -> Result<u64> {
+        self.apply(Change::Phase {
+            phase: phase.to_string(),
+            status,
+        })
+    }
+
+    /// Adds open items.
+    pub fn add_items(&self, items: Vec<serde_json::Value>) -> Result<u64> {
+        self.apply(Change::Items {
+            items: items.into_iter().map(Json).collect(),
+        })
+    }
+
+    /// Resolves an open item.
+    pub fn resolve_item(&self, id: &str, note: Option<&str>) -> Result<u64> {
+        self.apply(Change::Resolve {
+            id: id.to_string(),
+            note: note.map(str::to_string),
+        })
+    }
+
+    /// Declares a budget (or changes its limit or owner; spending is kept).
+    pub fn declare_budget(&self, name: &str, limit: Option<f64>, owner: &str) -> Result<u64> {
+        self.apply(Change::Budget {
+            name: name.to_string(),
+            spec: BudgetSpec {
+                limit,
+                owner: owner.to_string(),
+            },
+        })
+    }
+
+    /// Records spending against a budget.
+    pub fn spend(&self, budget: &str, amount: f64) -> Result<u64> {
+        self.apply(Change::Spend {
+            budget: budget.to_string(),
+            amount,
+        })
+    }
+
+    /// Closes the run.
+    pub fn finalize(&self, status: RunStatus, result: Option<&str>) -> Result<u64> {
+        self.apply(Change::Finalize {
+            status,
+            result: result.map(str::to_string),
+        })
+    }
+
+    /// Snapshots the run and trims its log.
+    pub fn compact(&self) -> Result<CompactReport> {
+        self.store
+            .compact()
+            .map_err(|e| RunError::engine(&self.id, e))
+    }
+}

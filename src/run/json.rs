@@ -1,0 +1,98 @@
+//! Arbitrary JSON inside a run document that both codecs can carry.
+//!
+//! postcard cannot encode `serde_json::Value` (it needs self-describing
+//! deserialization), so in a binary encoding the value travels as its JSON text;
+//! in a human-readable one (serde_json) it is the plain value, so `get --json`
+//! shows objects.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Deepest nesting of arrays and objects accepted from users.
+pub const MAX_JSON_DEPTH: usize = 64;
+
+/// A JSON value that round-trips through both codecs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Json(pub serde_json::Value);
+
+impl Serialize for Json {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            self.0.serialize(s)
+        } else {
+            s.serialize_str(&self.0.to_string())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Json, D::Error> {
+        if d.is_human_readable() {
+            serde_json::Value::deserialize(d).map(Json)
+        } else {
+            let text = String::deserialize(d)?;
+            serde_json::from_str(&text)
+                .map(Json)
+                .map_err(|e| D::Error::custom(format!("embedded JSON: {e}")))
+        }
+    }
+}
+
+/// The deepest nesting of `[`/`{` in JSON text (strings skipped), without parsing
+/// it: checked before handing untrusted text to a recursive parser.
+pub fn json_depth(text: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
+    for &c in text {
+        if in_str {
+            match (esc, c) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// Parses user-supplied JSON text with a nesting limit.
+pub fn parse_json_limited(text: &str) -> Result<serde_json::Value, String> {
+    let depth = json_depth(text.as_bytes());
+    if depth > MAX_JSON_DEPTH {
+        return Err(format!(
+            "JSON nested {depth} deep; the limit is {MAX_JSON_DEPTH}"
+        ));
+    }
+    serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_skips_brackets_in_strings() {
+        assert_eq!(json_depth(br#"{"a":[1,{"b":"[[[\"]]"}]}"#), 3);
+        assert_eq!(json_depth(b"1"), 0);
+    }
+
+    #[test]
+    fn both_codecs_round_trip() {
+        let v = Json(serde_json::json!({"a": [1, 2.5, null, {"b": "x"}]}));
+        let bin = postcard::to_stdvec(&v).unwrap();
+        assert_eq!(postcard::from_bytes::<Json>(&bin).unwrap(), v);
+        let txt = serde_json::to_string(&v).unwrap();
+        assert_eq!(txt, r#"{"a":[1,2.5,null,{"b":"x"}]}"#);
+        assert_eq!(serde_json::from_str::<Json>(&txt).unwrap(), v);
+    }
+}

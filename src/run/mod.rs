@@ -1,0 +1,46 @@
+//! The run model: a run is a state machine ([`RunMachine`]) stored in one engine
+//! store per run directory, under a runs root ([`Runs`]). It uses the engine only
+//! through its public API.
+//!
+//! ```no_run
+//! use runlog::run::{Runs, InitSpec, UnitStatus};
+//! let runs = Runs::new(".runlog");
+//! let run = runs.init(InitSpec { id: "r1".into(), task: "migrate".into(),
+//!     units: vec!["a".into(), "b".into()], ..Default::default() })?;
+//! run.set_unit("a", UnitStatus::InProgress, None, None)?;
+//! run.set_unit("a", UnitStatus::Done, Some("ok"), None)?;
+//! println!("{:?}", run.resume_set());
+//! # Ok::<(), runlog::run::RunError>(())
+//! ```
+
+mod checkpoint;
+pub mod clock;
+mod doc;
+mod error;
+pub mod fingerprint;
+mod handle;
+pub mod json;
+mod open;
+pub mod ops;
+pub mod render;
+mod resume;
+mod runs;
+pub mod signal;
+mod transition;
+
+pub use checkpoint::{Checkpoints, Flow, Restored, StopFlag, StopReason};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use doc::*;
+pub use error::{Result, RunError};
+pub use handle::Run;
+pub use json::Json;
+pub use open::{CHECKPOINT_DISCARDED, Started, Warning, read_dir_state};
+pub use resume::{ResumeSet, blocking_roots, resume_set};
+pub use runs::{
+    ARCHIVE_SUBDIR, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport, MAX_RUN_ID_BYTES,
+    RUNS_SUBDIR, RunSummary, Runs, check_run_id, locate_root,
+};
+pub use transition::{
+    BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, RuleError, RunMachine, Transition, check_init,
+    check_name,
+};

@@ -1,0 +1,113 @@
+//! The human `status` view: pure functions from a document to text, so a later
+//! `--watch` only has to call them again every second.
+
+use super::doc::{RunDoc, UnitStatus};
+use super::resume::resume_set;
+use super::runs::RunSummary;
+use std::fmt::Write;
+
+const BAR_WIDTH: usize = 30;
+
+/// A text progress bar: `[#########.........]  3/9`.
+pub fn progress_bar(done: usize, total: usize) -> String {
+    let filled = (done * BAR_WIDTH).checked_div(total).unwrap_or(0);
+    format!(
+        "[{}{}] {done}/{total}",
+        "#".repeat(filled),
+        ".".repeat(BAR_WIDTH - filled)
+    )
+}
+
+/// Renders one run: header, phases, units with a progress bar, open items,
+/// budgets, and how to resume.
+pub fn render_status(doc: &RunDoc) -> String {
+    let mut s = String::new();
+    if !doc.is_initialized() {
+        return "run store exists but was never initialized\n".to_string();
+    }
+    let _ = writeln!(s, "run {}  [{}]", doc.id, doc.status);
+    let _ = writeln!(s, "task: {}", doc.task);
+    let _ = writeln!(s, "created {}  updated {}", doc.created_at, doc.updated_at);
+    if let Some(f) = &doc.finished_at {
+        let _ = writeln!(
+            s,
+            "finished {f}  result: {}",
+            doc.result.as_deref().unwrap_or("-")
+        );
+    }
+    if !doc.phases.is_empty() {
+        let _ = writeln!(s, "\nphases:");
+        for (n, p) in &doc.phases {
+            let _ = writeln!(s, "  {:<12} {n}", p.status.as_str());
+        }
+    }
+    let done = doc
+        .units
+        .values()
+        .filter(|u| u.status == UnitStatus::Done)
+        .count();
+    let _ = writeln!(s, "\nunits {}", progress_bar(done, doc.units.len()));
+    for (n, u) in &doc.units {
+        let mut line = format!("  {:<12} {n}", u.status.as_str());
+        if u.attempts > 1 {
+            let _ = write!(line, "  (attempts {})", u.attempts);
+        }
+        if !u.depends_on.is_empty() {
+            let _ = write!(line, "  after {}", u.depends_on.join(", "));
+        }
+        if !u.note.is_empty() {
+            let _ = write!(line, "  — {}", u.note);
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    if !doc.budgets.is_empty() {
+        let _ = writeln!(s, "\nbudgets:");
+        for (n, b) in &doc.budgets {
+            let limit = b.limit.map_or("unlimited".to_string(), |l| l.to_string());
+            let flag = if b.is_exhausted() { "  EXHAUSTED" } else { "" };
+            let _ = writeln!(s, "  {n}: {} / {limit} (owner {}){flag}", b.spent, b.owner);
+        }
+    }
+    if !doc.open_items.is_empty() {
+        let _ = writeln!(s, "\nopen items:");
+        for i in &doc.open_items {
+            let _ = writeln!(s, "  {}  {}", i.id, i.item.0);
+        }
+    }
+    if doc.is_closed() {
+        let _ = writeln!(s, "\nclosed: a new run is needed to continue");
+    } else {
+        let r = resume_set(&doc.units);
+        let _ = writeln!(
+            s,
+            "\nresume: {} to skip, {} eligible ({}), {} held back",
+            r.skip.len(),
+            r.eligible.len(),
+            r.eligible.join(", "),
+            r.dep_blocked.len()
+        );
+        let _ = writeln!(s, "  runlog resume {}", doc.id);
+        if let Some(l) = &doc.launch {
+            let args = l
+                .args
+                .as_ref()
+                .map_or(String::new(), |a| format!(" {}", a.0));
+            let _ = writeln!(s, "  relaunch: {}{args}", l.script_path);
+        }
+    }
+    s
+}
+
+/// Renders `status --list`: one line per run, newest first.
+pub fn render_list(runs: &[RunSummary]) -> String {
+    let mut s = String::new();
+    for r in runs {
+        let status = r.status.map_or("uninitialized", |s| s.as_str());
+        let _ = writeln!(
+            s,
+            "{:<24} {:<16} {:>5}/{:<5} {}  {}",
+            r.id, status, r.units_done, r.units_total, r.created_at, r.task
+        );
+    }
+    s
+}

@@ -1,0 +1,380 @@
+//! The runs root: where run directories live, run id validation, prefix
+//! resolution, listing, archiving and garbage collection.
+//!
+//! Layout: `<root>/runs/<id>/` holds one engine store per run;
+//! `<root>/archive/<id>.<timestamp>/` holds runs set aside by a discarding
+//! `start` (or a re-`init` over a finished run).
+
+use super::clock::{Clock, SystemClock, parse_rfc3339};
+use super::doc::{RunDoc, RunStatus};
+use super::error::{Result, RunError};
+use super::transition::RunMachine;
+use crate::engine::{self, Codec, RealFs};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Subdirectory of the root holding live runs.
+pub const RUNS_SUBDIR: &str = "runs";
+/// Subdirectory of the root holding archived runs.
+pub const ARCHIVE_SUBDIR: &str = "archive";
+/// The runs root's name when found by walking up from the working directory.
+pub const DEFAULT_ROOT_NAME: &str = ".runlog";
+/// The environment variable naming the runs root.
+pub const ENV_DIR: &str = "RUNLOG_DIR";
+/// Longest run id, in bytes.
+pub const MAX_RUN_ID_BYTES: usize = 128;
+/// How long writers wait for the lock by default.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// Checks a run id: 1–128 bytes of ASCII letters, digits, `-`, `_`, `.`; not
+/// `.` or `..`. Anything path-like is refused.
+pub fn check_run_id(id: &str) -> std::result::Result<(), String> {
+    if id.is_empty() || id.len() > MAX_RUN_ID_BYTES {
+        return Err(format!(
+            "run id must be 1–{MAX_RUN_ID_BYTES} bytes, not {}",
+            id.len()
+        ));
+    }
+    if id == "." || id == ".." {
+        return Err(format!("run id {id:?} is not a plain name"));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!(
+            "run id {id:?} contains {c:?}; use only letters, digits, '-', '_' and '.'"
+        ));
+    }
+    Ok(())
+}
+
+/// Finds the runs root: `explicit` (`--dir`), else `env` (`$RUNLOG_DIR`, when
+/// non-empty), else the nearest `.runlog/` directory in `cwd` or above it, else
+/// `cwd/.runlog` (created by the first write).
+pub fn locate_root(explicit: Option<&Path>, env: Option<&str>, cwd: &Path) -> PathBuf {
+    if let Some(d) = explicit {
+        return d.to_path_buf();
+    }
+    if let Some(e) = env.filter(|e| !e.is_empty()) {
+        return PathBuf::from(e);
+    }
+    cwd.ancestors()
+        .map(|a| a.join(DEFAULT_ROOT_NAME))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| cwd.join(DEFAULT_ROOT_NAME))
+}
+
+/// One line of `status --list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    /// The run id.
+    pub id: String,
+    /// Its status (`null` while a store exists but was never initialized).
+    pub status: Option<RunStatus>,
+    /// Its task.
+    pub task: String,
+    /// When it was created.
+    pub created_at: String,
+    /// When it last changed.
+    pub updated_at: String,
+    /// Units done.
+    pub units_done: usize,
+    /// Units in all.
+    pub units_total: usize,
+}
+
+/// What `gc` removed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GcReport {
+    /// Terminal runs removed.
+    pub removed: Vec<String>,
+    /// Archived runs removed (directory names under `archive/`).
+    pub removed_archived: Vec<String>,
+    /// Terminal runs kept because another process held them.
+    pub skipped_locked: Vec<String>,
+}
+
+/// A runs root and how runs under it are opened.
+#[derive(Clone)]
+pub struct Runs {
+    pub(crate) root: PathBuf,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) lock_wait: Option<Duration>,
+    pub(crate) codec: Codec,
+}
+
+impl std::fmt::Debug for Runs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runs")
+            .field("root", &self.root)
+            .field("lock_wait", &self.lock_wait)
+            .field("codec", &self.codec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runs {
+    /// Runs under `root`, with the system clock, a 30 s lock wait and the JSONL codec.
+    pub fn new(root: impl Into<PathBuf>) -> Runs {
+        Runs {
+            root: root.into(),
+            clock: Arc::new(SystemClock),
+            lock_wait: Some(DEFAULT_LOCK_WAIT),
+            codec: Codec::Jsonl,
+        }
+    }
+
+    /// Uses `clock` for every timestamp.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Runs {
+        self.clock = clock;
+        self
+    }
+
+    /// How long writers wait for another writer (`None`: fail at once).
+    pub fn with_lock_wait(mut self, wait: Option<Duration>) -> Runs {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The codec of runs created from now on.
+    pub fn with_codec(mut self, codec: Codec) -> Runs {
+        self.codec = codec;
+        self
+    }
+
+    /// The runs root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The directory of run `id` (validated; it may not exist).
+    pub fn run_dir(&self, id: &str) -> Result<PathBuf> {
+        check_run_id(id).map_err(RunError::Invalid)?;
+        Ok(self.root.join(RUNS_SUBDIR).join(id))
+    }
+
+    pub(crate) fn ensure_layout(&self) -> Result<()> {
+        for sub in [RUNS_SUBDIR, ARCHIVE_SUBDIR] {
+            let p = self.root.join(sub);
+            std::fs::create_dir_all(&p).map_err(|e| RunError::io("create runs root", &p, e))?;
+        }
+        Ok(())
+    }
+
+    /// The ids of every run directory, sorted.
+    pub fn ids(&self) -> Result<Vec<String>> {
+        let dir = self.root.join(RUNS_SUBDIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(RunError::io("list runs", &dir, e)),
+        };
+        let mut ids = vec![];
+        for e in entries {
+            let e = e.map_err(|e| RunError::io("list runs", &dir, e))?;
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            if check_run_id(&name).is_ok() && e.file_type().is_ok_and(|t| t.is_dir()) {
+                ids.push(name);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Resolves an id or a unique prefix of one (an exact match wins).
+    pub fn resolve(&self, id_or_prefix: &str) -> Result<String> {
+        check_run_id(id_or_prefix).map_err(RunError::Invalid)?;
+        let ids = self.ids()?;
+        if ids.iter().any(|i| i == id_or_prefix) {
+            return Ok(id_or_prefix.to_string());
+        }
+        let matches: Vec<String> = ids
+            .into_iter()
+            .filter(|i| i.starts_with(id_or_prefix))
+            .collect();
+        match matches.len() {
+            1 => Ok(matches.into_iter().next().unwrap_or_default()),
+            0 => Err(self.not_found(id_or_prefix)),
+            _ => Err(RunError::Ambiguous {
+                prefix: id_or_prefix.to_string(),
+                matches,
+            }),
+        }
+    }
+
+    pub(crate) fn not_found(&self, id: &str) -> RunError {
+        RunError::NotFound {
+            id: id.to_string(),
+            root: self.root.clone(),
+        }
+    }
+
+    /// Reads run `id` (exact) without a lock and without modifying anything.
+    pub fn read(&self, id: &str) -> Result<RunDoc> {
+        let dir = self.run_dir(id)?;
+        match engine::read_state::<RunMachine>(&RealFs, &dir) {
+            Ok((doc, _)) => Ok(doc),
+            Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
+            Err(e) => Err(RunError::engine(id, e)),
+        }
+    }
+
+    /// Resolves a prefix and reads that run: (id, document).
+    pub fn read_prefix(&self, id_or_prefix: &str) -> Result<(String, RunDoc)> {
+        let id = self.resolve(id_or_prefix)?;
+        let doc = self.read(&id)?;
+        Ok((id, doc))
+    }
+
+    /// Every run, newest first. Runs that cannot be read are listed with no status.
+    pub fn list(&self) -> Result<Vec<RunSummary>> {
+        let mut out = vec![];
+        for id in self.ids()? {
+            let doc = self.read(&id).ok().unwrap_or_default();
+            out.push(RunSummary {
+                status: doc.is_initialized().then_some(doc.status),
+                task: doc.task.clone(),
+                created_at: doc.created_at.clone(),
+                updated_at: doc.updated_at.clone(),
+                units_done: doc.units.len() - doc.open_units().len(),
+                units_total: doc.units.len(),
+                id,
+            });
+        }
+        out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    /// Moves the run directory `runs/<id>` to `archive/<id>.<timestamp>` and
+    /// returns the new path. The caller holds the run's writer lock.
+    pub(crate) fn archive(&self, id: &str) -> Result<PathBuf> {
+        self.ensure_layout()?;
+        let from = self.run_dir(id)?;
+        let stamp: String = self
+            .clock
+            .now()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect();
+        let archive = self.root.join(ARCHIVE_SUBDIR);
+        for n in 0..1000 {
+            let name = match n {
+                0 => format!("{id}.{stamp}"),
+                n => format!("{id}.{stamp}.{n}"),
+            };
+            let to = archive.join(name);
+            if to.exists() {
+                continue;
+            }
+            std::fs::rename(&from, &to).map_err(|e| RunError::io("archive run", &from, e))?;
+            sync_dir(&self.root.join(RUNS_SUBDIR))?;
+            sync_dir(&archive)?;
+            return Ok(to);
+        }
+        Err(RunError::Invalid(format!(
+            "too many archived copies of {id} at {stamp}"
+        )))
+    }
+
+    /// Removes terminal runs finished at least `keep_days` days ago, and archived
+    /// runs last updated that long ago. A run another process holds is skipped.
+    pub fn gc(&self, keep_days: u64) -> Result<GcReport> {
+        let now = self.clock.now_millis();
+        let keep_ms = (keep_days as i64).saturating_mul(86_400_000);
+        let old = |ts: Option<&str>| {
+            ts.and_then(parse_rfc3339)
+                .is_some_and(|t| now.saturating_sub(t) >= keep_ms)
+        };
+        let mut report = GcReport::default();
+        for id in self.ids()? {
+            let Ok(doc) = self.read(&id) else { continue };
+            if !(doc.is_closed() && old(doc.finished_at.as_deref())) {
+                continue;
+            }
+            // Hold the writer lock while the directory leaves `runs/`, so no writer
+            // is mid-transition in it; then delete it outside `runs/`.
+            let dir = self.run_dir(&id)?;
+            let store =
+                match engine::Store::<RunMachine>::open(&dir, self.store_options(false, None)) {
+                    Ok(s) => s,
+                    Err(engine::Error::Locked { .. }) => {
+                        report.skipped_locked.push(id);
+                        continue;
+                    }
+                    Err(e) => return Err(RunError::engine(&id, e)),
+                };
+            if !store.read(|d| d.is_closed()) {
+                continue;
+            }
+            let moved = self.archive(&id)?;
+            drop(store);
+            std::fs::remove_dir_all(&moved).map_err(|e| RunError::io("remove run", &moved, e))?;
+            report.removed.push(id);
+        }
+        let archive = self.root.join(ARCHIVE_SUBDIR);
+        if let Ok(entries) = std::fs::read_dir(&archive) {
+            for e in entries.flatten() {
+                let path = e.path();
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Ok((doc, _)) = engine::read_state::<RunMachine>(&RealFs, &path) else {
+                    continue;
+                };
+                if old(Some(doc.updated_at.as_str())) {
+                    std::fs::remove_dir_all(&path)
+                        .map_err(|e| RunError::io("remove archived run", &path, e))?;
+                    report.removed_archived.push(name);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    pub(crate) fn store_options(
+        &self,
+        create: bool,
+        lock_wait: Option<Option<Duration>>,
+    ) -> engine::Options {
+        engine::Options {
+            create,
+            codec: self.codec,
+            lock_wait: lock_wait.unwrap_or(self.lock_wait),
+            ..engine::Options::default()
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| RunError::io("fsync directory", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_like_ids_are_refused() {
+        let long = "a".repeat(300);
+        for bad in [
+            "..", ".", "a/b", "a\\b", "/x", "a\0b", &long, "%2e%2e", "", "a b",
+        ] {
+            assert!(check_run_id(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["a", "run-1.2_x", ".hidden", &"b".repeat(128)] {
+            assert!(check_run_id(good).is_ok(), "{good:?} refused");
+        }
+    }
+}

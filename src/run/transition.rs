@@ -1,0 +1,558 @@
+//! Run transitions and the rules, all enforced in `apply` so a refused
+//! transition writes nothing. Timestamps travel inside each transition (read
+//! from the clock by the caller), so replay is deterministic.
+
+use super::doc::*;
+use super::json::Json;
+use super::resume::{blocking_roots, missing_deps};
+use crate::engine::Machine;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Longest unit, phase, budget or item-id name accepted, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Most open items one `item` transition may add.
+pub const MAX_ITEMS_PER_CHANGE: usize = 10_000;
+
+/// One stamped transition: what changed and when (RFC 3339 UTC).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transition {
+    /// When the caller read the clock for it.
+    pub at: String,
+    /// The change.
+    pub change: Change,
+}
+
+/// What a new run starts with.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitSpec {
+    /// The run id.
+    pub id: String,
+    /// What the run does.
+    pub task: String,
+    /// Units known up front (status `pending`).
+    pub units: Vec<String>,
+    /// Dependencies: unit → the units it depends on (added as units when new).
+    pub deps: BTreeMap<String, Vec<String>>,
+    /// How to relaunch.
+    pub launch: Option<Launch>,
+    /// What the progress depends on.
+    pub fingerprint: Fingerprint,
+    /// Budgets declared up front.
+    pub budgets: BTreeMap<String, BudgetSpec>,
+}
+
+/// A budget's declaration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetSpec {
+    /// The limit (`None`: tracked, unlimited).
+    pub limit: Option<f64>,
+    /// Who owns the limit.
+    pub owner: String,
+}
+
+/// A change to a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Initialize the run (only once, first).
+    Init(InitSpec),
+    /// Set a unit's status, adding it if new; `note`/`deps` replace when given.
+    Unit {
+        /// The unit's name.
+        unit: String,
+        /// Its new status.
+        status: UnitStatus,
+        /// A new note.
+        note: Option<String>,
+        /// New dependencies.
+        deps: Option<Vec<String>>,
+    },
+    /// Set a phase's status, adding it if new.
+    Phase {
+        /// The phase's name.
+        phase: String,
+        /// Its new status.
+        status: PhaseStatus,
+    },
+    /// Add open items (each gets an id `item-<n>`).
+    Items {
+        /// The items.
+        items: Vec<Json>,
+    },
+    /// Resolve an open item.
+    Resolve {
+        /// Its id.
+        id: String,
+        /// Why or how.
+        note: Option<String>,
+    },
+    /// Declare (or change the limit or owner of) a budget; spending is kept.
+    Budget {
+        /// The budget's name.
+        name: String,
+        /// Its declaration.
+        spec: BudgetSpec,
+    },
+    /// Record spending against a budget (a delta, never a total).
+    Spend {
+        /// The budget's name.
+        budget: String,
+        /// How much was spent (finite, ≥ 0).
+        amount: f64,
+    },
+    /// Save a whole-state checkpoint.
+    Checkpoint {
+        /// The caller's state.
+        state: Json,
+    },
+    /// Close the run.
+    Finalize {
+        /// `done`, `needs_attention` or `aborted`.
+        status: RunStatus,
+        /// A result text.
+        result: Option<String>,
+    },
+}
+
+impl Change {
+    /// A short name for messages (`unit`, `finalize`, …).
+    pub fn op(&self) -> &'static str {
+        match self {
+            Change::Init(_) => "init",
+            Change::Unit { .. } => "unit",
+            Change::Phase { .. } => "phase",
+            Change::Items { .. } => "item",
+            Change::Resolve { .. } => "resolve",
+            Change::Budget { .. } => "budget",
+            Change::Spend { .. } => "spend",
+            Change::Checkpoint { .. } => "checkpoint",
+            Change::Finalize { .. } => "finalize",
+        }
+    }
+}
+
+/// Why a transition was refused.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum RuleError {
+    /// The run was never initialized.
+    NotInitialized,
+    /// `init` on an initialized run.
+    AlreadyInitialized {
+        /// The existing run's id.
+        id: String,
+    },
+    /// Any transition on a finalized run.
+    Closed {
+        /// The run's id.
+        id: String,
+        /// Its terminal status.
+        status: RunStatus,
+        /// The attempted operation.
+        op: &'static str,
+    },
+    /// A `done` unit set to another status.
+    Demote {
+        /// The unit.
+        unit: String,
+        /// The status asked for.
+        to: UnitStatus,
+    },
+    /// A unit started or finished while a dependency is not done.
+    DepsNotDone {
+        /// The unit.
+        unit: String,
+        /// The not-done units at the root of the blocking chain.
+        roots: Vec<String>,
+    },
+    /// `finalize done` while units are not done.
+    OpenUnits {
+        /// The units not done, with their status.
+        units: BTreeMap<String, UnitStatus>,
+    },
+    /// `resolve` of an id that is not open.
+    UnknownItem {
+        /// The id.
+        id: String,
+        /// True when it was resolved already.
+        resolved: bool,
+    },
+    /// `spend` against an undeclared budget.
+    UnknownBudget {
+        /// The budget's name.
+        name: String,
+    },
+    /// A malformed argument.
+    Invalid(String),
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuleError::NotInitialized => write!(f, "the run was never initialized"),
+            RuleError::AlreadyInitialized { id } => {
+                write!(
+                    f,
+                    "run {id:?} already exists and is live; resume it instead"
+                )
+            }
+            RuleError::Closed { id, status, op } => write!(
+                f,
+                "run {id:?} is closed ({status}); {op} refused — start a new run to continue"
+            ),
+            RuleError::Demote { unit, to } => {
+                write!(f, "unit {unit:?} is done and is never demoted (to {to})")
+            }
+            RuleError::DepsNotDone { unit, roots } => write!(
+                f,
+                "unit {unit:?} is held back: its dependencies are not done (blocked on {})",
+                roots.join(", ")
+            ),
+            RuleError::OpenUnits { units } => {
+                let list: Vec<String> = units.iter().map(|(n, s)| format!("{n} ({s})")).collect();
+                write!(
+                    f,
+                    "finalize done refused: {} unit(s) not done: {}; use needs_attention or aborted",
+                    units.len(),
+                    list.join(", ")
+                )
+            }
+            RuleError::UnknownItem { id, resolved: true } => {
+                write!(f, "item {id:?} is already resolved")
+            }
+            RuleError::UnknownItem { id, .. } => write!(f, "no open item {id:?}"),
+            RuleError::UnknownBudget { name } => write!(
+                f,
+                "no budget {name:?}; declare it first with `runlog budget RUN {name} --owner WHO [--limit X]`"
+            ),
+            RuleError::Invalid(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+/// Checks a unit, phase or budget name: non-empty, at most [`MAX_NAME_BYTES`],
+/// no control characters and none of `,` `=` `+` (the CLI's separators).
+pub fn check_name(what: &str, name: &str) -> Result<(), RuleError> {
+    let bad = name.is_empty()
+        || name.len() > MAX_NAME_BYTES
+        || name.trim() != name
+        || name
+            .chars()
+            .any(|c| c.is_control() || matches!(c, ',' | '=' | '+'));
+    if bad {
+        return Err(RuleError::Invalid(format!(
+            "invalid {what} name {name:?}: 1–{MAX_NAME_BYTES} bytes, no spaces at the ends, no control characters, no , = +"
+        )));
+    }
+    Ok(())
+}
+
+fn check_deps(unit: &str, deps: &[String]) -> Result<(), RuleError> {
+    for d in deps {
+        check_name("dependency", d)?;
+        if d == unit {
+            return Err(RuleError::Invalid(format!(
+                "unit {unit:?} cannot depend on itself"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_amount(what: &str, x: f64) -> Result<(), RuleError> {
+    if !x.is_finite() || x < 0.0 {
+        return Err(RuleError::Invalid(format!(
+            "{what} must be a finite number ≥ 0, not {x}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_budget(name: &str, spec: &BudgetSpec) -> Result<(), RuleError> {
+    check_name("budget", name)?;
+    if let Some(l) = spec.limit {
+        check_amount("a budget limit", l)?;
+    }
+    if spec.owner.trim().is_empty() {
+        return Err(RuleError::Invalid(format!(
+            "budget {name:?} needs an owner"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks an init spec without applying it.
+pub fn check_init(spec: &InitSpec) -> Result<(), RuleError> {
+    super::runs::check_run_id(&spec.id).map_err(RuleError::Invalid)?;
+    for u in &spec.units {
+        check_name("unit", u)?;
+    }
+    for (u, deps) in &spec.deps {
+        check_name("unit", u)?;
+        check_deps(u, deps)?;
+    }
+    if let Some(l) = &spec.launch {
+        l.validate().map_err(RuleError::Invalid)?;
+    }
+    for (n, b) in &spec.budgets {
+        check_budget(n, b)?;
+    }
+    Ok(())
+}
+
+fn new_unit(at: &str) -> Unit {
+    Unit {
+        status: UnitStatus::Pending,
+        depends_on: vec![],
+        note: String::new(),
+        attempts: 0,
+        created_at: at.to_string(),
+        updated_at: at.to_string(),
+        started_at: None,
+        finished_at: None,
+    }
+}
+
+/// The run state machine.
+#[derive(Debug, Clone, Copy)]
+pub struct RunMachine;
+
+impl Machine for RunMachine {
+    type State = RunDoc;
+    type Transition = Transition;
+    type Error = RuleError;
+
+    fn apply(doc: &mut RunDoc, t: &Transition) -> Result<(), RuleError> {
+        // Every check happens before the first mutation, so a refusal leaves `doc` as it was.
+        let at = t.at.as_str();
+        if let Change::Init(spec) = &t.change {
+            if doc.is_initialized() {
+                return Err(RuleError::AlreadyInitialized { id: doc.id.clone() });
+            }
+            check_init(spec)?;
+            init(doc, spec, at);
+            return Ok(());
+        }
+        if !doc.is_initialized() {
+            return Err(RuleError::NotInitialized);
+        }
+        if doc.is_closed() {
+            return Err(RuleError::Closed {
+                id: doc.id.clone(),
+                status: doc.status,
+                op: t.change.op(),
+            });
+        }
+        match &t.change {
+            Change::Init(_) => unreachable!("handled above"),
+            Change::Unit {
+                unit,
+                status,
+                note,
+                deps,
+            } => set_unit(doc, at, unit, *status, note.as_deref(), deps.as_deref())?,
+            Change::Phase { phase, status } => {
+                check_name("phase", phase)?;
+                let p = doc.phases.entry(phase.clone()).or_insert_with(|| Phase {
+                    status: PhaseStatus::Pending,
+                    started_at: None,
+                    updated_at: at.to_string(),
+                    finished_at: None,
+                });
+                p.status = *status;
+                p.updated_at = at.to_string();
+                if *status == PhaseStatus::Running && p.started_at.is_none() {
+                    p.started_at = Some(at.to_string());
+                }
+                if matches!(status, PhaseStatus::Done | PhaseStatus::Skipped) {
+                    p.finished_at = Some(at.to_string());
+                }
+            }
+            Change::Items { items } => {
+                if items.is_empty() || items.len() > MAX_ITEMS_PER_CHANGE {
+                    return Err(RuleError::Invalid(format!(
+                        "an item change carries 1–{MAX_ITEMS_PER_CHANGE} items, not {}",
+                        items.len()
+                    )));
+                }
+                for item in items {
+                    doc.next_item += 1;
+                    doc.open_items.push(Item {
+                        id: format!("item-{}", doc.next_item),
+                        at: at.to_string(),
+                        item: item.clone(),
+                    });
+                }
+            }
+            Change::Resolve { id, note } => {
+                let Some(pos) = doc.open_items.iter().position(|i| &i.id == id) else {
+                    let resolved = doc.resolved_items.iter().any(|i| &i.id == id);
+                    return Err(RuleError::UnknownItem {
+                        id: id.clone(),
+                        resolved,
+                    });
+                };
+                let item = doc.open_items.remove(pos);
+                doc.resolved_items.push(ResolvedItem {
+                    id: item.id,
+                    at: item.at,
+                    item: item.item,
+                    resolved_at: at.to_string(),
+                    note: note.clone(),
+                });
+            }
+            Change::Budget { name, spec } => {
+                check_budget(name, spec)?;
+                let b = doc.budgets.entry(name.clone()).or_insert_with(|| Budget {
+                    limit: None,
+                    owner: String::new(),
+                    spent: 0.0,
+                    exhausted_at: None,
+                });
+                b.limit = spec.limit;
+                b.owner = spec.owner.clone();
+                if !b.is_exhausted() {
+                    b.exhausted_at = None;
+                } else if b.exhausted_at.is_none() {
+                    b.exhausted_at = Some(at.to_string());
+                }
+            }
+            Change::Spend { budget, amount } => {
+                check_amount("an amount spent", *amount)?;
+                let Some(b) = doc.budgets.get_mut(budget) else {
+                    return Err(RuleError::UnknownBudget {
+                        name: budget.clone(),
+                    });
+                };
+                b.spent += amount;
+                if b.is_exhausted() && b.exhausted_at.is_none() {
+                    b.exhausted_at = Some(at.to_string());
+                }
+            }
+            Change::Checkpoint { state } => {
+                let count = doc.checkpoint.as_ref().map_or(0, |c| c.count) + 1;
+                doc.checkpoint = Some(SavedCheckpoint {
+                    at: at.to_string(),
+                    count,
+                    state: state.clone(),
+                });
+            }
+            Change::Finalize { status, result } => {
+                if !status.is_terminal() {
+                    return Err(RuleError::Invalid(
+                        "finalize takes done, needs_attention or aborted".into(),
+                    ));
+                }
+                let open = doc.open_units();
+                if *status == RunStatus::Done && !open.is_empty() {
+                    return Err(RuleError::OpenUnits { units: open });
+                }
+                doc.open_at_finish = Some(OpenAtFinish {
+                    units: open,
+                    items: doc.open_items.iter().map(|i| i.id.clone()).collect(),
+                });
+                doc.status = *status;
+                doc.result = result.clone();
+                doc.finished_at = Some(at.to_string());
+            }
+        }
+        doc.updated_at = at.to_string();
+        Ok(())
+    }
+}
+
+fn init(doc: &mut RunDoc, spec: &InitSpec, at: &str) {
+    *doc = RunDoc {
+        schema_version: SCHEMA_VERSION,
+        id: spec.id.clone(),
+        task: spec.task.clone(),
+        status: RunStatus::Running,
+        created_at: at.to_string(),
+        updated_at: at.to_string(),
+        launch: spec.launch.clone(),
+        fingerprint: spec.fingerprint.clone(),
+        ..RunDoc::default()
+    };
+    let deps_named = spec
+        .deps
+        .iter()
+        .flat_map(|(u, d)| std::iter::once(u).chain(d));
+    for u in spec.units.iter().chain(deps_named) {
+        doc.units.entry(u.clone()).or_insert_with(|| new_unit(at));
+    }
+    for (u, d) in &spec.deps {
+        if let Some(unit) = doc.units.get_mut(u) {
+            unit.depends_on = d.clone();
+        }
+    }
+    for (n, b) in &spec.budgets {
+        doc.budgets.insert(
+            n.clone(),
+            Budget {
+                limit: b.limit,
+                owner: b.owner.clone(),
+                spent: 0.0,
+                exhausted_at: None,
+            },
+        );
+    }
+}
+
+fn set_unit(
+    doc: &mut RunDoc,
+    at: &str,
+    name: &str,
+    status: UnitStatus,
+    note: Option<&str>,
+    deps: Option<&[String]>,
+) -> Result<(), RuleError> {
+    check_name("unit", name)?;
+    if let Some(d) = deps {
+        check_deps(name, d)?;
+    }
+    let existing = doc.units.get(name);
+    if let Some(u) = existing
+        && u.status == UnitStatus::Done
+        && status != UnitStatus::Done
+    {
+        return Err(RuleError::Demote {
+            unit: name.to_string(),
+            to: status,
+        });
+    }
+    let empty = Vec::new();
+    let effective_deps = deps.unwrap_or_else(|| existing.map_or(&empty, |u| &u.depends_on));
+    let starting = matches!(status, UnitStatus::InProgress | UnitStatus::Done);
+    let already_done = existing.is_some_and(|u| u.status == UnitStatus::Done);
+    if starting && !already_done && !missing_deps(&doc.units, effective_deps).is_empty() {
+        return Err(RuleError::DepsNotDone {
+            unit: name.to_string(),
+            roots: blocking_roots(&doc.units, effective_deps),
+        });
+    }
+    let u = doc
+        .units
+        .entry(name.to_string())
+        .or_insert_with(|| new_unit(at));
+    if status == UnitStatus::InProgress {
+        u.attempts += 1;
+        u.started_at = Some(at.to_string());
+    }
+    if status == UnitStatus::Done && u.status != UnitStatus::Done {
+        u.finished_at = Some(at.to_string());
+    }
+    u.status = status;
+    if let Some(n) = note {
+        u.note = n.to_string();
+    }
+    if let Some(d) = deps {
+        u.depends_on = d.to_vec();
+    }
+    u.updated_at = at.to_string();
+    Ok(())
+}
