@@ -9,7 +9,7 @@ use super::clock::{Clock, SystemClock, parse_rfc3339};
 use super::doc::{RunDoc, RunStatus};
 use super::error::{Result, RunError};
 use super::transition::RunMachine;
-use crate::engine::{self, Codec, RealFs};
+use crate::engine::{self, Codec, RealFs, SyncPolicy};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -106,6 +106,7 @@ pub struct Runs {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) lock_wait: Option<Duration>,
     pub(crate) codec: Codec,
+    pub(crate) sync: SyncPolicy,
 }
 
 impl std::fmt::Debug for Runs {
@@ -126,7 +127,15 @@ impl Runs {
             clock: Arc::new(SystemClock),
             lock_wait: Some(DEFAULT_LOCK_WAIT),
             codec: Codec::Jsonl,
+            sync: SyncPolicy::Always,
         }
+    }
+
+    /// The sync policy of runs opened for writing from now on (default `Always`;
+    /// `Grouped` when many threads write to one run).
+    pub fn with_sync(mut self, sync: SyncPolicy) -> Runs {
+        self.sync = sync;
+        self
     }
 
     /// Uses `clock` for every timestamp.
@@ -350,6 +359,7 @@ impl Runs {
             create,
             codec: self.codec,
             lock_wait: lock_wait.unwrap_or(self.lock_wait),
+            sync: self.sync,
             ..engine::Options::default()
         }
     }
