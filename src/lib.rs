@@ -3,5 +3,6 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod demo;
 pub mod engine;
 pub mod run;

@@ -201,6 +201,39 @@ pub enum Command {
         #[arg(long, default_value_t = 7)]
         keep_days: u64,
     },
+    /// Show what runlog is for: a run killed with SIGKILL K times and resumed,
+    /// then checked: every unit done exactly once, nothing acknowledged lost.
+    /// Uses a fresh temporary runs root unless --dir is given.
+    Demo {
+        /// Units in the dependency graph.
+        #[arg(long, default_value_t = 5000)]
+        units: usize,
+        /// Worker threads.
+        #[arg(long, default_value_t = 8)]
+        workers: usize,
+        /// Times the worker process is killed with SIGKILL and restarted.
+        #[arg(long, default_value_t = 3)]
+        kills: usize,
+        /// Simulated work per unit, in microseconds.
+        #[arg(long, default_value_t = 500)]
+        work_us: u64,
+        /// Seed for the kill timing (default: from the clock).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// The demo's worker process (started by `demo`).
+    #[command(hide = true)]
+    DemoWorker {
+        /// The run id.
+        #[arg(long)]
+        run: String,
+        /// Worker threads.
+        #[arg(long)]
+        workers: usize,
+        /// Simulated work per unit, in microseconds.
+        #[arg(long)]
+        work_us: u64,
+    },
 }
 
 fn invalid(s: String) -> RunError {

@@ -249,6 +249,9 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             Ok(EXIT_DONE)
         }
         Command::Dump { run } => dump(runs, &run),
+        Command::Demo { .. } | Command::DemoWorker { .. } => Err(invalid(
+            "the demo runs before a runs root is chosen (see cli::run_cli)",
+        )),
         Command::Gc { keep_days } => {
             let r = runs.gc(keep_days)?;
             if json {

@@ -68,6 +68,65 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
 
 /// Runs a parsed command line; returns the exit status for a completed command.
 pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
+    match cli.command {
+        args::Command::Demo {
+            units,
+            workers,
+            kills,
+            work_us,
+            seed,
+        } => {
+            let opts = crate::demo::DemoOptions {
+                units,
+                workers,
+                kills,
+                work_us,
+                seed,
+                dir: cli.dir.clone(),
+                progress: !cli.json,
+            };
+            return demo(&opts, cli.json);
+        }
+        args::Command::DemoWorker {
+            run,
+            workers,
+            work_us,
+        } => {
+            let root = cli
+                .dir
+                .clone()
+                .ok_or_else(|| RunError::Invalid("demo-worker needs --dir".into()))?;
+            crate::demo::run_worker(&crate::demo::WorkerOptions {
+                root,
+                run,
+                workers,
+                work_us,
+            })?;
+            return Ok(EXIT_DONE);
+        }
+        _ => {}
+    }
     let runs = runs_for(&cli)?;
     commands::dispatch(&runs, cli.json, cli.command)
+}
+
+fn demo(opts: &crate::demo::DemoOptions, json: bool) -> Result<u8, RunError> {
+    let exe = std::env::current_exe().map_err(|e| {
+        RunError::Invalid(format!(
+            "cannot find the runlog binary to start workers: {e}"
+        ))
+    })?;
+    if opts.dir.is_none() && !json {
+        eprintln!(
+            "runlog demo: working in a temporary runs root; pass --dir DIR to keep it and watch it with `runlog --dir DIR status demo --watch`"
+        );
+    }
+    let report = crate::demo::run_demo(opts, &exe)?;
+    if json {
+        let line = serde_json::to_string(&report).map_err(|e| RunError::Invalid(e.to_string()))?;
+        println!("{line}");
+    } else {
+        print!("{}", crate::demo::render(&report));
+    }
+    Ok(if report.ok() { EXIT_DONE } else { EXIT_FAILED })
 }

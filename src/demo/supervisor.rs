@@ -1,0 +1,387 @@
+//! The demo's supervisor: plans a run, starts a worker process, SIGKILLs it at
+//! random moments and restarts it, then checks the store against the plan on its
+//! own, without trusting the worker.
+
+use super::check::{Acked, Check, check};
+use super::plan::{Rng, deps_of, kill_points, unit_name};
+use super::protocol::Line;
+use crate::engine::{self, RealFs};
+use crate::run::{InitSpec, RunError, Runs, Transition};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, IsTerminal};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The run id the demo uses.
+pub const DEMO_RUN: &str = "demo";
+
+/// What the demo is asked to do.
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// Units in the plan.
+    pub units: usize,
+    /// Worker threads.
+    pub workers: usize,
+    /// Times the worker is killed.
+    pub kills: usize,
+    /// Simulated work per unit, in microseconds.
+    pub work_us: u64,
+    /// Seed for kill timing (default: from the clock).
+    pub seed: Option<u64>,
+    /// Runs root to use (default: a fresh temporary directory, removed at the end).
+    pub dir: Option<PathBuf>,
+    /// Draw a progress bar on stderr (only when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// One worker restart after a kill.
+#[derive(Debug, Clone, Serialize)]
+pub struct Recovery {
+    /// Units done (acknowledged) when the kill came.
+    pub killed_at_units: usize,
+    /// Time the restarted worker took to open the run and replay its log, in ms.
+    pub recovery_ms: f64,
+    /// Records it replayed.
+    pub replayed: u64,
+    /// From spawning the process to its first line, in ms (includes process start).
+    pub restart_ms: f64,
+}
+
+/// The demo's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemoReport {
+    /// Units in the plan.
+    pub units: usize,
+    /// Units done exactly once with the right result.
+    pub done: usize,
+    /// Acknowledged transitions missing from the log.
+    pub lost: usize,
+    /// Units committed more than once.
+    pub duplicates: usize,
+    /// Kills survived.
+    pub crashes: usize,
+    /// Worker threads.
+    pub workers: usize,
+    /// Transitions acknowledged as durable.
+    pub acked: usize,
+    /// Acknowledged transitions per second of worker time.
+    pub transitions_per_sec: f64,
+    /// fsyncs the workers issued (as last reported by each).
+    pub fsyncs: u64,
+    /// Acknowledged transitions per fsync.
+    pub avg_group: f64,
+    /// Each restart after a kill.
+    pub recoveries: Vec<Recovery>,
+    /// Seconds from the first worker start to the last worker's exit.
+    pub elapsed_s: f64,
+    /// The seed of the kill timing.
+    pub seed: u64,
+    /// The independent check.
+    pub check: Check,
+    /// Where the run lives (only when kept).
+    pub dir: Option<String>,
+}
+
+impl DemoReport {
+    /// True when every unit was done exactly once and nothing acknowledged was lost.
+    pub fn ok(&self) -> bool {
+        self.check.ok()
+    }
+}
+
+fn err(s: impl Into<String>) -> RunError {
+    RunError::Invalid(s.into())
+}
+
+struct Incarnation {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<Line>,
+    spawned: Instant,
+}
+
+fn spawn_worker(exe: &Path, root: &Path, o: &DemoOptions) -> Result<Incarnation, RunError> {
+    let mut child = Command::new(exe)
+        .arg("demo-worker")
+        .arg("--dir")
+        .arg(root)
+        .args([
+            "--run",
+            DEMO_RUN,
+            "--workers",
+            &o.workers.to_string(),
+            "--work-us",
+            &o.work_us.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| RunError::Io {
+            op: "start demo worker",
+            path: exe.to_path_buf(),
+            source: e,
+        })?;
+    let out = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(out);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                // A line cut short by the kill has no newline: it is not a report.
+                Ok(n) if n > 0 && buf.ends_with(b"\n") => {
+                    if let Some(l) = std::str::from_utf8(&buf[..n - 1])
+                        .ok()
+                        .and_then(Line::parse)
+                        && tx.send(l).is_err()
+                    {
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        }
+    });
+    Ok(Incarnation {
+        child,
+        lines: rx,
+        spawned: Instant::now(),
+    })
+}
+
+fn progress_bar(o: &DemoOptions) -> indicatif::ProgressBar {
+    let show =
+        o.progress && std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(o.units as u64);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} units  {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// Runs the demo. `exe` is the `runlog` binary to start workers with.
+pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
+    if o.units == 0 || o.workers == 0 {
+        return Err(err("--units and --workers must be at least 1"));
+    }
+    let seed = o.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let temp = o.dir.is_none();
+    let root = match &o.dir {
+        Some(d) => d.clone(),
+        None => std::env::temp_dir().join(format!("runlog-demo-{}-{seed:x}", std::process::id())),
+    };
+    let runs = Runs::new(&root);
+    let plan: Vec<String> = (1..=o.units).map(unit_name).collect();
+    let deps = (1..=o.units)
+        .filter(|&i| i >= 2)
+        .map(|i| (unit_name(i), deps_of(i)))
+        .collect();
+    drop(runs.init(InitSpec {
+        id: DEMO_RUN.into(),
+        task: format!(
+            "demo: {} units on a dependency tree, {} workers",
+            o.units, o.workers
+        ),
+        units: plan.clone(),
+        deps,
+        ..InitSpec::default()
+    })?);
+
+    let mut rng = Rng::new(seed);
+    let mut kills = kill_points(o.units, o.kills, &mut rng)
+        .into_iter()
+        .peekable();
+    let pb = progress_bar(o);
+    let mut acked: Vec<Acked> = Vec::new();
+    let mut done_units: HashSet<String> = HashSet::new();
+    let mut recoveries = Vec::new();
+    let mut fsyncs = 0u64;
+    let started = Instant::now();
+    let mut pending_kill: Option<usize> = None;
+    let mut finished = false;
+    for _ in 0..o.kills + 3 {
+        let mut inc = spawn_worker(exe, &root, o)?;
+        let mut last_fsyncs = 0;
+        let mut killed = false;
+        for line in inc.lines.iter() {
+            match line {
+                Line::Ready {
+                    recovery_us,
+                    replayed,
+                    done,
+                } => {
+                    if let Some(at) = pending_kill.take() {
+                        recoveries.push(Recovery {
+                            killed_at_units: at,
+                            recovery_ms: recovery_us as f64 / 1000.0,
+                            replayed,
+                            restart_ms: inc.spawned.elapsed().as_secs_f64() * 1000.0,
+                        });
+                    }
+                    pb.set_position(done as u64);
+                }
+                Line::Ack {
+                    seq,
+                    unit,
+                    status,
+                    fsyncs,
+                } => {
+                    last_fsyncs = fsyncs;
+                    if status == "done" {
+                        done_units.insert(unit.clone());
+                        pb.set_position(done_units.len() as u64);
+                    }
+                    acked.push(Acked { seq, unit, status });
+                    if kills.peek().is_some_and(|&k| done_units.len() >= k) {
+                        let at = kills.next().unwrap_or_default();
+                        // A little later, so the kill lands mid-transition, not between.
+                        std::thread::sleep(Duration::from_micros(rng.range(0, 3000)));
+                        let _ = inc.child.kill();
+                        killed = true;
+                        pending_kill = Some(at);
+                        pb.set_message(format!("killed {} time(s)", recoveries.len() + 1));
+                        break;
+                    }
+                }
+                Line::Finished { fsyncs } => {
+                    last_fsyncs = fsyncs;
+                    finished = true;
+                }
+            }
+        }
+        let status = inc.child.wait().map_err(|e| RunError::Io {
+            op: "wait for demo worker",
+            path: exe.to_path_buf(),
+            source: e,
+        })?;
+        fsyncs += last_fsyncs;
+        if killed {
+            continue;
+        }
+        if !status.success() {
+            return Err(err(format!(
+                "the demo worker failed ({status}) without being killed"
+            )));
+        }
+        if finished {
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
+    pb.finish_and_clear();
+    if !finished {
+        return Err(err("the demo worker never finished"));
+    }
+
+    // The check reads the store itself: the log (every record ever appended;
+    // the demo's log stays below the auto-compaction threshold) and the document.
+    let dir = runs.run_dir(DEMO_RUN)?;
+    let mut log = Vec::new();
+    let mut decode_error = None;
+    let codec =
+        engine::for_each_record(&RealFs, &dir, |seq, payload| {
+            match engine::decode_payload::<Transition>(runs_codec(), payload) {
+                Ok(t) => log.push((seq, t.change)),
+                Err(e) => {
+                    decode_error.get_or_insert(format!("seq {seq}: {e}"));
+                }
+            }
+        })
+        .map_err(|e| RunError::Invalid(format!("reading the demo log: {e}")))?;
+    if let Some(e) = decode_error {
+        return Err(err(format!(
+            "a record of the demo log does not decode: {e}"
+        )));
+    }
+    if codec.is_some() && log.first().is_some_and(|(s, _)| *s != 1) {
+        return Err(err(
+            "the demo log was compacted; the check needs every record",
+        ));
+    }
+    let doc = runs.read(DEMO_RUN)?;
+    let check = check(&plan, &acked, &log, &doc);
+    if temp && check.ok() {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    Ok(DemoReport {
+        units: o.units,
+        done: check.done,
+        lost: check.lost,
+        duplicates: check.duplicates,
+        crashes: recoveries.len(),
+        workers: o.workers,
+        acked: acked.len(),
+        transitions_per_sec: acked.len() as f64 / secs,
+        fsyncs,
+        avg_group: if fsyncs == 0 {
+            0.0
+        } else {
+            acked.len() as f64 / fsyncs as f64
+        },
+        recoveries,
+        elapsed_s: secs,
+        seed,
+        dir: (!temp || !check.ok()).then(|| root.display().to_string()),
+        check,
+    })
+}
+
+fn runs_codec() -> engine::Codec {
+    // Runs::new creates runs with the JSONL codec.
+    engine::Codec::Jsonl
+}
+
+/// The human summary of a report.
+pub fn render(r: &DemoReport) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "runlog demo: {} units on a dependency tree, {} worker threads, seed {}",
+        r.units, r.workers, r.seed
+    );
+    for (i, k) in r.recoveries.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "  kill {} (SIGKILL) at {} units done -> recovered in {:.1} ms, replaying {} records (process restart to ready: {:.1} ms)",
+            i + 1,
+            k.killed_at_units,
+            k.recovery_ms,
+            k.replayed,
+            k.restart_ms
+        );
+    }
+    let verdict = if r.ok() { "OK" } else { "FAILED" };
+    let _ = writeln!(
+        s,
+        "  {verdict}: {}/{} units done exactly once; {} acknowledged transitions, {} lost, {} units done twice",
+        r.done, r.units, r.acked, r.lost, r.duplicates
+    );
+    let _ = writeln!(
+        s,
+        "  {:.0} durable transitions/s over {:.2} s; {} fsyncs, {:.1} transitions per fsync (group commit)",
+        r.transitions_per_sec, r.elapsed_s, r.fsyncs, r.avg_group
+    );
+    for p in &r.check.problems {
+        let _ = writeln!(s, "  problem: {p}");
+    }
+    if let Some(d) = &r.dir {
+        let _ = writeln!(
+            s,
+            "  the run is kept in {d} (try: runlog --dir {d} status demo)"
+        );
+    }
+    s
+}
