@@ -10,7 +10,7 @@
 
 use super::*;
 use runlog::engine::sim::{Persistence, SimFs, SimRng, SimState};
-use runlog::engine::{self, Codec, Integrity, Options, Store};
+use runlog::engine::{self, Codec, Integrity, Options, Store, SyncPolicy};
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
@@ -79,8 +79,9 @@ impl Tally {
 }
 
 /// Runs `steps` on `fs`. Every append must succeed (no faults here).
-pub fn run_workload(fs: &SimFs, codec: Codec, steps: &[Step], tally: &Arc<Tally>) {
-    let o = sim_opts(fs, codec);
+pub fn run_workload(fs: &SimFs, x: &Explore, steps: &[Step], tally: &Arc<Tally>) {
+    let mut o = sim_opts(fs, x.codec);
+    o.sync = x.sync;
     let mut store = Some(Store::<Ledger>::open(dir(), o.clone()).expect("open"));
     for step in steps {
         let s = store.as_ref().unwrap();
@@ -252,6 +253,7 @@ impl std::ops::AddAssign for Figures {
 pub struct Explore {
     pub model: Persistence,
     pub codec: Codec,
+    pub sync: SyncPolicy,
     /// Crash outcomes per boundary (exhaustive up to this many).
     pub outcomes: usize,
     /// Take a boundary with probability 1/`every` (1: every boundary).
@@ -286,6 +288,9 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
             }
             boundaries.fetch_add(1, Ordering::Relaxed);
             let acked = tally.acked.load(Ordering::SeqCst);
+            if std::env::var("RUNLOG_CRASH_TRACE").is_ok() {
+                eprintln!("boundary {n} {_op:?} pending {:?}", s.pending());
+            }
             for o in s.outcomes(x.model, x.outcomes, rng.next_u64()) {
                 let img = s.image(&o);
                 // An identical image with the same watermark checks nothing new.
@@ -295,7 +300,7 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
             }
         })));
     }
-    run_workload(&fs, x.codec, steps, &tally);
+    run_workload(&fs, &x, steps, &tally);
     fs.observe(None);
     // The end of the run is a boundary too (a crash after the last call).
     let acked = tally.acked.load(Ordering::SeqCst);
@@ -323,7 +328,13 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
         figures.crash_states += 1;
         let during =
             (x.recovery_outcomes > 0).then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
-        let ctx = |e: String| format!("crash before op {}: {e}", t.at);
+        let listing: Vec<(PathBuf, usize)> = t
+            .img
+            .with_state(|s| s.durable_files())
+            .into_iter()
+            .map(|(p, b)| (p, b.len()))
+            .collect();
+        let ctx = |e: String| format!("crash before op {}: {e}\nimage: {listing:?}", t.at);
         let (st, again) = recover(&t.img, x.codec, during).map_err(ctx)?;
         let k = check_prefix(&h, t.acked, &st).map_err(ctx)?;
         // Recovering again: a clean reopen of what recovery left, and each crash during it.
@@ -346,4 +357,52 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
         }
     }
     Ok(figures)
+}
+
+/// The workload `w` of the exhaustive enumeration: `w` in base 4, `len` digits,
+/// over append / batch / compact / reopen; pads and batch sizes vary with `w`.
+pub fn short_workload(w: usize, len: u32) -> Vec<Step> {
+    (0..len as usize)
+        .map(|i| {
+            let d = (w / 4usize.pow(i as u32)) % 4;
+            let r = w + i;
+            match d {
+                0 => Step::Append(PADS[r % PADS.len()]),
+                1 => Step::Batch(
+                    (0..2 + r % 7)
+                        .map(|j| (j != 1 || r % 3 != 0).then_some(PADS[(r + j) % 4]))
+                        .collect(),
+                ),
+                2 => Step::Compact,
+                _ => Step::Reopen,
+            }
+        })
+        .collect()
+}
+
+/// A random workload of `n` steps drawn from `seed`.
+pub fn random_workload(seed: u64, n: usize) -> Vec<Step> {
+    let mut r = SimRng::new(seed);
+    let pad = |r: &mut SimRng| {
+        if r.one_in(25) {
+            PADS[5]
+        } else if r.one_in(2) {
+            PADS[r.below(3) as usize]
+        } else {
+            PADS[r.below(5) as usize] + r.below(40) as usize
+        }
+    };
+    (0..n)
+        .map(|_| match r.below(100) {
+            0..55 => Step::Append(pad(&mut r)),
+            55..70 => Step::Batch(
+                (0..2 + r.below(7))
+                    .map(|_| (!r.one_in(6)).then(|| pad(&mut r)))
+                    .collect(),
+            ),
+            70..78 => Step::Threads((0..2 + r.below(7)).map(|_| pad(&mut r)).collect()),
+            78..90 => Step::Compact,
+            _ => Step::Reopen,
+        })
+        .collect()
 }
