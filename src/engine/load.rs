@@ -182,21 +182,37 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             path: dir.to_path_buf(),
         });
     }
-    let codec = detect_codec(vfs, dir, &listing, spec.mapped)?.ok_or_else(|| Error::Corrupt {
-        path: dir.join(
-            listing
-                .segments
-                .first()
-                .or(listing.snapshots.last())
-                .map(|x| x.1.as_str())
-                .unwrap_or(""),
-        ),
-        offset: 0,
-        seq: None,
-        reason: "no segment or snapshot with a readable header".into(),
-    })?;
+    let detected = detect_codec(vfs, dir, &listing, spec.mapped)?;
+    let codec = match detected {
+        Some(c) => c,
+        // A crash while a store was being created can leave its only segment with
+        // its name durable but its header torn or empty: no record was ever
+        // acknowledged in it, and classify calls it a whole-file torn tail. The
+        // codec is unknown (`report.codec` stays None); the caller picks one.
+        None if listing.snapshots.is_empty()
+            && listing.segments.len() == 1
+            && listing.segments[0].0 == 1 =>
+        {
+            Codec::Binary
+        }
+        None => {
+            return Err(Error::Corrupt {
+                path: dir.join(
+                    listing
+                        .segments
+                        .first()
+                        .or(listing.snapshots.last())
+                        .map(|x| x.1.as_str())
+                        .unwrap_or(""),
+                ),
+                offset: 0,
+                seq: None,
+                reason: "no segment or snapshot with a readable header".into(),
+            });
+        }
+    };
     let mut report = RecoveryReport {
-        codec: Some(codec),
+        codec: detected,
         ..Default::default()
     };
 

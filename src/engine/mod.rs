@@ -11,6 +11,7 @@ mod load;
 mod realfs;
 pub mod recovery;
 pub mod scan;
+pub mod sim;
 pub mod snapfile;
 mod store;
 mod tools;

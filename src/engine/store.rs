@@ -309,7 +309,13 @@ impl<M: Machine> Store<M> {
         };
         let (inner, codec, report) = match loaded {
             None => Self::fresh(vfs.as_ref(), &dir, opts.codec)?,
-            Some(l) => {
+            Some(mut l) => {
+                if l.report.codec.is_none() {
+                    // Only a torn first segment header: nothing says which codec the
+                    // store was being created with, so it gets the one asked for now.
+                    l.codec = opts.codec;
+                    l.report.codec = Some(opts.codec);
+                }
                 if opts.create
                     && l.codec != opts.codec
                     && l.next_seq == 1

@@ -88,3 +88,4 @@ pub fn dir_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v.sort();
     v
 }
+pub mod crash;
