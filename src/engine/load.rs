@@ -182,7 +182,12 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             path: dir.to_path_buf(),
         });
     }
-    let codec = detect_codec(vfs, dir, &listing, spec.mapped)?.ok_or_else(|| Error::Corrupt {
+    let detected = detect_codec(vfs, dir, &listing, spec.mapped)?;
+    // No readable header and no snapshot: the only innocent way is a crash while the
+    // first segment was being created; the decision below tells that torn header
+    // from corruption. No record will be replayed, so the codec is a placeholder.
+    let detected = detected.or_else(|| listing.snapshots.is_empty().then_some(Codec::Binary));
+    let codec = detected.ok_or_else(|| Error::Corrupt {
         path: dir.join(
             listing
                 .segments

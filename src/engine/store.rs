@@ -309,7 +309,13 @@ impl<M: Machine> Store<M> {
         };
         let (inner, codec, report) = match loaded {
             None => Self::fresh(vfs.as_ref(), &dir, opts.codec)?,
-            Some(l) => {
+            Some(mut l) => {
+                if l.next_seq == 1 && l.scans.iter().all(|s| s.first_seq.is_none()) {
+                    // Nothing readable was ever written (a torn first header): the
+                    // store holds nothing, so it takes the codec asked for.
+                    l.codec = opts.codec;
+                    l.report.codec = Some(opts.codec);
+                }
                 if opts.create
                     && l.codec != opts.codec
                     && l.next_seq == 1
