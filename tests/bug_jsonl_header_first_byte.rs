@@ -23,7 +23,7 @@ fn damaged_first_header_byte_of_a_jsonl_segment_is_corruption() {
         .files(dir)
         .into_iter()
         .filter(|f| f.0.ends_with(".log"))
-        .last()
+        .next_back()
         .unwrap();
     assert_ne!(last.0, "seg-00000000000000000001.log", "need two segments");
     let seg = dir.join(&last.0);
