@@ -22,8 +22,7 @@ fn damaged_first_header_byte_of_a_jsonl_segment_is_corruption() {
     let last = fs
         .files(dir)
         .into_iter()
-        .filter(|f| f.0.ends_with(".log"))
-        .next_back()
+        .rfind(|f| f.0.ends_with(".log"))
         .unwrap();
     assert_ne!(last.0, "seg-00000000000000000001.log", "need two segments");
     let seg = dir.join(&last.0);
