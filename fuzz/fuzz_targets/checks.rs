@@ -1,3 +1,4 @@
+#![allow(dead_code)] // each target uses one of these checks
 //! What each fuzz target runs on one input, shared by the fuzz targets and by
 //! `tests/fuzz_corpus_replay.rs` (which includes this file by path). The parent
 //! module must provide `MemFs` (tests/common/memfs.rs).
