@@ -322,6 +322,9 @@ fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
     }
 }
 
+/// How every JSONL record line starts (see `encode_record`).
+const JSONL_RECORD_PREFIX: &[u8] = b"{\"seq\":";
+
 /// Where the next frame may start after a bad one, when scanning ahead for
 /// valid records (every byte for binary, every line start for JSONL).
 pub fn next_candidate(codec: Codec, buf: &[u8], at: usize) -> Option<usize> {
@@ -329,7 +332,16 @@ pub fn next_candidate(codec: Codec, buf: &[u8], at: usize) -> Option<usize> {
         Codec::Binary => (at + 1 < buf.len()).then_some(at + 1),
         Codec::Jsonl => {
             let nl = buf.get(at..)?.iter().position(|&b| b == b'\n')?;
-            let next = at + nl + 1;
+            // Damage may have destroyed the newline before a valid record, so a
+            // record may also start inside this line, where its fixed prefix is.
+            // Searching only up to the newline keeps each step linear in the line.
+            let inside = buf
+                .get(at + 1..at + nl)
+                .unwrap_or(&[])
+                .windows(JSONL_RECORD_PREFIX.len())
+                .position(|w| w == JSONL_RECORD_PREFIX)
+                .map(|i| at + 1 + i);
+            let next = inside.unwrap_or(at + nl + 1);
             (next < buf.len()).then_some(next)
         }
     }

@@ -151,6 +151,8 @@ impl Vfs for RealFs {
         let f_ref = regular(f.try_clone()?, path)?;
         match f_ref.try_lock() {
             Ok(()) => {
+                // Created under the umask like any file: 0600 exactly, as the others.
+                f.set_permissions(fs::Permissions::from_mode(0o600))?;
                 f.set_len(0)?;
                 f.write_all_at(holder.as_bytes(), 0)?;
                 Ok(LockAttempt::Acquired(Box::new(f_ref)))

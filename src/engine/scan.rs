@@ -60,8 +60,14 @@ pub fn scan_segment<E>(
     let header = match decode_segment_header(buf) {
         Ok(h) => h,
         Err(problem) => {
+            // The damaged header may be the very byte that tells the codecs apart,
+            // so look for records of either codec.
             let codec = guess_codec(buf);
-            let resync = resync(codec, buf, 0, 0);
+            let other = match codec {
+                Codec::Binary => Codec::Jsonl,
+                Codec::Jsonl => Codec::Binary,
+            };
+            let resync = resync(codec, buf, 0, 0).or_else(|| resync(other, buf, 0, 0));
             return Ok(SegmentScan {
                 first_seq: None,
                 codec: None,

@@ -89,3 +89,75 @@ pub fn dir_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 pub mod crash;
+
+pub mod memfs;
+pub use memfs::MemFs;
+
+/// Where in-memory stores live.
+pub const MEM_DIR: &str = "/mem/store";
+
+/// `opts(codec)` on an in-memory filesystem.
+pub fn mem_opts(codec: Codec, fs: &MemFs) -> Options {
+    Options {
+        vfs: std::sync::Arc::new(fs.clone()),
+        ..opts(codec)
+    }
+}
+
+/// The values appended by [`build_log`]: 1, 2, ... skipping refused multiples of 1000.
+pub fn value(i: u64) -> u64 {
+    i + i / 999 + 1
+}
+
+/// The pad length [`build_log`] gives a value, so records differ in size.
+pub fn pad_of(v: u64) -> usize {
+    (v * 7 % 41) as usize
+}
+
+/// The state after the first `n` records of [`build_log`].
+pub fn log_model(n: usize) -> LedgerState {
+    let mut s = LedgerState::default();
+    for i in 0..n as u64 {
+        let v = value(i);
+        Ledger::apply(&mut s, &entry(v, pad_of(v))).unwrap();
+    }
+    s
+}
+
+/// Builds a store of one segment of at least `min_bytes` in `fs` at `MEM_DIR`.
+/// Returns the number of records.
+pub fn build_log(fs: &MemFs, codec: Codec, min_bytes: u64) -> usize {
+    let dir = Path::new(MEM_DIR);
+    let mut o = mem_opts(codec, fs);
+    o.sync = SyncPolicy::Never;
+    o.segment_bytes = u64::MAX;
+    let s = runlog::engine::Store::<Ledger>::open(dir, o).unwrap();
+    let mut n = 0u64;
+    loop {
+        let seg = fs.get(&dir.join("seg-00000000000000000001.log")).unwrap();
+        if seg.len() as u64 >= min_bytes {
+            break;
+        }
+        let batch: Vec<Entry> = (n..n + 64)
+            .map(|i| entry(value(i), pad_of(value(i))))
+            .collect();
+        for r in s.append_batch(&batch) {
+            r.unwrap();
+        }
+        n += 64;
+    }
+    n as usize
+}
+
+/// Start offsets of every record of a segment, and its file length last.
+pub fn record_bounds(seg: &[u8]) -> Vec<u64> {
+    let mut offs = vec![];
+    let scan = runlog::engine::scan::scan_segment::<()>(seg, |_, _, off| {
+        offs.push(off);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(scan.end, runlog::engine::scan::ScanEnd::Clean);
+    offs.push(scan.file_len);
+    offs
+}

@@ -1,0 +1,13 @@
+//! Fuzz target `snapshot_decode`: see `checks::snapshot_decode`.
+#![no_main]
+
+mod cap_alloc;
+mod checks;
+#[path = "../../tests/common/memfs.rs"]
+mod memfs;
+use memfs::MemFs;
+
+#[global_allocator]
+static ALLOC: cap_alloc::CapAlloc = cap_alloc::CapAlloc;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::snapshot_decode(data));

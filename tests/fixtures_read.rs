@@ -1,0 +1,172 @@
+//! Proves this build reads the committed format-v1 stores in
+//! tests/fixtures/v1/{binary,jsonl}/{clean,torn_tail,corrupt_mid}: the clean store
+//! opens to the exact expected state, the torn tail recovers the expected prefix
+//! (opened from a temp copy, the fixture is never written), and the corrupt one is
+//! refused naming the damaged segment and record offset. Every later version must
+//! pass this unchanged. Regenerate (only for a NEW format version, into a new
+//! directory) with `cargo test --test fixtures_read -- --ignored regenerate_v1_fixtures`.
+mod common;
+use common::*;
+use runlog::engine::{Codec, Error, Integrity, RealFs, Store, read_state, verify};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+const SNAP_AT: u64 = 6;
+const RECORDS: u64 = 12;
+/// The record whose middle byte `corrupt_mid` flips (it has valid successors).
+const DAMAGED: u64 = 9;
+const LAST_SEG: &str = "seg-00000000000000000007.log";
+
+/// Offset of record `DAMAGED` in `LAST_SEG`, per codec (fixed by the v1 format).
+fn damaged_offset(codec: Codec) -> u64 {
+    match codec {
+        Codec::Binary => 81,
+        Codec::Jsonl => 206,
+    }
+}
+
+fn fixture(codec: Codec, case: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/v1")
+        .join(codec.name())
+        .join(case)
+}
+
+fn pad(v: u64) -> usize {
+    (v % 5) as usize
+}
+
+fn expected(n: u64) -> LedgerState {
+    let mut s = LedgerState::default();
+    for v in 1..=n {
+        s.values.push(v);
+        s.bytes += pad(v) as u64;
+    }
+    s
+}
+
+/// Copies a fixture into a fresh 0700 directory (checkouts may have any mode).
+fn copy(codec: Codec, case: &str) -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
+    for e in std::fs::read_dir(fixture(codec, case)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+    }
+    (t, dir)
+}
+
+#[test]
+fn clean_v1_store_opens_to_the_expected_state() {
+    for codec in codecs() {
+        let (_t, dir) = copy(codec, "clean");
+        assert_eq!(verify(&RealFs, &dir).unwrap().integrity, Integrity::Clean);
+        let (st, _) = read_state::<Ledger>(&RealFs, &dir).unwrap();
+        assert_eq!(st, expected(RECORDS), "{codec:?}");
+        let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
+        assert_eq!(s.codec(), codec);
+        assert_eq!(s.read(|st| st.clone()), expected(RECORDS), "{codec:?}");
+        assert_eq!(s.recovery().snapshot_seq, Some(SNAP_AT));
+        assert_eq!(s.recovery().records_replayed, RECORDS - SNAP_AT);
+        assert_eq!(s.append(&entry(RECORDS + 1, 0)).unwrap(), RECORDS + 1);
+    }
+}
+
+#[test]
+fn torn_tail_v1_store_recovers_the_prefix() {
+    for codec in codecs() {
+        let (_t, dir) = copy(codec, "torn_tail");
+        let v = verify(&RealFs, &dir).unwrap();
+        assert!(
+            matches!(v.integrity, Integrity::TornTail { .. }),
+            "{codec:?}: {v:?}"
+        );
+        let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
+        assert_eq!(s.read(|st| st.clone()), expected(RECORDS), "{codec:?}");
+        let torn = s.recovery().torn_tail.clone().unwrap();
+        assert_eq!(torn.path, dir.join(LAST_SEG));
+        let clean_len = std::fs::metadata(fixture(codec, "clean").join(LAST_SEG))
+            .unwrap()
+            .len();
+        assert_eq!(torn.offset, clean_len, "{codec:?}");
+        assert_eq!(s.append(&entry(RECORDS + 1, 0)).unwrap(), RECORDS + 1);
+    }
+}
+
+#[test]
+fn corrupt_mid_v1_store_is_refused_at_the_damaged_record() {
+    for codec in codecs() {
+        let (_t, dir) = copy(codec, "corrupt_mid");
+        let before = dir_bytes(&dir);
+        match Store::<Ledger>::open(&dir, opts(codec)) {
+            Err(Error::Corrupt {
+                path, offset, seq, ..
+            }) => {
+                assert_eq!(path, dir.join(LAST_SEG), "{codec:?}");
+                assert_eq!(offset, damaged_offset(codec), "{codec:?}");
+                assert_eq!(seq, Some(DAMAGED), "{codec:?}");
+            }
+            Err(e) => panic!("{codec:?}: {e}"),
+            Ok(_) => panic!("{codec:?}: opened a corrupt store"),
+        }
+        // Taking the writer lock creates LOCK; every other byte is untouched.
+        let after: Vec<_> = dir_bytes(&dir)
+            .into_iter()
+            .filter(|f| f.0 != "LOCK")
+            .collect();
+        assert_eq!(after, before);
+        let v = verify(&RealFs, &dir).unwrap();
+        assert!(
+            matches!(v.integrity, Integrity::Corrupt { offset, .. } if offset == damaged_offset(codec)),
+            "{codec:?}: {v:?}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "writes tests/fixtures/v1; run by hand only when creating fixtures"]
+fn regenerate_v1_fixtures() {
+    for codec in codecs() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("s");
+        let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
+        for v in 1..=RECORDS {
+            s.append(&entry(v, pad(v))).unwrap();
+            if v == SNAP_AT {
+                s.compact().unwrap();
+            }
+        }
+        drop(s);
+        std::fs::remove_file(dir.join("LOCK")).unwrap();
+        let files = dir_bytes(&dir);
+        let write = |case: &str, files: &[(String, Vec<u8>)]| {
+            let out = fixture(codec, case);
+            let _ = std::fs::remove_dir_all(&out);
+            std::fs::create_dir_all(&out).unwrap();
+            for (name, bytes) in files {
+                std::fs::write(out.join(name), bytes).unwrap();
+            }
+        };
+        write("clean", &files);
+        // Torn tail: the first half of a record 13 appended to the last segment.
+        let mut torn = files.clone();
+        let mut rec = Vec::new();
+        let mut p = Vec::new();
+        runlog::engine::encode_payload(codec, &entry(RECORDS + 1, 3), &mut p).unwrap();
+        runlog::engine::frame::encode_record(codec, RECORDS + 1, &p, &mut rec);
+        let last = torn.iter_mut().find(|f| f.0 == LAST_SEG).unwrap();
+        last.1.extend_from_slice(&rec[..rec.len() / 2]);
+        write("torn_tail", &torn);
+        // Corrupt: one byte in the middle of record DAMAGED flipped.
+        let mut bad = files.clone();
+        let last = bad.iter_mut().find(|f| f.0 == LAST_SEG).unwrap();
+        let bounds = record_bounds(&last.1);
+        let i = (DAMAGED - SNAP_AT - 1) as usize;
+        let mid = (bounds[i] + bounds[i + 1]) / 2;
+        last.1[mid as usize] ^= 0x20;
+        eprintln!("{codec:?}: record {DAMAGED} at offset {}", bounds[i]);
+        write("corrupt_mid", &bad);
+    }
+}

@@ -1,0 +1,156 @@
+//! Proves every committed fuzz corpus input (fuzz/corpus/<target>/) still runs
+//! through its target's checks without a panic or an allocation over 64 MiB, in
+//! plain `cargo test`. The `#[ignore]`d `regenerate_seed_corpus` rewrites the seeds:
+//! `cargo test --test fuzz_corpus_replay -- --ignored regenerate_seed_corpus`.
+mod common;
+use common::MemFs;
+
+#[path = "../fuzz/fuzz_targets/cap_alloc.rs"]
+mod cap_alloc;
+#[path = "../fuzz/fuzz_targets/checks.rs"]
+mod checks;
+
+#[global_allocator]
+static ALLOC: cap_alloc::CapAlloc = cap_alloc::CapAlloc;
+
+use runlog::engine::format::masked_crc;
+use runlog::engine::frame::{encode_record, encode_segment_header};
+use runlog::engine::snapfile::encode_snapshot;
+use runlog::engine::{Codec, Store, encode_payload};
+use std::path::{Path, PathBuf};
+
+fn corpus(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target)
+}
+
+fn replay(target: &str, f: fn(&[u8])) {
+    let mut n = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(corpus(target))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let data = std::fs::read(&p).unwrap();
+        let r = std::panic::catch_unwind(|| f(&data));
+        assert!(r.is_ok(), "{target}: {} panicked", p.display());
+        n += 1;
+    }
+    assert!(n >= 3, "{target}: only {n} corpus files");
+}
+
+#[test]
+fn record_decode_corpus() {
+    replay("record_decode", checks::record_decode);
+}
+
+#[test]
+fn snapshot_decode_corpus() {
+    replay("snapshot_decode", checks::snapshot_decode);
+}
+
+#[test]
+fn recovery_corpus() {
+    replay("recovery", checks::recovery);
+}
+
+fn segment(codec: Codec, first: u64, n: u64) -> Vec<u8> {
+    let mut b = encode_segment_header(codec, first);
+    let mut p = Vec::new();
+    for s in first..first + n {
+        encode_payload(codec, &s, &mut p).unwrap();
+        encode_record(codec, s, &p, &mut b);
+    }
+    b
+}
+
+fn snapshot(codec: Codec, seq: u64) -> Vec<u8> {
+    let mut p = Vec::new();
+    let st = checks::NumsState {
+        values: (1..=seq).collect(),
+    };
+    encode_payload(codec, &st, &mut p).unwrap();
+    encode_snapshot(codec, seq, &p)
+}
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    std::fs::create_dir_all(corpus(target)).unwrap();
+    std::fs::write(corpus(target).join(name), bytes).unwrap();
+}
+
+#[test]
+#[ignore = "rewrites fuzz/corpus seeds; run by hand"]
+fn regenerate_seed_corpus() {
+    for codec in [Codec::Binary, Codec::Jsonl] {
+        let c = codec.name();
+        let seg = segment(codec, 1, 5);
+        write("record_decode", &format!("{c}_segment"), &seg);
+        write("record_decode", &format!("{c}_torn"), &seg[..seg.len() - 3]);
+        let mut flipped = seg.clone();
+        let mid = seg.len() / 2;
+        flipped[mid] ^= 0x10;
+        write("record_decode", &format!("{c}_flipped"), &flipped);
+        let hl = encode_segment_header(codec, 1).len();
+        write("record_decode", &format!("{c}_records_only"), &seg[hl..]);
+
+        let snap = snapshot(codec, 4);
+        write("snapshot_decode", &format!("{c}_snapshot"), &snap);
+        write(
+            "snapshot_decode",
+            &format!("{c}_truncated"),
+            &snap[..snap.len() - 1],
+        );
+
+        // recovery: flags, split u16, segment bytes, snapshot bytes.
+        let bit = u8::from(codec == Codec::Jsonl);
+        let input = |flags: u8, seg: &[u8], snap: &[u8]| {
+            let mut v = vec![flags];
+            v.extend_from_slice(&(seg.len() as u16).to_le_bytes());
+            v.extend_from_slice(seg);
+            v.extend_from_slice(snap);
+            v
+        };
+        let seg20 = segment(codec, 1, 20);
+        let snap20 = snapshot(codec, 20);
+        write(
+            "recovery",
+            &format!("{c}_log_only"),
+            &input(bit, &seg20, &[]),
+        );
+        write(
+            "recovery",
+            &format!("{c}_log_and_snapshot"),
+            &input(bit | 2 | (20 << 3), &seg20, &snap20),
+        );
+        write(
+            "recovery",
+            &format!("{c}_torn_tail"),
+            &input(bit, &seg20[..seg20.len() - 5], &[]),
+        );
+        write(
+            "recovery",
+            &format!("{c}_records_behind_header"),
+            &input(bit | 4, &seg20[hl..], &[]),
+        );
+    }
+    // A valid-looking binary record header declaring u32::MAX bytes.
+    let len = u32::MAX.to_le_bytes();
+    let seq = 1u64.to_le_bytes();
+    let mut huge = Vec::new();
+    huge.extend_from_slice(&len);
+    huge.extend_from_slice(&seq);
+    huge.extend_from_slice(&masked_crc(&[&len, &seq]).to_le_bytes());
+    write("record_decode", "binary_u32_max_len", &huge);
+    // A real store's files, written by the engine itself.
+    let fs = MemFs::new();
+    let dir = Path::new(common::MEM_DIR);
+    let s = Store::<checks::Nums>::open(dir, common::mem_opts(Codec::Binary, &fs)).unwrap();
+    for v in 1..=9 {
+        s.append(&v).unwrap();
+    }
+    drop(s);
+    let seg = fs.get(&dir.join("seg-00000000000000000001.log")).unwrap();
+    write("record_decode", "engine_written_segment", &seg);
+}
