@@ -183,7 +183,6 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         });
     }
     let detected = detect_codec(vfs, dir, &listing, spec.mapped)?;
-<<<<<<< HEAD
     let codec = match detected {
         Some(c) => c,
         // A crash while a store was being created can leave its only segment with
@@ -212,25 +211,6 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             });
         }
     };
-=======
-    // No readable header and no snapshot: the only innocent way is a crash while the
-    // first segment was being created; the decision below tells that torn header
-    // from corruption. No record will be replayed, so the codec is a placeholder.
-    let detected = detected.or_else(|| listing.snapshots.is_empty().then_some(Codec::Binary));
-    let codec = detected.ok_or_else(|| Error::Corrupt {
-        path: dir.join(
-            listing
-                .segments
-                .first()
-                .or(listing.snapshots.last())
-                .map(|x| x.1.as_str())
-                .unwrap_or(""),
-        ),
-        offset: 0,
-        seq: None,
-        reason: "no segment or snapshot with a readable header".into(),
-    })?;
->>>>>>> harden
     let mut report = RecoveryReport {
         codec: detected,
         ..Default::default()

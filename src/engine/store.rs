@@ -310,15 +310,9 @@ impl<M: Machine> Store<M> {
         let (inner, codec, report) = match loaded {
             None => Self::fresh(vfs.as_ref(), &dir, opts.codec)?,
             Some(mut l) => {
-<<<<<<< HEAD
                 if l.report.codec.is_none() {
                     // Only a torn first segment header: nothing says which codec the
                     // store was being created with, so it gets the one asked for now.
-=======
-                if l.next_seq == 1 && l.scans.iter().all(|s| s.first_seq.is_none()) {
-                    // Nothing readable was ever written (a torn first header): the
-                    // store holds nothing, so it takes the codec asked for.
->>>>>>> harden
                     l.codec = opts.codec;
                     l.report.codec = Some(opts.codec);
                 }
