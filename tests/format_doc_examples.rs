@@ -1,14 +1,19 @@
 //! Proves FORMAT.md's worked examples are exactly what the encoder writes and
 //! what the decoder accepts, so the document cannot drift from the code.
 use runlog::engine::Codec;
-use runlog::engine::frame::{Frame, decode_record, decode_segment_header, encode_record, encode_segment_header};
+use runlog::engine::frame::{
+    Frame, decode_record, decode_segment_header, encode_record, encode_segment_header,
+};
 
 fn format_md() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/FORMAT.md")).unwrap()
 }
 
 fn line_starting(doc: &str, prefix: &str) -> String {
-    doc.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("FORMAT.md has no line {prefix}")).to_string()
+    doc.lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("FORMAT.md has no line {prefix}"))
+        .to_string()
 }
 
 #[test]
@@ -32,7 +37,10 @@ fn jsonl_record_example_is_byte_exact() {
     assert_eq!(String::from_utf8(ours).unwrap(), line);
     let mut with_nl = line.into_bytes();
     with_nl.push(b'\n');
-    assert!(matches!(decode_record(Codec::Jsonl, &with_nl, 0), Frame::Record { seq: 7, .. }));
+    assert!(matches!(
+        decode_record(Codec::Jsonl, &with_nl, 0),
+        Frame::Record { seq: 7, .. }
+    ));
 }
 
 #[test]
