@@ -101,7 +101,13 @@ fn watch_follows_a_live_writer_exits_after_finalize_and_writes_nothing() {
     assert_eq!(progress.last(), Some(&"4/4"), "{text}");
     let mut distinct = progress.clone();
     distinct.dedup();
-    assert_eq!(distinct, ["0/4", "1/4", "2/4", "3/4", "4/4"], "{text}");
+    // Each step stays on disk for ~1.75 intervals, so all five are normally seen;
+    // demand three, so a heavily loaded machine that skips a frame does not fail.
+    assert!(distinct.len() >= 3, "{text}");
+    assert!(
+        distinct.windows(2).all(|w| w[0] < w[1]),
+        "progress went back: {text}"
+    );
     let last_frame = &text[text.rfind("run live  [").unwrap()..];
     assert!(last_frame.starts_with("run live  [done]"), "{text}");
     assert!(last_frame.contains("result: all four"), "{text}");
