@@ -1,4 +1,55 @@
 //! runlog: an embedded checkpoint store.
+//!
+//! Three layers, each usable on its own:
+//!
+//! * [`engine`]: a generic state machine ([`engine::Machine`]) whose transitions
+//!   are appended to an fsync'd log and whose state is periodically snapshotted.
+//!   An append returns once durable; a crash loses nothing acknowledged; readers
+//!   ([`engine::read_state`]) take no lock and change no byte.
+//! * [`run`]: the run model on top of it: units with statuses and dependencies,
+//!   phases, open items, budgets, fingerprints, a fail-closed finalize and the
+//!   resume set ([`run::Runs`], [`run::Run`]).
+//! * [`cli`]: the `runlog` command line over the run model (`docs/CLI.md`).
+//!
+//! `docs/TOUR.md` walks through the three ways to drive runs: embedded in Rust
+//! (`examples/orchestrator.rs`), from a shell (`examples/pipeline.sh`) and from
+//! another language through `runlog apply` (`examples/driver.py`).
+//!
+//! Embedding the engine: a machine, a store, durable appends, replay on reopen.
+//!
+//! ```
+//! use runlog::engine::{self, Machine, Options, RealFs, Store};
+//! use serde::{Deserialize, Serialize};
+//!
+//! /// A counter: the state is a number; a transition adds to it.
+//! struct Counter;
+//! #[derive(Serialize, Deserialize)]
+//! struct Add(u64);
+//!
+//! impl Machine for Counter {
+//!     type State = u64;
+//!     type Transition = Add;
+//!     type Error = std::io::Error;
+//!     // Deterministic, and leaves the state alone when it refuses.
+//!     fn apply(n: &mut u64, t: &Add) -> Result<(), std::io::Error> {
+//!         *n = n.checked_add(t.0).ok_or(std::io::Error::other("overflow"))?;
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let dir = tempfile::tempdir()?;
+//! let opts = || Options { create: true, ..Options::default() };
+//! let store = Store::<Counter>::open(dir.path(), opts())?; // takes the writer lock
+//! store.append(&Add(2))?; // returns once fsync'd: seq 1
+//! assert_eq!(store.append(&Add(3))?, 2);
+//! assert!(store.append(&Add(u64::MAX)).is_err()); // refused: nothing written
+//! // A lock-free reader beside the live writer sees every acknowledged append.
+//! assert_eq!(engine::read_state::<Counter>(&RealFs, dir.path())?.0, 5);
+//! drop(store); // releases the lock
+//! let store = Store::<Counter>::open(dir.path(), opts())?; // replays the log
+//! assert_eq!(store.read(|n| *n), 5);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

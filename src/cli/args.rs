@@ -174,6 +174,12 @@ pub enum Command {
         /// List every run, newest first.
         #[arg(long)]
         list: bool,
+        /// Redraw every --interval seconds (lock-free) until the run is finalized or Ctrl-C.
+        #[arg(long, conflicts_with = "list")]
+        watch: bool,
+        /// Seconds between redraws with --watch.
+        #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "watch")]
+        interval: f64,
     },
     /// Check the integrity of a run's files (read-only).
     Verify {

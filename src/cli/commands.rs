@@ -210,7 +210,15 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             print_json(&resume_set(&doc.units), json)?;
             Ok(EXIT_DONE)
         }
-        Command::Status { run, list } => status(runs, json, run, list),
+        Command::Status {
+            run,
+            list,
+            watch,
+            interval,
+        } => {
+            let watch = watch.then_some(interval);
+            status(runs, json, run, list, watch)
+        }
         Command::Verify { run } => verify(runs, json, &run),
         Command::Rebuild { run } => {
             let id = runs.resolve(&run)?;
@@ -272,7 +280,13 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
     }
 }
 
-fn status(runs: &Runs, json: bool, run: Option<String>, list: bool) -> Result<u8, RunError> {
+fn status(
+    runs: &Runs,
+    json: bool,
+    run: Option<String>,
+    list: bool,
+    watch: Option<f64>,
+) -> Result<u8, RunError> {
     if list {
         let all = runs.list()?;
         if json {
@@ -289,6 +303,9 @@ fn status(runs: &Runs, json: bool, run: Option<String>, list: bool) -> Result<u8
             None => return Err(invalid(format!("no runs under {}", runs.root().display()))),
         },
     };
+    if let Some(interval) = watch {
+        return super::watch::watch(runs, &id, json, interval);
+    }
     let doc = runs.read(&id)?;
     if json {
         print_json(&doc, true)?;

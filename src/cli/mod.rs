@@ -5,6 +5,7 @@
 mod apply;
 pub mod args;
 mod commands;
+pub mod watch;
 
 use crate::run::{Clock, ManualClock, RunError, Runs, SystemClock, locate_root};
 use clap::Parser;

@@ -60,3 +60,43 @@ pub fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// Builds example `name` (with the `test` profile, so under `cargo test` it is
+/// already built and this returns at once) and returns its executable. Asking
+/// cargo for the artifact's path, rather than guessing `target/…/examples/`,
+/// keeps this right under `--target-dir`, `CARGO_TARGET_DIR` and a stale build.
+pub fn example_binary(name: &str) -> PathBuf {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let out = Command::new(cargo)
+        .args(["build", "--quiet", "--profile", "test", "--example", name])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .arg("--message-format=json")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("spawn cargo");
+    assert!(out.status.success(), "cargo build --example {name} failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reported no executable for example {name}"))
+}
+
+/// How many times each unit of `run` went to `done`, from `runlog dump`
+/// (every record is still in a segment: these tests never compact).
+pub fn done_counts(root: &Path, run: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for line in ok(root, &["dump", run]).lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        let u = &rec["t"]["change"]["unit"];
+        if u["status"] == "done" {
+            *counts
+                .entry(u["unit"].as_str().unwrap().to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    counts
+}
