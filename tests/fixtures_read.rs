@@ -20,8 +20,8 @@ const LAST_SEG: &str = "seg-00000000000000000007.log";
 /// Offset of record `DAMAGED` in `LAST_SEG`, per codec (fixed by the v1 format).
 fn damaged_offset(codec: Codec) -> u64 {
     match codec {
-        Codec::Binary => 81,
-        Codec::Jsonl => 206,
+        Codec::Binary => 97,
+        Codec::Jsonl => 227,
     }
 }
 
@@ -155,7 +155,7 @@ fn regenerate_v1_fixtures() {
         let mut rec = Vec::new();
         let mut p = Vec::new();
         runlog::engine::encode_payload(codec, &entry(RECORDS + 1, 3), &mut p).unwrap();
-        runlog::engine::frame::encode_record(codec, RECORDS + 1, &p, &mut rec);
+        runlog::engine::frame::encode_record(codec, RECORDS + 1, RECORDS, &p, &mut rec);
         let last = torn.iter_mut().find(|f| f.0 == LAST_SEG).unwrap();
         last.1.extend_from_slice(&rec[..rec.len() / 2]);
         write("torn_tail", &torn);

@@ -32,7 +32,7 @@ fn jsonl_record_example_is_byte_exact() {
     let line = line_starting(&format_md(), "{\"seq\":7,");
     let t = br#"{"op":"unit","unit":"u1","status":"done"}"#;
     let mut ours = Vec::new();
-    encode_record(Codec::Jsonl, 7, t, &mut ours);
+    encode_record(Codec::Jsonl, 7, 5, t, &mut ours);
     assert_eq!(ours.pop(), Some(b'\n'));
     assert_eq!(String::from_utf8(ours).unwrap(), line);
     let mut with_nl = line.into_bytes();
@@ -48,10 +48,10 @@ fn binary_layout_constants_match_the_tables() {
     let doc = format_md();
     assert!(doc.contains("`SEGMENT_HEADER_LEN = 32`"));
     assert!(doc.contains("`SNAPSHOT_HEADER_LEN = 40`"));
-    assert!(doc.contains("`RECORD_HEADER_LEN = 16`"));
+    assert!(doc.contains("`RECORD_HEADER_LEN = 24`"));
     assert_eq!(runlog::engine::format::SEGMENT_HEADER_LEN, 32);
     assert_eq!(runlog::engine::format::SNAPSHOT_HEADER_LEN, 40);
-    assert_eq!(runlog::engine::format::RECORD_HEADER_LEN, 16);
+    assert_eq!(runlog::engine::format::RECORD_HEADER_LEN, 24);
     assert_eq!(runlog::engine::format::MAX_RECORD_LEN, 16 << 20);
     assert_eq!(runlog::engine::format::CRC_MASK_DELTA, 0xa282_ead8);
     let h = encode_segment_header(Codec::Binary, 0x0102_0304_0506_0708);

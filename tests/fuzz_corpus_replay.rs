@@ -61,7 +61,7 @@ fn segment(codec: Codec, first: u64, n: u64) -> Vec<u8> {
     let mut p = Vec::new();
     for s in first..first + n {
         encode_payload(codec, &s, &mut p).unwrap();
-        encode_record(codec, s, &p, &mut b);
+        encode_record(codec, s, s - 1, &p, &mut b);
     }
     b
 }

@@ -210,7 +210,7 @@ fn u32_max_record_length_is_rejected_without_allocating() {
         let mut followed = bytes;
         let mut p = Vec::new();
         runlog::engine::encode_payload(codec, &entry(2, 1), &mut p).unwrap();
-        runlog::engine::frame::encode_record(codec, 2, &p, &mut followed);
+        runlog::engine::frame::encode_record(codec, 2, 1, &p, &mut followed);
         fs.set_files(dir, &[]);
         fs.put(&seg, followed);
         match Store::<Ledger>::open(dir, mem_opts(codec, &fs)) {

@@ -92,7 +92,13 @@ fn run(codec: Codec, ops: &[Op]) -> Result<(), TestCaseError> {
                     let mut p = Vec::new();
                     encode_payload(codec, &entry(7, 9), &mut p).unwrap();
                     let mut rec = Vec::new();
-                    encode_record(codec, model.values.len() as u64 + 1, &p, &mut rec);
+                    encode_record(
+                        codec,
+                        model.values.len() as u64 + 1,
+                        model.values.len() as u64,
+                        &p,
+                        &mut rec,
+                    );
                     rec.truncate((*n).min(rec.len() - 1));
                     rec
                 } else {

@@ -58,10 +58,16 @@ impl Machine for Nums {
 pub fn record_decode(data: &[u8]) {
     for codec in CODECS {
         let mut at = 0;
-        while let Frame::Record { seq, payload, next } = decode_record(codec, data, at) {
+        while let Frame::Record {
+            seq,
+            synced,
+            payload,
+            next,
+        } = decode_record(codec, data, at)
+        {
             assert!(next > at && next <= data.len());
             let mut again = Vec::new();
-            encode_record(codec, seq, payload, &mut again);
+            encode_record(codec, seq, synced, payload, &mut again);
             match codec {
                 Codec::Binary => assert_eq!(again, &data[at..next]),
                 Codec::Jsonl => match decode_record(codec, &again, 0) {

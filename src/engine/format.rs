@@ -95,9 +95,10 @@ pub(crate) const SEG_CRC_AT: usize = SEG_RESERVED_AT + size_of::<u64>();
 pub const SEGMENT_HEADER_LEN: usize = SEG_CRC_AT + size_of::<u32>();
 
 // ---- binary record frame -----------------------------------------------------
-// len u32 | seq u64 | header_crc u32 | payload [len] | crc u32
+// len u32 | seq u64 | synced u64 | header_crc u32 | payload [len] | crc u32
 pub(crate) const REC_SEQ_AT: usize = size_of::<u32>();
-pub(crate) const REC_HCRC_AT: usize = REC_SEQ_AT + size_of::<u64>();
+pub(crate) const REC_SYNCED_AT: usize = REC_SEQ_AT + size_of::<u64>();
+pub(crate) const REC_HCRC_AT: usize = REC_SYNCED_AT + size_of::<u64>();
 /// Bytes before the payload of a binary record.
 pub const RECORD_HEADER_LEN: usize = REC_HCRC_AT + size_of::<u32>();
 /// Bytes after the payload of a binary record.
@@ -178,7 +179,7 @@ mod tests {
     #[test]
     fn layout_matches_format_md() {
         assert_eq!(SEGMENT_HEADER_LEN, 32);
-        assert_eq!(RECORD_HEADER_LEN, 16);
+        assert_eq!(RECORD_HEADER_LEN, 24);
         assert_eq!(SNAPSHOT_HEADER_LEN, 40);
     }
 

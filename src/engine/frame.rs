@@ -54,8 +54,10 @@ impl std::fmt::Display for FrameProblem {
 pub enum Frame<'a> {
     /// A valid record; `next` is the offset just past it.
     Record {
-        /// The seq involved, where known.
+        /// The record's seq.
         seq: u64,
+        /// Every record up to this seq was durable when this one was written.
+        synced: u64,
         /// The payload bytes.
         payload: &'a [u8],
         /// Offset just past the record.
@@ -186,18 +188,22 @@ pub(crate) fn check_version(v: u16) -> Result<(), String> {
 
 // ---- records ---------------------------------------------------------------
 
-/// Appends one framed record to `out`. The caller has checked `payload.len() <= MAX_RECORD_LEN`.
-pub fn encode_record(codec: Codec, seq: u64, payload: &[u8], out: &mut Vec<u8>) {
+/// Appends one framed record to `out`. `synced` is the writer's durable watermark
+/// when it writes the record: every record up to it had been fsynced (`synced < seq`).
+/// The caller has checked `payload.len() <= MAX_RECORD_LEN`.
+pub fn encode_record(codec: Codec, seq: u64, synced: u64, payload: &[u8], out: &mut Vec<u8>) {
     debug_assert!(payload.len() as u64 <= u64::from(MAX_RECORD_LEN));
-    debug_assert!(seq > 0);
+    debug_assert!(seq > 0 && synced < seq);
     let len = (payload.len() as u32).to_le_bytes();
     let seq_b = seq.to_le_bytes();
-    let crc = masked_crc(&[&len, &seq_b, payload]);
+    let synced_b = synced.to_le_bytes();
+    let crc = masked_crc(&[&len, &seq_b, &synced_b, payload]);
     match codec {
         Codec::Binary => {
             out.extend_from_slice(&len);
             out.extend_from_slice(&seq_b);
-            out.extend_from_slice(&masked_crc(&[&len, &seq_b]).to_le_bytes());
+            out.extend_from_slice(&synced_b);
+            out.extend_from_slice(&masked_crc(&[&len, &seq_b, &synced_b]).to_le_bytes());
             out.extend_from_slice(payload);
             out.extend_from_slice(&crc.to_le_bytes());
         }
@@ -206,7 +212,7 @@ pub fn encode_record(codec: Codec, seq: u64, payload: &[u8], out: &mut Vec<u8>) 
             // `t` comes last so its bytes can be checked exactly as written.
             let _ = write!(
                 out,
-                "{{\"seq\":{seq},\"len\":{},\"crc\":{crc},\"t\":",
+                "{{\"seq\":{seq},\"synced\":{synced},\"len\":{},\"crc\":{crc},\"t\":",
                 payload.len()
             );
             out.extend_from_slice(payload);
@@ -235,14 +241,21 @@ fn decode_binary(buf: &[u8], at: usize) -> Frame<'_> {
         });
     }
     let len_b = &rest[..REC_SEQ_AT];
-    let seq_b = &rest[REC_SEQ_AT..REC_HCRC_AT];
-    if le_u32(rest, REC_HCRC_AT) != masked_crc(&[len_b, seq_b]) {
+    let seq_b = &rest[REC_SEQ_AT..REC_SYNCED_AT];
+    let synced_b = &rest[REC_SYNCED_AT..REC_HCRC_AT];
+    if le_u32(rest, REC_HCRC_AT) != masked_crc(&[len_b, seq_b, synced_b]) {
         return Frame::Bad(FrameProblem::HeaderChecksum);
     }
     let len = le_u32(rest, 0);
     let seq = le_u64(rest, REC_SEQ_AT);
+    let synced = le_u64(rest, REC_SYNCED_AT);
     if seq == 0 {
         return Frame::Bad(FrameProblem::ZeroSeq);
+    }
+    if synced >= seq {
+        return Frame::Bad(FrameProblem::Malformed(format!(
+            "synced {synced} is not below seq {seq}"
+        )));
     }
     if len > MAX_RECORD_LEN {
         return Frame::Bad(FrameProblem::TooLong { len: len.into() });
@@ -255,11 +268,12 @@ fn decode_binary(buf: &[u8], at: usize) -> Frame<'_> {
         });
     }
     let payload = &rest[RECORD_HEADER_LEN..RECORD_HEADER_LEN + len as usize];
-    if le_u32(rest, total - RECORD_TRAILER_LEN) != masked_crc(&[len_b, seq_b, payload]) {
+    if le_u32(rest, total - RECORD_TRAILER_LEN) != masked_crc(&[len_b, seq_b, synced_b, payload]) {
         return Frame::Bad(FrameProblem::Checksum);
     }
     Frame::Record {
         seq,
+        synced,
         payload,
         next: at + total,
     }
@@ -269,6 +283,7 @@ fn decode_binary(buf: &[u8], at: usize) -> Frame<'_> {
 #[serde(deny_unknown_fields)]
 struct JsonRecord<'a> {
     seq: u64,
+    synced: u64,
     len: u64,
     crc: u32,
     #[serde(borrow)]
@@ -303,6 +318,12 @@ fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
     if rec.seq == 0 {
         return Frame::Bad(FrameProblem::ZeroSeq);
     }
+    if rec.synced >= rec.seq {
+        return Frame::Bad(FrameProblem::Malformed(format!(
+            "synced {} is not below seq {}",
+            rec.synced, rec.seq
+        )));
+    }
     let payload = rec.t.get().as_bytes();
     if rec.len > u64::from(MAX_RECORD_LEN) {
         return Frame::Bad(FrameProblem::TooLong { len: rec.len });
@@ -311,12 +332,19 @@ fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
         return Frame::Bad(FrameProblem::Checksum);
     }
     let len_b = (payload.len() as u32).to_le_bytes();
-    if rec.crc != masked_crc(&[&len_b, &rec.seq.to_le_bytes(), payload]) {
+    let parts: [&[u8]; 4] = [
+        &len_b,
+        &rec.seq.to_le_bytes(),
+        &rec.synced.to_le_bytes(),
+        payload,
+    ];
+    if rec.crc != masked_crc(&parts) {
         return Frame::Bad(FrameProblem::Checksum);
     }
     // The payload is a sub-slice of `line`, so its position in `buf` is exact.
     Frame::Record {
         seq: rec.seq,
+        synced: rec.synced,
         payload,
         next: at + nl + 1,
     }
@@ -353,7 +381,7 @@ mod tests {
 
     fn rec(codec: Codec, seq: u64, payload: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
-        encode_record(codec, seq, payload, &mut v);
+        encode_record(codec, seq, seq - 1, payload, &mut v);
         v
     }
 
@@ -364,6 +392,7 @@ mod tests {
             decode_record(Codec::Binary, &b, 0),
             Frame::Record {
                 seq: 9,
+                synced: 8,
                 payload: b"hello",
                 next: b.len()
             }
@@ -380,6 +409,7 @@ mod tests {
             decode_record(Codec::Jsonl, &b, 0),
             Frame::Record {
                 seq: 3,
+                synced: 2,
                 payload: br#"{"a":[1,2]}"#,
                 next: b.len()
             }
@@ -399,10 +429,12 @@ mod tests {
     fn huge_length_in_valid_header_is_rejected_without_allocating() {
         let len = u32::MAX.to_le_bytes();
         let seq = 1u64.to_le_bytes();
+        let synced = 0u64.to_le_bytes();
         let mut b = Vec::new();
         b.extend_from_slice(&len);
         b.extend_from_slice(&seq);
-        b.extend_from_slice(&masked_crc(&[&len, &seq]).to_le_bytes());
+        b.extend_from_slice(&synced);
+        b.extend_from_slice(&masked_crc(&[&len, &seq, &synced]).to_le_bytes());
         b.extend_from_slice(&[0; 8]);
         assert_eq!(
             decode_record(Codec::Binary, &b, 0),

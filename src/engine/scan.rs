@@ -67,7 +67,9 @@ pub fn scan_segment<E>(
                 Codec::Binary => Codec::Jsonl,
                 Codec::Jsonl => Codec::Binary,
             };
-            let resync = resync(codec, buf, 0, 0).or_else(|| resync(other, buf, 0, 0));
+            // The header is fsynced before any record is written, so any valid
+            // record after a damaged header proves corruption.
+            let resync = resync(codec, buf, 0, 0, 0).or_else(|| resync(other, buf, 0, 0, 0));
             return Ok(SegmentScan {
                 first_seq: None,
                 codec: None,
@@ -90,7 +92,9 @@ pub fn scan_segment<E>(
     let end = loop {
         match decode_record(codec, buf, at) {
             Frame::End => break ScanEnd::Clean,
-            Frame::Record { seq, payload, next } => {
+            Frame::Record {
+                seq, payload, next, ..
+            } => {
                 if seq != expected {
                     break ScanEnd::SeqBreak {
                         offset: at as u64,
@@ -105,7 +109,9 @@ pub fn scan_segment<E>(
             }
             Frame::Bad(problem) => {
                 let problem = describe(buf, at, &problem);
-                let resync = resync(codec, buf, at, expected.saturating_sub(1));
+                // Only a record written after the damaged one was durable proves
+                // the damage is not a crash's doing (see `resync`).
+                let resync = resync(codec, buf, at, expected.saturating_sub(1), expected);
                 break ScanEnd::Damaged {
                     offset: at as u64,
                     problem,
@@ -141,13 +147,19 @@ fn guess_codec(buf: &[u8]) -> Codec {
     }
 }
 
-/// Looks past a bad frame at `at` for any valid frame with a seq above `last_good`.
-/// Returns its offset and seq.
-fn resync(codec: Codec, buf: &[u8], at: usize, last_good: u64) -> Option<(u64, u64)> {
+/// Looks past a bad frame at `at` for a valid frame with a seq above `last_good`
+/// whose `synced` watermark reaches `damaged`: a record written after the damaged
+/// one had been fsynced. Its existence proves the damage hit durable data, so it is
+/// corruption. Valid frames with a lower watermark were written while the damaged
+/// record was still unsynced; a crash may persist them without it (unsynced writes
+/// reach the disk in any order), so they do not make the damage corruption.
+/// Returns the proving frame's offset and seq.
+fn resync(codec: Codec, buf: &[u8], at: usize, last_good: u64, damaged: u64) -> Option<(u64, u64)> {
     let mut pos = at;
     while let Some(p) = next_candidate(codec, buf, pos) {
-        if let Frame::Record { seq, .. } = decode_record(codec, buf, p)
+        if let Frame::Record { seq, synced, .. } = decode_record(codec, buf, p)
             && seq > last_good
+            && synced >= damaged
         {
             return Some((p as u64, seq));
         }
@@ -166,7 +178,7 @@ mod tests {
         let mut offs = vec![];
         for s in first..first + n {
             offs.push(b.len());
-            encode_record(codec, s, format!("{{\"n\":{s}}}").as_bytes(), &mut b);
+            encode_record(codec, s, s - 1, format!("{{\"n\":{s}}}").as_bytes(), &mut b);
         }
         (b, offs)
     }

@@ -546,8 +546,11 @@ impl<M: Machine> Store<M> {
             let mut last = None;
             let first = g.next_seq;
             let mut payload = std::mem::take(&mut g.payload);
+            // Each record carries the durable watermark it was written under, so
+            // recovery can tell a crash's unsynced hole from damage to synced data.
+            let synced = s.durable();
             for t in ts {
-                results.push(stage(s.codec, &mut g, t, &mut payload, &mut batch));
+                results.push(stage(s.codec, &mut g, t, synced, &mut payload, &mut batch));
                 if let Some(Ok(seq)) = results.last() {
                     last = Some(*seq);
                 }
@@ -648,6 +651,7 @@ fn stage<M: Machine>(
     codec: Codec,
     g: &mut Inner<M>,
     t: &M::Transition,
+    synced: u64,
     payload: &mut Vec<u8>,
     batch: &mut Vec<u8>,
 ) -> Result<u64> {
@@ -665,7 +669,7 @@ fn stage<M: Machine>(
     }
     M::apply(&mut g.state, t).map_err(|e| Error::Refused(Box::new(e)))?;
     let seq = g.next_seq;
-    encode_record(codec, seq, payload, batch);
+    encode_record(codec, seq, synced, payload, batch);
     g.next_seq += 1;
     Ok(seq)
 }
@@ -703,6 +707,11 @@ impl<M: Machine> Shared<M> {
         drop(s);
         self.synced.notify_all();
         Ok(())
+    }
+
+    /// The durable watermark: every record up to it has been fsynced.
+    fn durable(&self) -> u64 {
+        lock(&self.sync).durable
     }
 
     pub(crate) fn poison(&self, g: &mut Inner<M>, cause: String) {
