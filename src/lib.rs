@@ -57,3 +57,8 @@ pub mod cli;
 pub mod demo;
 pub mod engine;
 pub mod run;
+
+/// README's code blocks, compiled as doctests so the README cannot drift.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
