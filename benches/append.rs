@@ -1,7 +1,9 @@
 //! Append throughput of the engine under each sync policy and writer count:
-//! `append/sync/1t`, `append/grouped/8t`, `append/grouped/64t`, `append/interval/1t`.
-//! Every append is one ~120-byte transition; with `sync`/`grouped` each returns
-//! only after an fsync covering it. `examples/compare.rs` puts these beside peers.
+//! `append/sync/1t`, `append/grouped/{8,64}t` (N writers sharing fsyncs through
+//! the leader/follower protocol, `common::GROUPED`), `append/linger/8t`
+//! (`SyncPolicy::Grouped` with a 100 us linger) and `append/interval/1t`.
+//! Every append is one ~120-byte transition; except under `interval` each
+//! returns only after an fsync covering it. `examples/compare.rs` puts these beside peers.
 
 mod common;
 
@@ -43,10 +45,14 @@ fn bench_append(c: &mut Criterion) {
         })
     });
     drop(s);
-    for threads in [8u64, 64] {
+    for (name, policy, threads) in [
+        ("grouped", common::GROUPED, 8u64),
+        ("grouped", common::GROUPED, 64),
+        ("linger", common::LINGER, 8),
+    ] {
         let dir = tempfile::tempdir().expect("tempdir");
-        let s = store(&dir, common::GROUPED);
-        g.bench_function(format!("grouped/{threads}t"), |b| {
+        let s = store(&dir, policy);
+        g.bench_function(format!("{name}/{threads}t"), |b| {
             b.iter_custom(|iters| appends_across(&s, threads, iters))
         });
     }

@@ -136,11 +136,11 @@ pub fn all(cfg: &Config, cache: &Cache) -> (Vec<Contender>, Vec<Skipped>) {
         ("runlog_group_64t", |_, _| {
             runlog_append("runlog_group_64t", Codec::Binary, common::GROUPED, 64)
         }),
-        ("runlog_always_8t", |_, _| {
-            runlog_append("runlog_always_8t", Codec::Binary, SyncPolicy::Always, 8)
+        ("runlog_linger_8t", |_, _| {
+            runlog_append("runlog_linger_8t", Codec::Binary, common::LINGER, 8)
         }),
-        ("runlog_always_64t", |_, _| {
-            runlog_append("runlog_always_64t", Codec::Binary, SyncPolicy::Always, 64)
+        ("runlog_linger_64t", |_, _| {
+            runlog_append("runlog_linger_64t", Codec::Binary, common::LINGER, 64)
         }),
         ("runlog_sync_1t_state_1m", runlog_state_1m),
         ("sqlite_wal_full_1t", |_, _| sqlite("sqlite_wal_full_1t", 1)),

@@ -158,6 +158,8 @@ fn main() {
     // The same samples by round, for ratios paired within a round.
     let mut by_round: Vec<Vec<Option<f64>>> = vec![vec![None; cfg.reps]; n];
     let mut errors: Vec<Option<String>> = vec![None; n];
+    // `rep` indexes each contender's per-round samples, not one slice.
+    #[allow(clippy::needless_range_loop)]
     for rep in 0..cfg.reps {
         // Each round starts one contender later, so none always follows the same one.
         for i in (0..n).map(|k| (k + rep) % n) {
