@@ -166,6 +166,9 @@ pub fn all(cfg: &Config, cache: &Cache) -> (Vec<Contender>, Vec<Skipped>) {
         ("parse_jsonl_1m", |_, c| {
             parse("parse_jsonl_1m", c, Codec::Jsonl)
         }),
+        ("apply_binary_1m", |_, c| {
+            parse("apply_binary_1m", c, Codec::Binary)
+        }),
         ("apply_pipe", crate::contenders::apply_pipe::setup),
     ];
     let mut ready = Vec::new();
@@ -516,11 +519,17 @@ fn parse(name: &'static str, cache: &Cache, codec: Codec) -> Result<Contender, S
         unit: "records/s",
         one_shot: true,
         run: Box::new(move |_| {
+            // `apply_*` rows also apply each record to a state: parse + the
+            // machine's own cost, still without I/O.
+            let mut state = name.starts_with("apply_").then(common::State::new);
             let started = Instant::now();
             let mut n = 0u64;
             for seg in &segs {
                 scan_segment(seg, |_, payload, _| {
                     let u: common::Update = decode_payload(codec, payload)?;
+                    if let Some(st) = state.as_mut() {
+                        <Units as runlog::engine::Machine>::apply(st, &u).map_err(s)?;
+                    }
                     black_box(u);
                     n += 1;
                     Ok::<(), String>(())
