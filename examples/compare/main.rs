@@ -252,7 +252,7 @@ fn print_table(out: &Value) {
         m["temp_device"].as_str().unwrap_or("")
     );
     println!(
-        "median of {} interleaved rounds of {:.1} s (replay/parse/apply_pipe: {} one-pass rounds); {:.0} s in all\n",
+        "median of {} interleaved rounds of {:.2} s (replay/parse/apply_pipe: {} one-pass rounds); {:.0} s in all\n",
         out["reps"],
         out["secs_per_rep"].as_f64().unwrap_or(0.0),
         ONE_SHOT_REPS,
@@ -289,10 +289,10 @@ fn print_table(out: &Value) {
         }
     }
     println!(
-        "\n| {:<48} | {:>7} | {:>6} | met |",
-        "ratio", "value", "target"
+        "\n| {:<48} | {:>7} | {:>10} | {:>6} | met |",
+        "ratio (median of per-round ratios)", "value", "of medians", "target"
     );
-    println!("|{:-<50}|{:->9}|{:->8}|-----|", "", "", "");
+    println!("|{:-<50}|{:->9}|{:->12}|{:->8}|-----|", "", "", "", "");
     for r in out["ratios"].as_array().into_iter().flatten() {
         let v = r["value"]
             .as_f64()
