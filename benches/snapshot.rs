@@ -1,0 +1,38 @@
+//! The cost of one snapshot of a state with 1,000,000 units: `snapshot/1m_units`.
+//! Each iteration appends one transition (so there is something new to cover)
+//! and runs `compact()`: rebuild the state from the previous snapshot and log,
+//! encode it, write temp + fsync + rename + fsync dir, delete the old log.
+
+mod common;
+
+use common::{Units, build_state_store, opts, update};
+use criterion::{Criterion, criterion_group, criterion_main};
+use runlog::engine::{Codec, Store, SyncPolicy};
+use std::time::Duration;
+
+const UNITS: u64 = 1_000_000;
+
+fn bench_snapshot(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("store");
+    build_state_store(&path, Codec::Binary, UNITS);
+    let s = Store::<Units>::open(&path, opts(Codec::Binary, SyncPolicy::Always)).expect("open");
+    let mut i = UNITS;
+    c.bench_function("snapshot/1m_units", |b| {
+        b.iter(|| {
+            i += 1;
+            s.append(&update(i, UNITS)).expect("append");
+            s.compact().expect("compact")
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(100))
+        .measurement_time(Duration::from_secs(5));
+    targets = bench_snapshot
+}
+criterion_main!(benches);
