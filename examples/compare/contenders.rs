@@ -605,11 +605,12 @@ pub mod apply_pipe {
         let writer = std::thread::spawn(move || {
             let mut w = BufWriter::new(stdin);
             for i in 0..n {
-                let status = ["running", "done"][(i % 2) as usize];
+                // Each unit goes in_progress, then done: every line is accepted.
+                let status = ["in_progress", "done"][(i % 2) as usize];
                 if writeln!(
                     w,
                     r#"{{"op":"unit","unit":"u{}","status":"{status}"}}"#,
-                    i / 2 % 1000
+                    i / 2
                 )
                 .is_err()
                 {
