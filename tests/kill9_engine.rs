@@ -94,7 +94,9 @@ fn kill9_child_process() {
         }
         loop {
             std::thread::sleep(Duration::from_millis(2));
+            println!("compacting .");
             s.compact().unwrap();
+            println!("compacted .");
         }
     });
 }
@@ -182,6 +184,7 @@ fn kill9_soak() {
     let exe = std::env::current_exe().unwrap();
     let mut total_acked = 0usize;
     let mut killed_before_open = 0;
+    let mut killed_compacting = 0;
     for iter in 0..iters {
         let codec = codec_of(iter);
         let which = usize::from(codec == Codec::Jsonl);
@@ -216,11 +219,14 @@ fn kill9_soak() {
         // Whole lines only: a line ends with " ." when its write completed.
         let mut acked = vec![];
         let mut opened = false;
+        let mut compacting = false;
         for l in &lines {
             let w: Vec<&str> = l.split(' ').collect();
             match w.as_slice() {
                 ["ack", seq, v, "."] => acked.push((seq.parse().unwrap(), v.parse().unwrap())),
                 ["opened", _, "."] => opened = true,
+                ["compacting", "."] => compacting = true,
+                ["compacted", "."] => compacting = false,
                 _ => {}
             }
         }
@@ -231,6 +237,9 @@ fn kill9_soak() {
         );
         if !opened {
             killed_before_open += 1;
+        }
+        if compacting {
+            killed_compacting += 1;
         }
         total_acked += acked.len();
         if dir.exists() {
@@ -243,7 +252,8 @@ fn kill9_soak() {
     }
     eprintln!(
         "kill9_soak: seed {seed}, {iters} kills, {total_acked} acked appends checked, \
-         {killed_before_open} kills before the open finished"
+         {killed_before_open} kills before the open finished, {killed_compacting} during an \
+         explicit compaction"
     );
     assert!(total_acked > 0, "no child ever acknowledged an append");
 }
