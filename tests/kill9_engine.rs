@@ -2,14 +2,15 @@
 //! process (this test binary re-executed, running the ignored `kill9_child_process`)
 //! appends from three threads under `Always` or `Grouped` sync, rotates segments,
 //! compacts (explicitly and automatically) and prints each seq after `append`
-//! returns; the parent kills it after a random 0–20 ms (so sometimes while it is
-//! still recovering, sometimes mid-snapshot), reopens, and checks that every acked
-//! seq holds its value, the state is exactly the model's, and a second recovery and
-//! a read-only load agree. `RUNLOG_KILL9_ITERS` (default 200) sets the iterations.
+//! returns; the parent kills it a random 0–20 ms after the spawn (often while it
+//! is still recovering) or after its recovery (mid-append, often mid-snapshot),
+//! reopens, and checks that every acked seq holds its value, the state is exactly
+//! the model's fold, and a second recovery and a read-only load agree.
+//! `RUNLOG_KILL9_ITERS` (default 200) sets the iterations, `RUNLOG_KILL9_SEED` the seed.
 mod common;
 use common::*;
 use runlog::engine::{
-    self, Codec, CompactionPolicy, Integrity, Options, RealFs, Store, SyncPolicy,
+    self, Codec, CompactionPolicy, Integrity, Machine, Options, RealFs, Store, SyncPolicy,
 };
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -67,6 +68,11 @@ fn value_for(iter: u64, t: u64, c: u64) -> u64 {
     iter * 10_000_000 + c * 4 + t + 1
 }
 
+/// The pad the child gives value `v` (the inverse of `value_for`).
+fn pad_of_value(v: u64) -> usize {
+    (((v - 1) % 10_000_000) / 4 % 50) as usize
+}
+
 #[test]
 #[ignore = "the child side of kill9_soak; runs only when re-executed by it"]
 fn kill9_child_process() {
@@ -84,7 +90,7 @@ fn kill9_child_process() {
             sc.spawn(move || {
                 for c in 0.. {
                     let v = value_for(iter, t, c);
-                    match s.append(&entry(v, (c % 50) as usize)) {
+                    match s.append(&entry(v, pad_of_value(v))) {
                         Ok(seq) => println!("ack {seq} {v} ."),
                         Err(e) if e.is_refused() => {}
                         Err(e) => panic!("{e}"),
@@ -94,7 +100,9 @@ fn kill9_child_process() {
         }
         loop {
             std::thread::sleep(Duration::from_millis(2));
+            println!("compacting .");
             s.compact().unwrap();
+            println!("compacted .");
         }
     });
 }
@@ -135,8 +143,12 @@ fn check_store(
         None,
         "{what}: records past {last} vanished"
     );
-    // The state is the model's fold (pads are c % 50, so compare values only:
-    // `bytes` is checked by the second recovery and the read-only load agreeing).
+    // The state is exactly the model's fold of the recovered seqs' values.
+    let mut fold = LedgerState::default();
+    for v in model.known.range(..=last).map(|(_, v)| *v) {
+        Ledger::apply(&mut fold, &entry(v, pad_of_value(v))).unwrap();
+    }
+    assert_eq!(fold, st, "{what}: state differs from the model's fold");
     drop(s);
     let again = Store::<Ledger>::open(dir, store_opts(codec, iter)).unwrap();
     assert_eq!(
@@ -182,6 +194,7 @@ fn kill9_soak() {
     let exe = std::env::current_exe().unwrap();
     let mut total_acked = 0usize;
     let mut killed_before_open = 0;
+    let mut killed_compacting = 0;
     for iter in 0..iters {
         let codec = codec_of(iter);
         let which = usize::from(codec == Codec::Jsonl);
@@ -203,12 +216,22 @@ fn kill9_soak() {
             .spawn()
             .unwrap();
         let out = child.stdout.take().unwrap();
+        let (opened_tx, opened_rx) = std::sync::mpsc::channel();
         let reader = std::thread::spawn(move || {
-            BufReader::new(out)
-                .lines()
-                .map_while(Result::ok)
-                .collect::<Vec<String>>()
+            let mut lines = vec![];
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if l.starts_with("opened ") {
+                    let _ = opened_tx.send(());
+                }
+                lines.push(l);
+            }
+            lines
         });
+        // Two in three kills count the delay from the end of recovery (so a loaded
+        // machine still kills mid-append); the rest from the spawn (mid-recovery).
+        if !iter.is_multiple_of(3) {
+            let _ = opened_rx.recv_timeout(Duration::from_secs(30));
+        }
         std::thread::sleep(delay);
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
@@ -216,11 +239,14 @@ fn kill9_soak() {
         // Whole lines only: a line ends with " ." when its write completed.
         let mut acked = vec![];
         let mut opened = false;
+        let mut compacting = false;
         for l in &lines {
             let w: Vec<&str> = l.split(' ').collect();
             match w.as_slice() {
                 ["ack", seq, v, "."] => acked.push((seq.parse().unwrap(), v.parse().unwrap())),
                 ["opened", _, "."] => opened = true,
+                ["compacting", "."] => compacting = true,
+                ["compacted", "."] => compacting = false,
                 _ => {}
             }
         }
@@ -231,6 +257,9 @@ fn kill9_soak() {
         );
         if !opened {
             killed_before_open += 1;
+        }
+        if compacting {
+            killed_compacting += 1;
         }
         total_acked += acked.len();
         if dir.exists() {
@@ -243,7 +272,8 @@ fn kill9_soak() {
     }
     eprintln!(
         "kill9_soak: seed {seed}, {iters} kills, {total_acked} acked appends checked, \
-         {killed_before_open} kills before the open finished"
+         {killed_before_open} kills before the open finished, {killed_compacting} during an \
+         explicit compaction"
     );
     assert!(total_acked > 0, "no child ever acknowledged an append");
 }

@@ -111,7 +111,9 @@ fn run(codec: Codec, ops: &[Op]) -> Result<(), TestCaseError> {
                 let reopened = Store::<Ledger>::open(dir, o.clone()).unwrap();
                 let t = reopened.recovery().torn_tail.clone();
                 prop_assert!(t.is_some(), "{} torn bytes not reported", torn.len());
-                prop_assert_eq!(t.unwrap().bytes, torn.len() as u64);
+                let t = t.unwrap();
+                prop_assert_eq!(t.bytes, torn.len() as u64);
+                prop_assert_eq!(fs.get(&t.quarantined_to.unwrap()), Some(torn));
                 s = Some(reopened);
             }
         }

@@ -360,19 +360,52 @@ pub fn next_candidate(codec: Codec, buf: &[u8], at: usize) -> Option<usize> {
         Codec::Binary => (at + 1 < buf.len()).then_some(at + 1),
         Codec::Jsonl => {
             let nl = buf.get(at..)?.iter().position(|&b| b == b'\n')?;
-            // Damage may have destroyed the newline before a valid record, so a
-            // record may also start inside this line, where its fixed prefix is.
-            // Searching only up to the newline keeps each step linear in the line.
-            let inside = buf
-                .get(at + 1..at + nl)
+            let line_end = at + nl;
+            // Damage may have destroyed the newline before a valid record, which
+            // then starts inside this line and ends exactly at its newline. Only
+            // such positions are candidates, so a line of look-alikes stays cheap.
+            let mut from = at + 1;
+            while let Some(i) = buf
+                .get(from..line_end)
                 .unwrap_or(&[])
                 .windows(JSONL_RECORD_PREFIX.len())
                 .position(|w| w == JSONL_RECORD_PREFIX)
-                .map(|i| at + 1 + i);
-            let next = inside.unwrap_or(at + nl + 1);
+            {
+                let p = from + i;
+                if jsonl_record_fills(&buf[p..line_end]) {
+                    return Some(p);
+                }
+                from = p + 1;
+            }
+            let next = line_end + 1;
             (next < buf.len()).then_some(next)
         }
     }
+}
+
+/// True when `line` (without its newline) has the fixed fields `encode_record`
+/// writes and the length it declares ends the record exactly at the line's end.
+fn jsonl_record_fills(line: &[u8]) -> bool {
+    let mut rest = line;
+    let mut len = u64::MAX;
+    for key in [&b"{\"seq\":"[..], b",\"len\":", b",\"crc\":"] {
+        let Some(r) = rest.strip_prefix(key) else {
+            return false;
+        };
+        let digits = r.iter().take(20).take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return false;
+        }
+        if key == b",\"len\":" {
+            len = std::str::from_utf8(&r[..digits])
+                .ok()
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(u64::MAX);
+        }
+        rest = &r[digits..];
+    }
+    rest.strip_prefix(b",\"t\":")
+        .is_some_and(|t| t.len() as u64 == len.saturating_add(1) && t.ends_with(b"}"))
 }
 
 #[cfg(test)]
