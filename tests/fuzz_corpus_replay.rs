@@ -154,3 +154,8 @@ fn regenerate_seed_corpus() {
     let seg = fs.get(&dir.join("seg-00000000000000000001.log")).unwrap();
     write("record_decode", "engine_written_segment", &seg);
 }
+
+#[test]
+fn apply_input_corpus() {
+    replay("apply_input", checks::apply_input);
+}

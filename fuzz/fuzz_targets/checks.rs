@@ -186,3 +186,55 @@ pub fn recovery(data: &[u8]) {
     want.values.push(7);
     assert_eq!(s.read(|st| st.clone()), want);
 }
+
+/// `apply_input`: arbitrary bytes as `runlog apply`'s stdin. Each line is read with
+/// the CLI's length cap and parsed by the CLI's parser; an accepted operation is
+/// applied to a run document in memory. Never a panic; a refused operation leaves
+/// the document exactly as it was; an operation that parses round-trips through
+/// both codecs unchanged.
+pub fn apply_input(data: &[u8]) {
+    use runlog::cli::apply::{Line, read_line_capped};
+    use runlog::engine::encode_payload;
+    use runlog::run::ops::{MAX_OP_LINE_BYTES, parse_op_line};
+    use runlog::run::{Change, InitSpec, RunDoc, RunMachine, Transition};
+    let at = "2026-11-29T00:00:00.000Z".to_string();
+    let mut doc = RunDoc::default();
+    let init = InitSpec {
+        id: "fuzz".into(),
+        task: "fuzz".into(),
+        units: vec!["a".into(), "b".into()],
+        ..InitSpec::default()
+    };
+    RunMachine::apply(
+        &mut doc,
+        &Transition {
+            at: at.clone(),
+            change: Change::Init(init),
+        },
+    )
+    .expect("init applies to an empty document");
+    let mut input = std::io::BufReader::new(data);
+    let mut buf = Vec::new();
+    while let Ok(Some(line)) = read_line_capped(&mut input, MAX_OP_LINE_BYTES) {
+        let Line::Text(bytes) = line else { continue };
+        let text = String::from_utf8_lossy(&bytes);
+        let Ok(change) = parse_op_line(text.trim()) else {
+            continue;
+        };
+        let t = Transition {
+            at: at.clone(),
+            change,
+        };
+        for codec in CODECS {
+            if encode_payload(codec, &t, &mut buf).is_ok() {
+                let back: Transition =
+                    decode_payload(codec, &buf).expect("an encoded transition decodes");
+                assert_eq!(back, t, "{codec:?} round trip");
+            }
+        }
+        let before = doc.clone();
+        if RunMachine::apply(&mut doc, &t).is_err() {
+            assert_eq!(doc, before, "a refused operation changed the document");
+        }
+    }
+}

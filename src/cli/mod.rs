@@ -2,7 +2,7 @@
 //! result on stdout (JSON with `--json`) and maps errors to exit codes:
 //! 0 done, 2 refused (nothing written), 1 failed.
 
-mod apply;
+pub mod apply;
 pub mod args;
 mod commands;
 pub mod watch;
