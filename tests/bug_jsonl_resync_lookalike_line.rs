@@ -25,10 +25,10 @@ fn lookalikes_inside_a_damaged_line_are_not_candidates() {
 #[test]
 fn a_record_merged_into_a_damaged_line_is_still_a_candidate() {
     let mut b = encode_segment_header(Codec::Jsonl, 1);
-    encode_record(Codec::Jsonl, 1, b"{\"seq\":5}", &mut b);
+    encode_record(Codec::Jsonl, 1, 0, b"{\"seq\":5}", &mut b);
     let first_end = b.len();
     b[first_end - 1] = b'X'; // the newline ending record 1, damaged
-    encode_record(Codec::Jsonl, 2, b"[1,{\"seq\":7}]", &mut b);
+    encode_record(Codec::Jsonl, 2, 1, b"[1,{\"seq\":7}]", &mut b);
     let header = encode_segment_header(Codec::Jsonl, 1).len();
     assert_eq!(next_candidate(Codec::Jsonl, &b, header), Some(first_end));
     let s = scan_segment::<()>(&b, |_, _, _| Ok(())).unwrap();

@@ -388,7 +388,12 @@ pub fn next_candidate(codec: Codec, buf: &[u8], at: usize) -> Option<usize> {
 fn jsonl_record_fills(line: &[u8]) -> bool {
     let mut rest = line;
     let mut len = u64::MAX;
-    for key in [&b"{\"seq\":"[..], b",\"len\":", b",\"crc\":"] {
+    for key in [
+        &b"{\"seq\":"[..],
+        b",\"synced\":",
+        b",\"len\":",
+        b",\"crc\":",
+    ] {
         let Some(r) = rest.strip_prefix(key) else {
             return false;
         };
