@@ -370,7 +370,7 @@ pub fn short_workload(w: usize, len: u32) -> Vec<Step> {
                 0 => Step::Append(PADS[r % PADS.len()]),
                 1 => Step::Batch(
                     (0..2 + r % 7)
-                        .map(|j| (j != 1 || r % 3 != 0).then_some(PADS[(r + j) % 4]))
+                        .map(|j| (j != 1 || !r.is_multiple_of(3)).then_some(PADS[(r + j) % 4]))
                         .collect(),
                 ),
                 2 => Step::Compact,
