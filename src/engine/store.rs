@@ -427,11 +427,30 @@ impl<M: Machine> Store<M> {
         }
         // Bytes replayed may still be only in the page cache of a process that was
         // killed; make them durable before acknowledging anything built on them.
-        for first in &segments {
+        for (i, first) in segments.iter().enumerate() {
             let path = dir.join(segment_name(*first));
             let f = vfs
                 .open_write(&path)
                 .map_err(|e| Error::io("open segment", &path, e))?;
+            if i + 1 == segments.len() {
+                // After a failed fsync the kernel may drop dirty pages from the disk
+                // while the cache still shows them (fsyncgate), and a later fsync
+                // succeeds: a reopen in the same boot would build on bytes that are
+                // not on disk. Only the last segment can hold bytes never fsynced
+                // (rotation fsyncs a segment before the next exists), so rewrite its
+                // valid prefix: what the cache shows becomes dirty, then durable.
+                let len = match &verdict {
+                    Verdict::TornTail(t) if !t.whole_file && t.segment == i => t.offset,
+                    _ => scans.get(i).map_or(0, |s| s.valid_len),
+                };
+                let bytes = vfs
+                    .read(&path)
+                    .map_err(|e| Error::io("read segment", &path, e))?;
+                let bytes: &[u8] = (*bytes).as_ref();
+                let len = (len as usize).min(bytes.len());
+                write_all_at(f.as_ref(), &bytes[..len], 0)
+                    .map_err(|e| Error::io("rewrite last segment", &path, e))?;
+            }
             retry_interrupted(|| f.sync_data())
                 .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
         }
