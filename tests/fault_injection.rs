@@ -61,10 +61,7 @@ fn run(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result<Run, String
         next
     };
     let mut poisoned = false;
-    let mut store = match Store::<Ledger>::open(dir(), o.clone()) {
-        Ok(s) => Some(s),
-        Err(_) => None,
-    };
+    let mut store = Store::<Ledger>::open(dir(), o.clone()).ok();
     for (i, step) in steps.iter().enumerate() {
         let Some(s) = store.as_ref() else { break };
         let before = fs.ops();
