@@ -11,6 +11,8 @@
 //! so that tests can run it under a randomized scheduler; the store uses
 //! [`StdMonitor`].
 
+use std::fmt;
+use std::io;
 use std::ops::DerefMut;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -36,6 +38,12 @@ pub trait Monitor: Send + Sync {
     fn wait<'a>(&'a self, g: Self::Guard<'a>) -> Self::Guard<'a>;
     /// Wakes every waiter.
     fn notify_all(&self);
+    /// The guard of the fsync gate.
+    type Gate<'a>
+    where
+        Self: 'a;
+    /// Takes the fsync gate (a second, plain mutex).
+    fn gate(&self) -> Self::Gate<'_>;
 }
 
 /// [`Monitor`] over std's `Mutex` and `Condvar`.
@@ -43,6 +51,7 @@ pub trait Monitor: Send + Sync {
 pub struct StdMonitor {
     m: Mutex<GroupState>,
     cv: Condvar,
+    gate: Mutex<()>,
 }
 
 impl Monitor for StdMonitor {
@@ -51,6 +60,7 @@ impl Monitor for StdMonitor {
         StdMonitor {
             m: Mutex::new(state),
             cv: Condvar::new(),
+            gate: Mutex::new(()),
         }
     }
     fn lock(&self) -> Self::Guard<'_> {
@@ -62,6 +72,10 @@ impl Monitor for StdMonitor {
     }
     fn notify_all(&self) {
         self.cv.notify_all()
+    }
+    type Gate<'a> = MutexGuard<'a, ()>;
+    fn gate(&self) -> Self::Gate<'_> {
+        self.gate.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -100,6 +114,29 @@ impl<M: Monitor> GroupCommit<M> {
     pub fn fail(&self, cause: String) {
         self.mon.lock().failed.get_or_insert(cause);
         self.mon.notify_all();
+    }
+
+    /// Runs one fsync of the log (`what` names it in the error). Log fsyncs are
+    /// serialized and a failure is recorded before the next one can start: after
+    /// a failed fsync the kernel may have dropped the dirty pages, so a concurrent
+    /// or later fsync of the same file would "succeed" without them. Every fsync
+    /// that acknowledgement relies on (a leader's, a rotation's) goes through here.
+    pub fn fsync(
+        &self,
+        what: impl fmt::Display,
+        f: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
+        let _gate = self.mon.gate();
+        if let Some(cause) = &self.mon.lock().failed {
+            return Err(io::Error::other(format!(
+                "an earlier fsync failed: {cause}"
+            )));
+        }
+        let r = f();
+        if let Err(e) = &r {
+            self.fail(format!("fsync {what}: {e}"));
+        }
+        r
     }
 
     /// Waits until `seq` is durable. When no fsync is in flight this thread

@@ -697,7 +697,10 @@ impl<M: Machine> Shared<M> {
         let old = g.active.clone();
         // Every record in the old segment becomes durable before the new one exists:
         // recovery relies on only the last segment ever having a torn tail.
-        retry_interrupted(|| old.file.sync_data())
+        self.group
+            .fsync(old.path.display(), || {
+                retry_interrupted(|| old.file.sync_data())
+            })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         let (active, len) = create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq)?;
@@ -729,7 +732,9 @@ impl<M: Machine> Shared<M> {
                     (g.next_seq - 1, g.active.clone())
                 };
                 // The fsync runs outside both locks: appenders keep writing meanwhile.
-                let r = retry_interrupted(|| active.file.sync_data());
+                let r = self.group.fsync(active.path.display(), || {
+                    retry_interrupted(|| active.file.sync_data())
+                });
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
                 r.map(|()| target)
                     .map_err(|e| Error::io("fsync segment", &active.path, e).to_string())
