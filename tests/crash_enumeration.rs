@@ -32,6 +32,7 @@ fn exhaustive(model: Persistence) {
                 outcomes: 128,
                 every: 1,
                 recovery_outcomes: 2,
+                recovery_one_in: 2,
                 seed: w as u64 * 31 + len as u64,
             };
             match explore(&steps, x) {
@@ -107,8 +108,12 @@ fn random(first: u64) {
                 SyncPolicy::Always
             },
             outcomes: 2,
-            every: 400,
+            every: std::env::var("RUNLOG_EVERY")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(500),
             recovery_outcomes: 1,
+            recovery_one_in: 4,
             seed,
         };
         match explore(&steps, x) {

@@ -260,6 +260,8 @@ pub struct Explore {
     pub every: u64,
     /// Crash outcomes per boundary during recovery (0: no crash during recovery).
     pub recovery_outcomes: usize,
+    /// Crash during the recovery of 1 in this many crash states.
+    pub recovery_one_in: u64,
     pub seed: u64,
 }
 
@@ -326,8 +328,8 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let mut rng = SimRng::new(x.seed ^ 0x5eed);
     for t in taken {
         figures.crash_states += 1;
-        let during =
-            (x.recovery_outcomes > 0).then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
+        let during = (x.recovery_outcomes > 0 && rng.one_in(x.recovery_one_in))
+            .then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
         let listing: Vec<(PathBuf, usize)> = t
             .img
             .with_state(|s| s.durable_files())
