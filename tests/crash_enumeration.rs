@@ -43,8 +43,9 @@ fn exhaustive(model: Persistence) {
         }
     }
     eprintln!(
-        "exhaustive {model:?}: {workloads} workloads, {} boundaries, {} crash states, {} crash states during recovery, {:?}",
+        "exhaustive {model:?}: {workloads} workloads, {} boundaries ({} sampled at the cap), {} crash states, {} crash states during recovery, {:?}",
         f.boundaries,
+        f.capped,
         f.crash_states,
         f.recovery_crash_states,
         started.elapsed()

@@ -236,6 +236,8 @@ pub fn check_prefix(h: &[(u64, usize)], acked: u64, got: &LedgerState) -> Result
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Figures {
     pub boundaries: u64,
+    /// Boundaries whose allowed outcomes exceeded the cap (sampled, not enumerated).
+    pub capped: u64,
     pub crash_states: u64,
     pub recovery_crash_states: u64,
 }
@@ -243,6 +245,7 @@ pub struct Figures {
 impl std::ops::AddAssign for Figures {
     fn add_assign(&mut self, o: Figures) {
         self.boundaries += o.boundaries;
+        self.capped += o.capped;
         self.crash_states += o.crash_states;
         self.recovery_crash_states += o.recovery_crash_states;
     }
@@ -278,7 +281,9 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let taken = Arc::new(Mutex::new(Vec::<Taken>::new()));
     let mut figures = Figures::default();
     let boundaries = Arc::new(AtomicU64::new(0));
+    let capped = Arc::new(AtomicU64::new(0));
     {
+        let capped = capped.clone();
         let taken = taken.clone();
         let tally = tally.clone();
         let boundaries = boundaries.clone();
@@ -293,7 +298,11 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
             if std::env::var("RUNLOG_CRASH_TRACE").is_ok() {
                 eprintln!("boundary {n} {_op:?} pending {:?}", s.pending());
             }
-            for o in s.outcomes(x.model, x.outcomes, rng.next_u64()) {
+            let outcomes = s.outcomes(x.model, x.outcomes, rng.next_u64());
+            if outcomes.len() >= x.outcomes {
+                capped.fetch_add(1, Ordering::Relaxed);
+            }
+            for o in outcomes {
                 let img = s.image(&o);
                 // An identical image with the same watermark checks nothing new.
                 if seen.insert((fingerprint(&img), acked)) {
@@ -317,6 +326,7 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let mut taken = std::mem::take(&mut *taken.lock().unwrap());
     taken.extend(end.into_iter().map(|img| Taken { img, acked, at }));
     figures.boundaries = boundaries.load(Ordering::Relaxed) + 1;
+    figures.capped = capped.load(Ordering::Relaxed);
     let h = tally.history();
     // A clean run recovers everything.
     let (full, _) =
