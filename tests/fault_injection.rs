@@ -201,14 +201,12 @@ fn check_after(r: &Run, codec: Codec, seed: u64) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn every_fault_at_every_operation() {
-    let started = Instant::now();
-    let steps = workload();
+/// Injects every applicable fault at every operation of `steps`; returns (runs, faults).
+fn sweep(steps: &[Step], codecs: &[Codec]) -> (u64, u64) {
     let mut injected = 0u64;
     let mut runs = 0u64;
-    for codec in codecs() {
-        let clean = run(codec, &steps, None).unwrap();
+    for &codec in codecs {
+        let clean = run(codec, steps, None).unwrap();
         assert_eq!(clean.errors, 0);
         let log = clean.fs.op_log();
         for (at, op) in log.iter().enumerate() {
@@ -228,7 +226,7 @@ fn every_fault_at_every_operation() {
                         persistent,
                     };
                     let ctx = |e: String| format!("{codec:?} {fault:?} (op {op:?}): {e}");
-                    let r = run(codec, &steps, Some(fault)).map_err(ctx).unwrap();
+                    let r = run(codec, steps, Some(fault)).map_err(ctx).unwrap();
                     runs += 1;
                     injected += r.fs.faults_fired();
                     assert!(
@@ -256,6 +254,13 @@ fn every_fault_at_every_operation() {
             }
         }
     }
+    (runs, injected)
+}
+
+#[test]
+fn every_fault_at_every_operation_of_the_fixed_workload() {
+    let started = Instant::now();
+    let (runs, injected) = sweep(&workload(), &codecs());
     eprintln!(
         "fault injection: {runs} runs, {injected} faults injected, {:?}",
         started.elapsed()
@@ -339,4 +344,40 @@ fn failed_directory_fsync_after_snapshot_rename_fails_the_snapshot_and_deletes_n
 
 fn model_state(values: &[u64]) -> LedgerState {
     model(values, 500)
+}
+
+/// Random single-threaded workloads of 30 steps (RUNLOG_FAULT_SEEDS, default 6).
+#[test]
+fn every_fault_at_every_operation_of_random_workloads() {
+    let started = Instant::now();
+    let n: u64 = std::env::var("RUNLOG_FAULT_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6);
+    let (mut runs, mut injected) = (0, 0);
+    for seed in 0..n {
+        let steps: Vec<Step> = random_workload(seed, 30)
+            .into_iter()
+            .map(|s| match s {
+                Step::Threads(pads) => Step::Batch(pads.into_iter().map(Some).collect()),
+                s => s,
+            })
+            .collect();
+        let codec = [Codec::Binary, Codec::Jsonl][seed as usize % 2];
+        let r = std::panic::catch_unwind(|| sweep(&steps, &[codec]));
+        match r {
+            Ok((a, b)) => {
+                runs += a;
+                injected += b;
+            }
+            Err(e) => std::panic::resume_unwind(Box::new(format!(
+                "fault sweep of random workload seed {seed} failed: {:?}",
+                e.downcast_ref::<String>()
+            ))),
+        }
+    }
+    eprintln!(
+        "fault injection, {n} random workloads: {runs} runs, {injected} faults injected, {:?}",
+        started.elapsed()
+    );
 }
