@@ -7,6 +7,7 @@ mod compact;
 mod error;
 pub mod format;
 pub mod frame;
+pub mod group;
 mod load;
 mod realfs;
 pub mod recovery;

@@ -18,22 +18,27 @@
 //! * **Crash.** At a crash a subset of the pending operations persists. Each
 //!   pending write is absent, whole, or persisted sector by sector (512-byte
 //!   sectors aligned to the file offset): each sector of it old, new, garbage or
-//!   zeros. Garbage and zeros never reach outside the bytes the write covered
-//!   (a sector write never destroys bytes that were already durable). Bytes past
+//!   zeros. Garbage and zeros only land past the file's durable end (blocks
+//!   allocated to extend the file whose data never arrived); an overwrite in
+//!   place leaves each sector old or new (sector writes are atomic), so a write
+//!   never destroys bytes that were already durable. Bytes past
 //!   the old end that no persisted write covers read as zeros. Each pending
 //!   directory operation is applied or not; a rename is atomic.
 //! * **Persistence models.** [`Persistence::Ordered`] (ext4 `data=ordered`-like):
 //!   directory operations persist as a prefix of the order they were issued in
 //!   (one journal), and a file's writes persist as a prefix of its own order,
-//!   the last persisted one possibly torn. [`Persistence::Weak`] (ALICE's weakest
-//!   model): any subset of anything.
+//!   the last persisted one possibly torn. [`Persistence::WeakDirs`]: directory
+//!   operations in any subset, a file's writes still as a prefix.
+//!   [`Persistence::Weak`] (ALICE's weakest model): any subset of anything,
+//!   including a write persisted with a hole before later sectors or writes.
 //! * **Failed fsync (fsyncgate).** When `sync_data`/`sync_all` fails, the file's
 //!   pending writes are dropped from "disk" but stay visible to in-process reads;
 //!   a later successful fsync does not bring them back. A failed `sync_dir`
 //!   leaves the directory's operations pending (they may or may not persist).
 //! * **Injected faults.** The Nth operation (every [`Vfs`] and [`VfsFile`] call
 //!   counts, from 0) fails with EIO, ENOSPC, a short write or EINTR, once or from
-//!   then on. A failing call has no effect, except a short write (which writes
+//!   then on (a persistent EINTR: the next [`EINTR_BURST`] applicable calls).
+//!   A failing call has no effect, except a short write (which writes
 //!   the first half) and a failing fsync (above). EINTR is injected only where
 //!   POSIX allows it for regular files (write, fsync, ftruncate, directory
 //!   fsync); a short write only on writes; ENOSPC only on calls that may
@@ -51,6 +56,10 @@ use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A persistent EINTR fires this many times, then stops: an EINTR that never
+/// ends is a hung system, which no retry loop survives.
+pub const EINTR_BURST: u64 = 16;
 
 /// Sector size of the simulated disk.
 pub const SECTOR: u64 = 512;
@@ -87,7 +96,9 @@ impl SimRng {
 pub enum Persistence {
     /// Directory operations persist in issue order; a file's writes in its order.
     Ordered,
-    /// Any subset (ALICE's weak model).
+    /// Directory operations persist in any subset; a file's writes in its order.
+    WeakDirs,
+    /// Any subset of anything (ALICE's weak model).
     Weak,
 }
 
@@ -265,6 +276,7 @@ pub struct SimState {
     fault: Option<Fault>,
     faults_fired: u64,
     durable_changes: u64,
+    log: Vec<Op>,
     locks: BTreeSet<PathBuf>,
     observer: Option<Observer>,
 }
@@ -364,6 +376,7 @@ impl SimState {
             fault: None,
             faults_fired: 0,
             durable_changes: 0,
+            log: Vec::new(),
             locks: BTreeSet::new(),
             observer: None,
         }
@@ -453,6 +466,7 @@ impl SimState {
     fn begin(&mut self, op: Op) -> Option<FaultKind> {
         let n = self.ops;
         self.ops += 1;
+        self.log.push(op);
         if op.mutates()
             && let Some(mut obs) = self.observer.take()
         {
@@ -461,7 +475,8 @@ impl SimState {
         }
         let f = self.fault?;
         let hit = n == f.at || (f.persistent && n > f.at);
-        if hit && op.accepts(f.kind) {
+        let spent = f.kind == FaultKind::Eintr && self.faults_fired >= EINTR_BURST;
+        if hit && !spent && op.accepts(f.kind) {
             self.faults_fired += 1;
             Some(f.kind)
         } else {
@@ -589,7 +604,11 @@ impl SimState {
                 PendingRef::Dir(_) => &mut dir_gap,
                 PendingRef::File(_) => file_gap.entry(*ino).or_default(),
             };
-            if *gap && *fate != Fate::Absent {
+            let ordered = match op {
+                PendingRef::Dir(_) => model == Persistence::Ordered,
+                PendingRef::File(_) => true,
+            };
+            if ordered && *gap && *fate != Fate::Absent {
                 return false;
             }
             if *fate != Fate::Whole {
@@ -599,9 +618,9 @@ impl SimState {
         true
     }
 
-    fn repair(&self, choice: &mut [Fate]) {
-        // Ordered: everything before the last persisted op of a file (or of the
-        // directory journal) persisted whole.
+    fn repair(&self, model: Persistence, choice: &mut [Fate]) {
+        // Everything before the last persisted op of a file (and, ordered, of
+        // the directory journal) persisted whole.
         let ops = self.pending_ops();
         let mut last: BTreeMap<Option<Ino>, usize> = BTreeMap::new();
         for (i, (_, ino, op)) in ops.iter().enumerate() {
@@ -615,6 +634,7 @@ impl SimState {
         }
         for (i, (_, ino, op)) in ops.iter().enumerate() {
             let key = match op {
+                PendingRef::Dir(_) if model != Persistence::Ordered => continue,
                 PendingRef::Dir(_) => None,
                 PendingRef::File(_) => Some(*ino),
             };
@@ -667,8 +687,8 @@ impl SimState {
             .iter()
             .map(|c| c[rng.below(c.len() as u64) as usize].clone())
             .collect();
-        if model == Persistence::Ordered {
-            self.repair(&mut choice);
+        if model != Persistence::Weak {
+            self.repair(model, &mut choice);
         }
         choice
     }
@@ -790,9 +810,15 @@ enum PendingRef<'a> {
 fn persist_sectors(buf: &mut Vec<u8>, offset: u64, data: &[u8], sectors: &[SectorFate]) {
     let (first, _) = sector_span(offset, data.len() as u64);
     let end = offset + data.len() as u64;
+    let old_len = buf.len() as u64;
     for (i, fate) in sectors.iter().enumerate() {
         let s = (first + i as u64) * SECTOR;
-        let (a, b) = (s.max(offset), (s + SECTOR).min(end));
+        let (mut a, b) = (s.max(offset), (s + SECTOR).min(end));
+        if matches!(fate, SectorFate::Garbage(_) | SectorFate::Zero) {
+            // Garbage and zeros are blocks allocated past the old end whose data
+            // never arrived; an overwrite in place leaves old or new bytes.
+            a = a.max(old_len);
+        }
         if a >= b {
             continue;
         }
@@ -826,6 +852,11 @@ impl SimFs {
     /// Calls made so far.
     pub fn ops(&self) -> u64 {
         self.lock().ops
+    }
+
+    /// Every call made so far, in order (index = operation number).
+    pub fn op_log(&self) -> Vec<Op> {
+        self.lock().log.clone()
     }
 
     /// Faults injected so far.

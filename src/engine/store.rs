@@ -1,7 +1,7 @@
 //! The writer: a state machine kept in memory, its transitions appended to the
 //! log and made durable under the sync policy, snapshots and compaction.
 //!
-//! Lock order: `inner` before `sync`. Nothing holds `sync` while taking `inner`.
+//! Lock order: `inner` before `group`. Nothing holds `group` while taking `inner`.
 
 use super::Machine;
 use super::codec::{decode_payload, encode_payload};
@@ -9,6 +9,7 @@ use super::compact;
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::{encode_record, encode_segment_header};
+use super::group::GroupCommit;
 use super::load::{LoadSpec, Loaded, Progress, RecoveryReport, load};
 use super::recovery::Verdict;
 use super::vfs::{LockAttempt, RealFs, Vfs, VfsFile, retry_interrupted, write_all_at};
@@ -140,13 +141,6 @@ pub(crate) struct Inner<M: Machine> {
     pub(crate) last_snapshot_bytes: u64,
 }
 
-#[derive(Default)]
-struct SyncState {
-    durable: u64,
-    leading: bool,
-    failed: Option<String>,
-}
-
 /// Counters since open.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -164,8 +158,7 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) codec: Codec,
     pub(crate) opts: Options,
     pub(crate) inner: Mutex<Inner<M>>,
-    sync: Mutex<SyncState>,
-    synced: Condvar,
+    group: GroupCommit,
     pub(crate) compaction: Mutex<compact::CompactionState>,
     pub(crate) compaction_done: Condvar,
     pub(crate) stats: Stats,
@@ -341,11 +334,7 @@ impl<M: Machine> Store<M> {
             codec,
             opts,
             inner: Mutex::new(inner),
-            sync: Mutex::new(SyncState {
-                durable,
-                ..Default::default()
-            }),
-            synced: Condvar::new(),
+            group: GroupCommit::new(durable),
             compaction: Mutex::new(compact::CompactionState::default()),
             compaction_done: Condvar::new(),
             stats: Stats::default(),
@@ -427,11 +416,30 @@ impl<M: Machine> Store<M> {
         }
         // Bytes replayed may still be only in the page cache of a process that was
         // killed; make them durable before acknowledging anything built on them.
-        for first in &segments {
+        for (i, first) in segments.iter().enumerate() {
             let path = dir.join(segment_name(*first));
             let f = vfs
                 .open_write(&path)
                 .map_err(|e| Error::io("open segment", &path, e))?;
+            if i + 1 == segments.len() {
+                // After a failed fsync the kernel may drop dirty pages from the disk
+                // while the cache still shows them (fsyncgate), and a later fsync
+                // succeeds: a reopen in the same boot would build on bytes that are
+                // not on disk. Only the last segment can hold bytes never fsynced
+                // (rotation fsyncs a segment before the next exists), so rewrite its
+                // valid prefix: what the cache shows becomes dirty, then durable.
+                let len = match &verdict {
+                    Verdict::TornTail(t) if !t.whole_file && t.segment == i => t.offset,
+                    _ => scans.get(i).map_or(0, |s| s.valid_len),
+                };
+                let bytes = vfs
+                    .read(&path)
+                    .map_err(|e| Error::io("read segment", &path, e))?;
+                let bytes: &[u8] = (*bytes).as_ref();
+                let len = (len as usize).min(bytes.len());
+                write_all_at(f.as_ref(), &bytes[..len], 0)
+                    .map_err(|e| Error::io("rewrite last segment", &path, e))?;
+            }
             retry_interrupted(|| f.sync_data())
                 .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
         }
@@ -695,31 +703,28 @@ impl<M: Machine> Shared<M> {
         let old = g.active.clone();
         // Every record in the old segment becomes durable before the new one exists:
         // recovery relies on only the last segment ever having a torn tail.
-        retry_interrupted(|| old.file.sync_data())
+        self.group
+            .fsync(old.path.display(), || {
+                retry_interrupted(|| old.file.sync_data())
+            })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         let (active, len) = create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq)?;
         g.active = Arc::new(active);
         g.active_len = len;
         g.segments.push(first_seq);
-        let mut s = lock(&self.sync);
-        s.durable = s.durable.max(first_seq - 1);
-        drop(s);
-        self.synced.notify_all();
+        self.group.advance(first_seq - 1);
         Ok(())
     }
 
     /// The durable watermark: every record up to it has been fsynced.
     fn durable(&self) -> u64 {
-        lock(&self.sync).durable
+        self.group.durable()
     }
 
     pub(crate) fn poison(&self, g: &mut Inner<M>, cause: String) {
         g.poisoned.get_or_insert(cause.clone());
-        let mut s = lock(&self.sync);
-        s.failed.get_or_insert(cause);
-        drop(s);
-        self.synced.notify_all();
+        self.group.fail(cause);
     }
 
     /// Waits until `seq` is durable, leading an fsync when no one else is.
@@ -728,50 +733,27 @@ impl<M: Machine> Shared<M> {
             SyncPolicy::Grouped { linger } => Some(linger),
             _ => None,
         };
-        let mut s = lock(&self.sync);
-        loop {
-            if let Some(cause) = &s.failed {
-                return Err(Error::Poisoned {
-                    cause: cause.clone(),
-                });
-            }
-            if s.durable >= seq {
-                return Ok(());
-            }
-            if s.leading {
-                s = self.synced.wait(s).unwrap_or_else(|p| p.into_inner());
-                continue;
-            }
-            s.leading = true;
-            drop(s);
-            if let Some(d) = linger.filter(|d| !d.is_zero()) {
-                std::thread::sleep(d);
-            }
-            let (target, active) = {
-                let g = lock(&self.inner);
-                (g.next_seq - 1, g.active.clone())
-            };
-            // The fsync runs outside both locks: appenders keep writing meanwhile.
-            let r = retry_interrupted(|| active.file.sync_data());
-            self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-            s = lock(&self.sync);
-            s.leading = false;
-            match r {
-                Ok(()) => s.durable = s.durable.max(target),
-                Err(e) => {
-                    // Never retried: after a failed fsync the kernel may have dropped
-                    // the dirty pages, so a second "successful" fsync proves nothing.
-                    let cause = Error::io("fsync segment", &active.path, e).to_string();
-                    s.failed.get_or_insert(cause.clone());
-                    drop(s);
-                    self.synced.notify_all();
-                    let mut g = lock(&self.inner);
-                    g.poisoned.get_or_insert(cause.clone());
-                    return Err(Error::Poisoned { cause });
+        self.group
+            .wait_durable(seq, || {
+                if let Some(d) = linger.filter(|d| !d.is_zero()) {
+                    std::thread::sleep(d);
                 }
-            }
-            self.synced.notify_all();
-        }
+                let (target, active) = {
+                    let g = lock(&self.inner);
+                    (g.next_seq - 1, g.active.clone())
+                };
+                // The fsync runs outside both locks: appenders keep writing meanwhile.
+                let r = self.group.fsync(active.path.display(), || {
+                    retry_interrupted(|| active.file.sync_data())
+                });
+                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                r.map(|()| target)
+                    .map_err(|e| Error::io("fsync segment", &active.path, e).to_string())
+            })
+            .map_err(|cause| {
+                lock(&self.inner).poisoned.get_or_insert(cause.clone());
+                Error::Poisoned { cause }
+            })
     }
 
     fn wants_compaction(&self, g: &Inner<M>) -> bool {

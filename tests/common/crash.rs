@@ -236,6 +236,8 @@ pub fn check_prefix(h: &[(u64, usize)], acked: u64, got: &LedgerState) -> Result
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Figures {
     pub boundaries: u64,
+    /// Boundaries whose allowed outcomes exceeded the cap (sampled, not enumerated).
+    pub capped: u64,
     pub crash_states: u64,
     pub recovery_crash_states: u64,
 }
@@ -243,6 +245,7 @@ pub struct Figures {
 impl std::ops::AddAssign for Figures {
     fn add_assign(&mut self, o: Figures) {
         self.boundaries += o.boundaries;
+        self.capped += o.capped;
         self.crash_states += o.crash_states;
         self.recovery_crash_states += o.recovery_crash_states;
     }
@@ -260,6 +263,8 @@ pub struct Explore {
     pub every: u64,
     /// Crash outcomes per boundary during recovery (0: no crash during recovery).
     pub recovery_outcomes: usize,
+    /// Crash during the recovery of 1 in this many crash states.
+    pub recovery_one_in: u64,
     pub seed: u64,
 }
 
@@ -276,7 +281,9 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let taken = Arc::new(Mutex::new(Vec::<Taken>::new()));
     let mut figures = Figures::default();
     let boundaries = Arc::new(AtomicU64::new(0));
+    let capped = Arc::new(AtomicU64::new(0));
     {
+        let capped = capped.clone();
         let taken = taken.clone();
         let tally = tally.clone();
         let boundaries = boundaries.clone();
@@ -291,7 +298,11 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
             if std::env::var("RUNLOG_CRASH_TRACE").is_ok() {
                 eprintln!("boundary {n} {_op:?} pending {:?}", s.pending());
             }
-            for o in s.outcomes(x.model, x.outcomes, rng.next_u64()) {
+            let outcomes = s.outcomes(x.model, x.outcomes, rng.next_u64());
+            if outcomes.len() >= x.outcomes {
+                capped.fetch_add(1, Ordering::Relaxed);
+            }
+            for o in outcomes {
                 let img = s.image(&o);
                 // An identical image with the same watermark checks nothing new.
                 if seen.insert((fingerprint(&img), acked)) {
@@ -315,6 +326,7 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let mut taken = std::mem::take(&mut *taken.lock().unwrap());
     taken.extend(end.into_iter().map(|img| Taken { img, acked, at }));
     figures.boundaries = boundaries.load(Ordering::Relaxed) + 1;
+    figures.capped = capped.load(Ordering::Relaxed);
     let h = tally.history();
     // A clean run recovers everything.
     let (full, _) =
@@ -326,8 +338,8 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let mut rng = SimRng::new(x.seed ^ 0x5eed);
     for t in taken {
         figures.crash_states += 1;
-        let during =
-            (x.recovery_outcomes > 0).then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
+        let during = (x.recovery_outcomes > 0 && rng.one_in(x.recovery_one_in))
+            .then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
         let listing: Vec<(PathBuf, usize)> = t
             .img
             .with_state(|s| s.durable_files())
