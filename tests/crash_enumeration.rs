@@ -58,11 +58,10 @@ fn every_crash_state_of_every_short_workload_weak_directory_model() {
 }
 
 /// ALICE's weakest model also lets an unsynced write persist with a hole before
-/// later sectors: a damaged record followed by a valid one, which recovery
-/// cannot tell from mid-log corruption without a format change (see
+/// later sectors: a damaged record followed by a valid one. Recovery tells it
+/// from mid-log corruption by the later records' `synced` watermark (see
 /// tests/crash_weak_model_hole_in_unsynced_batch.rs).
 #[test]
-#[ignore = "engine bug: a hole in unsynced data followed by a valid record is reported as corruption"]
 fn every_crash_state_of_every_short_workload_weak_model() {
     exhaustive(Persistence::Weak);
 }

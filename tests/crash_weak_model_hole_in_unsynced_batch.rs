@@ -1,8 +1,10 @@
-//! Reproduces a known engine bug (ignored until the format can tell them apart):
-//! under the weak persistence model a crash can persist an unsynced batch with a
-//! hole in it (a sector of an earlier record lost, later records whole). No
-//! acknowledged record is damaged, yet recovery reports corruption ("damage
-//! followed by a valid record") instead of dropping the unacknowledged tail.
+//! Regression: under the weak persistence model a crash can persist an unsynced
+//! batch with a hole in it (a sector of an earlier record lost, later records
+//! whole). No acknowledged record is damaged, yet recovery used to report
+//! corruption ("damage followed by a valid record"). Each record now carries the
+//! durable watermark it was written under (`synced`, FORMAT.md §3), so recovery
+//! sees the later records were written before the damaged one was durable, and
+//! drops the unacknowledged tail as torn.
 mod common;
 use common::crash::*;
 use common::*;
@@ -10,7 +12,6 @@ use runlog::engine::Store;
 use runlog::engine::sim::{Fate, SectorFate, SimFs};
 
 #[test]
-#[ignore = "engine bug: needs a format change (e.g. each record carrying the durable watermark it was written under)"]
 fn hole_in_unsynced_batch_is_a_torn_tail() {
     for codec in codecs() {
         let fs = SimFs::new();
