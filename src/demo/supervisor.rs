@@ -287,24 +287,22 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
     // The check reads the store itself: the log (every record ever appended;
     // the demo's log stays below the auto-compaction threshold) and the document.
     let dir = runs.run_dir(DEMO_RUN)?;
-    let mut log = Vec::new();
-    let mut decode_error = None;
-    let codec =
-        engine::for_each_record(&RealFs, &dir, |seq, payload| {
-            match engine::decode_payload::<Transition>(runs_codec(), payload) {
-                Ok(t) => log.push((seq, t.change)),
-                Err(e) => {
-                    decode_error.get_or_insert(format!("seq {seq}: {e}"));
-                }
-            }
-        })
-        .map_err(|e| RunError::Invalid(format!("reading the demo log: {e}")))?;
-    if let Some(e) = decode_error {
-        return Err(err(format!(
-            "a record of the demo log does not decode: {e}"
-        )));
+    let mut raw: Vec<(u64, Vec<u8>)> = Vec::new();
+    let codec = engine::for_each_record(&RealFs, &dir, |seq, payload| {
+        raw.push((seq, payload.to_vec()))
+    })
+    .map_err(|e| RunError::Invalid(format!("reading the demo log: {e}")))?
+    .ok_or_else(|| err("the demo log has no readable segment"))?;
+    let mut log = Vec::with_capacity(raw.len());
+    for (seq, payload) in raw {
+        let t = engine::decode_payload::<Transition>(codec, &payload).map_err(|e| {
+            err(format!(
+                "record seq {seq} of the demo log does not decode: {e}"
+            ))
+        })?;
+        log.push((seq, t.change));
     }
-    if codec.is_some() && log.first().is_some_and(|(s, _)| *s != 1) {
+    if log.first().is_some_and(|(s, _)| *s != 1) {
         return Err(err(
             "the demo log was compacted; the check needs every record",
         ));
@@ -336,11 +334,6 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
         dir: (!temp || !check.ok()).then(|| root.display().to_string()),
         check,
     })
-}
-
-fn runs_codec() -> engine::Codec {
-    // Runs::new creates runs with the JSONL codec.
-    engine::Codec::Jsonl
 }
 
 /// The human summary of a report.
