@@ -49,6 +49,27 @@ pub trait Machine: Send + Sync + 'static {
 }
 
 /// Reads a store without taking the writer lock and without modifying any file.
+///
+/// ```
+/// # use runlog::engine::Machine;
+/// # use serde::{Deserialize, Serialize};
+/// # struct Sum;
+/// # #[derive(Debug)] struct Zero;
+/// # impl std::fmt::Display for Zero { fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { f.write_str("zero") } }
+/// # impl std::error::Error for Zero {}
+/// # impl Machine for Sum {
+/// #     type State = u64; type Transition = u64; type Error = Zero;
+/// #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { if *t == 0 { return Err(Zero) } *s += t; Ok(()) }
+/// # }
+/// use runlog::engine::{Options, RealFs, Store, read_state};
+/// let dir = tempfile::tempdir()?;
+/// let writer = Store::<Sum>::open(dir.path(), Options { create: true, ..Options::default() })?;
+/// writer.append(&7)?;
+/// // Beside the live writer: no lock taken, no byte changed.
+/// let (state, report) = read_state::<Sum>(&RealFs, dir.path())?;
+/// assert_eq!((state, report.last_seq), (7, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 /// Sees every transition acknowledged before it started; a torn tail (possibly a
 /// record being written right now) is ignored and reported, not truncated.
 pub fn read_state<M: Machine>(vfs: &dyn Vfs, dir: &Path) -> Result<(M::State, RecoveryReport)> {

@@ -168,6 +168,31 @@ pub(crate) struct Shared<M: Machine> {
 }
 
 /// A store open for writing. Holds the exclusive writer lock until dropped.
+///
+/// ```
+/// # use runlog::engine::Machine;
+/// # use serde::{Deserialize, Serialize};
+/// # struct Sum;
+/// # #[derive(Debug)] struct Zero;
+/// # impl std::fmt::Display for Zero { fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { f.write_str("zero") } }
+/// # impl std::error::Error for Zero {}
+/// # impl Machine for Sum {
+/// #     type State = u64; type Transition = u64; type Error = Zero;
+/// #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { if *t == 0 { return Err(Zero) } *s += t; Ok(()) }
+/// # }
+/// use runlog::engine::{Options, Store};
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::<Sum>::open(dir.path().join("sum"), Options { create: true, ..Options::default() })?;
+/// assert_eq!(store.append(&5)?, 1); // seq 1, durable when it returns
+/// assert!(store.append(&0).unwrap_err().is_refused()); // refused: nothing written
+/// let seqs: Vec<u64> = store.append_batch(&[1, 2]).into_iter().collect::<Result<_, _>>()?;
+/// assert_eq!(seqs, [2, 3]); // one write, one fsync for both
+/// assert_eq!(store.read(|s| *s), 8);
+/// drop(store);
+/// let again = Store::<Sum>::open(dir.path().join("sum"), Options::default())?;
+/// assert_eq!((again.read(|s| *s), again.recovery().records_replayed), (8, 3));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Store<M: Machine> {
     shared: Arc<Shared<M>>,
     flusher: Option<JoinHandle<()>>,

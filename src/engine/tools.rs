@@ -134,6 +134,24 @@ pub(crate) fn with_retries<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
     }
 }
 
+/// ```
+/// # use runlog::engine::Machine;
+/// # use serde::{Deserialize, Serialize};
+/// # struct Sum;
+/// # #[derive(Debug)] struct Zero;
+/// # impl std::fmt::Display for Zero { fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { f.write_str("zero") } }
+/// # impl std::error::Error for Zero {}
+/// # impl Machine for Sum {
+/// #     type State = u64; type Transition = u64; type Error = Zero;
+/// #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { if *t == 0 { return Err(Zero) } *s += t; Ok(()) }
+/// # }
+/// use runlog::engine::{Integrity, Options, RealFs, Store, verify};
+/// let dir = tempfile::tempdir()?;
+/// Store::<Sum>::open(dir.path(), Options { create: true, ..Options::default() })?.append(&1)?;
+/// assert_eq!(verify(&RealFs, dir.path())?.integrity, Integrity::Clean);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// Read-only integrity check of the framing of every file (checksums, seq
 /// continuity, snapshot choice). Takes no lock, modifies nothing.
 pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {

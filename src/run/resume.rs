@@ -58,6 +58,24 @@ pub fn blocking_roots(units: &BTreeMap<String, Unit>, deps: &[String]) -> Vec<St
 }
 
 /// Computes the resume set of `units`.
+///
+/// ```
+/// use runlog::run::{InitSpec, Runs, UnitStatus};
+/// let root = tempfile::tempdir()?;
+/// let runs = Runs::new(root.path());
+/// let run = runs.init(InitSpec {
+///     id: "r".into(),
+///     task: "t".into(),
+///     units: vec!["a".into(), "b".into()],
+///     deps: [("b".to_string(), vec!["a".to_string()])].into(),
+///     ..InitSpec::default()
+/// })?;
+/// run.set_unit("a", UnitStatus::InProgress, None, None)?; // then killed, say
+/// let set = run.resume_set();
+/// assert_eq!(set.eligible, ["a"]); // interrupted: eligible again
+/// assert_eq!(set.dep_blocked["b"], ["a"]); // held back, pointing at its root
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn resume_set(units: &BTreeMap<String, Unit>) -> ResumeSet {
     let mut r = ResumeSet::default();
     for (name, u) in units {
