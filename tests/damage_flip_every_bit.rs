@@ -14,27 +14,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 const LOG_BYTES: u64 = 16 << 10;
-const SEG: &str = "seg-00000000000000000001.log";
+const SEG: &str = ONLY_SEGMENT;
 
-struct Log {
-    codec: Codec,
-    files: Vec<(String, Vec<u8>)>,
-    seg: Vec<u8>,
-    bounds: Vec<u64>,
-}
+type Log = BuiltLog;
 
 fn build(codec: Codec) -> Log {
-    let fs = MemFs::new();
-    build_log(&fs, codec, LOG_BYTES);
-    let files = fs.files(Path::new(MEM_DIR));
-    let seg = files.iter().find(|f| f.0 == SEG).unwrap().1.clone();
-    let bounds = record_bounds(&seg);
-    Log {
-        codec,
-        files,
-        seg,
-        bounds,
-    }
+    built_log(codec, LOG_BYTES)
 }
 
 /// The record holding byte `p` (None: the segment header).

@@ -162,3 +162,38 @@ pub fn record_bounds(seg: &[u8]) -> Vec<u64> {
     offs.push(scan.file_len);
     offs
 }
+
+/// The name of the only segment [`build_log`] writes.
+pub const ONLY_SEGMENT: &str = "seg-00000000000000000001.log";
+
+/// A log built by [`build_log`] on its own in-memory filesystem, as bytes.
+pub struct BuiltLog {
+    /// The codec it was written with.
+    pub codec: Codec,
+    /// Every file of the store directory.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The bytes of its only segment.
+    pub seg: Vec<u8>,
+    /// Record start offsets, then the file length.
+    pub bounds: Vec<u64>,
+}
+
+/// Builds a one-segment log of at least `min_bytes` and returns its bytes.
+pub fn built_log(codec: Codec, min_bytes: u64) -> BuiltLog {
+    let fs = MemFs::new();
+    build_log(&fs, codec, min_bytes);
+    let files = fs.files(Path::new(MEM_DIR));
+    let seg = files
+        .iter()
+        .find(|f| f.0 == ONLY_SEGMENT)
+        .unwrap()
+        .1
+        .clone();
+    let bounds = record_bounds(&seg);
+    BuiltLog {
+        codec,
+        files,
+        seg,
+        bounds,
+    }
+}
