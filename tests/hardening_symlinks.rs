@@ -109,8 +109,13 @@ fn symlinked_temp_and_quarantine_files_are_not_followed() {
         let (temp_target, temp_bytes) = plant(&dir, temp);
         // A torn tail at a known offset, and a link where its quarantine file goes.
         let seg = dir.join("seg-00000000000000000011.log");
-        let len = std::fs::metadata(&seg).unwrap().len();
+        // Its records end before its preallocated zeros; the garbage goes right there.
+        let bytes = std::fs::read(&seg).unwrap();
+        let len = runlog::engine::scan::scan_segment::<()>(&bytes, |_, _, _| Ok(()))
+            .unwrap()
+            .valid_len;
         let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+        f.set_len(len).unwrap();
         std::io::Write::write_all(&mut f, b"\x07garbage").unwrap();
         drop(f);
         let q = format!("seg-00000000000000000011.log.broken-{len}");

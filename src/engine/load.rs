@@ -7,7 +7,7 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
 use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify};
-use super::scan::{SegmentScan, scan_segment};
+use super::scan::{ScanEnd, SegmentScan, scan_segment};
 use super::snapfile::decode_snapshot;
 use super::vfs::{FileBytes, Vfs};
 use std::io;
@@ -309,7 +309,11 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             }
             Ok(())
         })?;
-        report.bytes_scanned += bytes.len() as u64;
+        // Preallocated zeros are not log: they would count towards compaction.
+        report.bytes_scanned += match scan.end {
+            ScanEnd::Preallocated { offset } => offset,
+            _ => bytes.len() as u64,
+        };
         scans.push(scan);
     }
     let name_seqs: Vec<u64> = segments.iter().map(|s| s.0).collect();

@@ -211,6 +211,17 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
         }
         match &s.end {
             ScanEnd::Clean => {}
+            // Rotation cuts a segment to its records and fsyncs it before the next
+            // one exists, so only the last segment can still hold preallocated zeros.
+            ScanEnd::Preallocated { offset } if i != last => {
+                return corrupt(
+                    i,
+                    *offset,
+                    Some(s.next_seq),
+                    "zero-filled tail in a segment that is not the last".into(),
+                );
+            }
+            ScanEnd::Preallocated { .. } => {}
             ScanEnd::SeqBreak {
                 offset,
                 expected,
@@ -328,6 +339,43 @@ mod tests {
         assert_eq!(
             classify(&[scan(Some(1), 5, ScanEnd::Clean)], &[1], 0),
             Verdict::Clean
+        );
+    }
+
+    #[test]
+    fn row_preallocated_zeros_end_the_last_segment_cleanly() {
+        let zeros = ScanEnd::Preallocated { offset: 100 };
+        assert_eq!(
+            classify(
+                &[
+                    scan(Some(1), 5, ScanEnd::Clean),
+                    scan(Some(6), 2, zeros.clone())
+                ],
+                &[1, 6],
+                0
+            ),
+            Verdict::Clean
+        );
+        // A segment holding only its header and zeros: a fresh, preallocated segment.
+        assert_eq!(
+            classify(&[scan(Some(1), 0, zeros)], &[1], 0),
+            Verdict::Clean
+        );
+    }
+
+    #[test]
+    fn row_preallocated_zeros_in_a_segment_that_is_not_the_last_are_corruption() {
+        let v = classify(
+            &[
+                scan(Some(1), 5, ScanEnd::Preallocated { offset: 100 }),
+                scan(Some(6), 2, ScanEnd::Clean),
+            ],
+            &[1, 6],
+            0,
+        );
+        assert!(
+            matches!(&v, Verdict::Corrupt(c) if c.file == FileRef::Segment(0) && c.offset == 100),
+            "{v:?}"
         );
     }
 

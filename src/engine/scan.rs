@@ -2,13 +2,19 @@
 //! valid prefix. Pure: the caller supplies bytes and receives records.
 
 use super::format::Codec;
-use super::frame::{Frame, FrameProblem, decode_record, decode_segment_header, next_candidate};
+use super::frame::{Frame, decode_record, decode_segment_header, next_candidate};
 
 /// What ends the valid prefix of a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanEnd {
     /// The valid records run exactly to the end of the bytes.
     Clean,
+    /// The valid records end at `offset` and every byte from there to the end of
+    /// the file is zero: the unused part of a preallocated segment.
+    Preallocated {
+        /// Byte offset within the file where the zeros start.
+        offset: u64,
+    },
     /// Bytes at `offset` are not a valid frame (or header, at offset 0).
     /// `resync` is the first valid frame found by scanning ahead, with a seq
     /// above the last good one: its presence means the damage is not a tail.
@@ -107,8 +113,11 @@ pub fn scan_segment<E>(
                 expected += 1;
                 at = next;
             }
+            Frame::Bad(_) if buf[at..].iter().all(|&b| b == 0) => {
+                break ScanEnd::Preallocated { offset: at as u64 };
+            }
             Frame::Bad(problem) => {
-                let problem = describe(buf, at, &problem);
+                let problem = problem.to_string();
                 // Only a record written after the damaged one was durable proves
                 // the damage is not a crash's doing (see `resync`).
                 let resync = resync(codec, buf, at, expected.saturating_sub(1), expected);
@@ -129,14 +138,6 @@ pub fn scan_segment<E>(
         file_len,
         end,
     })
-}
-
-fn describe(buf: &[u8], at: usize, problem: &FrameProblem) -> String {
-    if buf[at..].iter().all(|&b| b == 0) {
-        format!("zero-filled tail of {} bytes", buf.len() - at)
-    } else {
-        problem.to_string()
-    }
 }
 
 fn guess_codec(buf: &[u8]) -> Codec {
@@ -215,6 +216,51 @@ mod tests {
                 }
                 other => panic!("{codec:?}: {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn zeros_after_the_last_record_are_a_preallocated_tail() {
+        for codec in [Codec::Binary, Codec::Jsonl] {
+            let (mut b, _) = segment(codec, 1, 3);
+            let end = b.len() as u64;
+            b.resize(b.len() + 4096, 0);
+            let s = scan(&b);
+            assert_eq!(s.end, ScanEnd::Preallocated { offset: end }, "{codec:?}");
+            assert_eq!((s.count, s.valid_len, s.file_len), (3, end, end + 4096));
+        }
+    }
+
+    #[test]
+    fn a_torn_record_followed_by_zeros_is_still_damage() {
+        for codec in [Codec::Binary, Codec::Jsonl] {
+            let (mut b, offs) = segment(codec, 1, 3);
+            // The last record's first half survived; the rest reads as zeros.
+            let half = offs[2] + (b.len() - offs[2]) / 2;
+            b.truncate(half);
+            b.resize(half + 4096, 0);
+            match scan(&b).end {
+                ScanEnd::Damaged {
+                    offset,
+                    resync: None,
+                    ..
+                } => assert_eq!(offset, offs[2] as u64, "{codec:?}"),
+                other => panic!("{codec:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_nonzero_byte_in_the_preallocated_tail_is_damage() {
+        for codec in [Codec::Binary, Codec::Jsonl] {
+            let (mut b, _) = segment(codec, 1, 3);
+            let end = b.len();
+            b.resize(end + 4096, 0);
+            b[end + 1000] = 1;
+            assert!(
+                matches!(scan(&b).end, ScanEnd::Damaged { offset, resync: None, .. } if offset == end as u64),
+                "{codec:?}"
+            );
         }
     }
 

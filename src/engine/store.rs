@@ -82,6 +82,11 @@ pub struct Options {
     pub lock_wait: Option<Duration>,
     /// A segment is closed and a new one started past this size.
     pub segment_bytes: u64,
+    /// Binary segments are extended with zeros this many bytes at a time, ahead
+    /// of the records, so that appends overwrite allocated blocks in place and an
+    /// fdatasync need not also write the file's size (FORMAT.md, "Preallocation").
+    /// 0 turns it off. JSONL segments are never preallocated: they stay plain text.
+    pub preallocate: u64,
     /// When to compact automatically.
     pub compaction: CompactionPolicy,
     /// The filesystem; tests substitute a simulated one.
@@ -98,6 +103,7 @@ impl Default for Options {
             sync: SyncPolicy::Always,
             lock_wait: None,
             segment_bytes: 64 << 20,
+            preallocate: 1 << 20,
             compaction: CompactionPolicy::default(),
             vfs: Arc::new(RealFs),
             progress: None,
@@ -113,6 +119,7 @@ impl std::fmt::Debug for Options {
             .field("sync", &self.sync)
             .field("lock_wait", &self.lock_wait)
             .field("segment_bytes", &self.segment_bytes)
+            .field("preallocate", &self.preallocate)
             .field("compaction", &self.compaction)
             .finish_non_exhaustive()
     }
@@ -130,6 +137,8 @@ pub(crate) struct Inner<M: Machine> {
     pub(crate) next_seq: u64,
     pub(crate) active: Arc<Active>,
     pub(crate) active_len: u64,
+    /// The active segment's file length: `active_len` plus any preallocated zeros.
+    pub(crate) active_alloc: u64,
     payload: Vec<u8>,
     frame: Vec<u8>,
     pub(crate) poisoned: Option<String>,
@@ -385,6 +394,7 @@ impl<M: Machine> Store<M> {
             next_seq: 1,
             active: Arc::new(active),
             active_len: len,
+            active_alloc: len,
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,
@@ -431,7 +441,7 @@ impl<M: Machine> Store<M> {
                 let f = vfs
                     .open_write(&path)
                     .map_err(|e| Error::io("open segment", &path, e))?;
-                f.set_len(t.offset)
+                retry_interrupted(|| f.set_len(t.offset))
                     .map_err(|e| Error::io("truncate torn tail", &path, e))?;
                 retry_interrupted(|| f.sync_all())
                     .map_err(|e| Error::io("fsync truncated segment", &path, e))?;
@@ -464,6 +474,15 @@ impl<M: Machine> Store<M> {
                 let len = (len as usize).min(bytes.len());
                 write_all_at(f.as_ref(), &bytes[..len], 0)
                     .map_err(|e| Error::io("rewrite last segment", &path, e))?;
+                // The length too: a rotation whose fsync failed may have cut the
+                // preallocated zeros in the cache only. Cutting them here (the next
+                // append preallocates again) makes the size on disk match too, so
+                // zeros can never end a segment that a later rotation closes.
+                retry_interrupted(|| f.set_len(len as u64))
+                    .map_err(|e| Error::io("trim last segment", &path, e))?;
+                retry_interrupted(|| f.sync_all())
+                    .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
+                continue;
             }
             retry_interrupted(|| f.sync_data())
                 .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
@@ -479,7 +498,7 @@ impl<M: Machine> Store<M> {
         // Continue in the last segment if it ends exactly where the history does;
         // otherwise (none left, or a whole torn segment dropped) start a new one.
         let last_scan = scans.last();
-        let (active, active_len) = match (segments.last(), last_scan) {
+        let (active, active_len, active_alloc) = match (segments.last(), last_scan) {
             (Some(&first), Some(scan))
                 if scan.first_seq == Some(first) && first + scan.count == next_seq =>
             {
@@ -487,6 +506,7 @@ impl<M: Machine> Store<M> {
                 let file = vfs
                     .open_write(&path)
                     .map_err(|e| Error::io("open segment for append", &path, e))?;
+                // Records resume where the valid ones end; step 4 cut any zeros.
                 let len = match &verdict {
                     Verdict::TornTail(t) if !t.whole_file => t.offset,
                     _ => scan.valid_len,
@@ -498,12 +518,13 @@ impl<M: Machine> Store<M> {
                         first_seq: first,
                     },
                     len,
+                    len,
                 )
             }
             _ => {
                 let (a, len) = create_segment(vfs, dir, codec, next_seq)?;
                 segments.push(next_seq);
-                (a, len)
+                (a, len, len)
             }
         };
         let inner = Inner {
@@ -511,6 +532,7 @@ impl<M: Machine> Store<M> {
             next_seq,
             active: Arc::new(active),
             active_len,
+            active_alloc,
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,
@@ -716,27 +738,69 @@ impl<M: Machine> Shared<M> {
             self.rotate(g, first_in_batch)?;
         }
         let a = g.active.clone();
+        let end = g.active_len + frames.len() as u64;
+        self.preallocate(g, end)?;
         write_all_at(a.file.as_ref(), frames, g.active_len)
             .map_err(|e| Error::io("append to segment", &a.path, e))?;
-        g.active_len += frames.len() as u64;
+        g.active_len = end;
+        g.active_alloc = g.active_alloc.max(end);
         g.log_bytes_since_snapshot += frames.len() as u64;
+        Ok(())
+    }
+
+    /// Makes sure the active segment's file reaches past `end`: when it does not,
+    /// writes zeros from its current end up to the next multiple of the
+    /// preallocation step (never past `segment_bytes`). Not fsynced here: the next
+    /// fdatasync carries the zeros and the new size, once per step.
+    fn preallocate(&self, g: &mut Inner<M>, end: u64) -> Result<()> {
+        let step = self.opts.preallocate;
+        if step == 0 || self.codec != Codec::Binary || end <= g.active_alloc {
+            return Ok(());
+        }
+        let target = end
+            .div_ceil(step)
+            .saturating_mul(step)
+            .min(self.opts.segment_bytes.max(end));
+        let from = g.active_alloc.max(end);
+        if target <= from {
+            return Ok(());
+        }
+        const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let a = g.active.clone();
+        let mut at = from;
+        while at < target {
+            let n = (target - at).min(ZEROS.len() as u64) as usize;
+            write_all_at(a.file.as_ref(), &ZEROS[..n], at)
+                .map_err(|e| Error::io("preallocate segment", &a.path, e))?;
+            at += n as u64;
+        }
+        g.active_alloc = target;
         Ok(())
     }
 
     /// Closes the active segment (fsynced) and starts a new one at `first_seq`.
     pub(crate) fn rotate(&self, g: &mut Inner<M>, first_seq: u64) -> Result<()> {
         let old = g.active.clone();
+        // Cut the preallocated zeros off, so that only the last segment ever ends
+        // in zeros (recovery treats zeros anywhere else as damage).
+        if g.active_alloc > g.active_len {
+            retry_interrupted(|| old.file.set_len(g.active_len))
+                .map_err(|e| Error::io("trim preallocated segment", &old.path, e))?;
+            g.active_alloc = g.active_len;
+        }
         // Every record in the old segment becomes durable before the new one exists:
-        // recovery relies on only the last segment ever having a torn tail.
+        // recovery relies on only the last segment ever having a torn tail. fsync,
+        // not fdatasync: the trimmed length must be durable too.
         self.group
             .fsync(old.path.display(), || {
-                retry_interrupted(|| old.file.sync_data())
+                retry_interrupted(|| old.file.sync_all())
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         let (active, len) = create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq)?;
         g.active = Arc::new(active);
         g.active_len = len;
+        g.active_alloc = len;
         g.segments.push(first_seq);
         self.group.advance(first_seq - 1);
         Ok(())
