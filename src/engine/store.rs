@@ -765,7 +765,7 @@ impl<M: Machine> Shared<M> {
         if target <= from {
             return Ok(());
         }
-        const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let a = g.active.clone();
         let mut at = from;
         while at < target {
