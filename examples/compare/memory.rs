@@ -21,8 +21,12 @@
 //! 4. `reopen` (log only): open (replays every record from the log); then
 //!    `compact()` (rebuilds the state from disk beside the live one, encodes and
 //!    writes the snapshot); then a tail of re-touches (`unit-k` set to `pending`
-//!    again: the state keeps its size) appended and synced.
-//! 5. `reopen` (snapshot + tail): open again; replays the snapshot and the tail.
+//!    again: the state keeps its size) appended and synced, then a second
+//!    `compact()`. `malloc_trim(0)` after the first compaction shows how much of
+//!    the freed copy the allocator kept. Then a second tail, so the log goes on
+//!    past the newest snapshot.
+//! 5. `reopen` (snapshot + tail): open again; decodes the snapshot and replays
+//!    the second tail.
 //!
 //! The peak of a step is `VmHWM` after resetting it (`5 > /proc/self/clear_refs`)
 //! just before the step, plus a sampler thread reading `/proc/self/status` every
@@ -246,6 +250,13 @@ pub fn child(args: &[String]) {
                 out["after_compact_trimmed"] = mem_json(status());
                 append_all(&store, units, units + tail, units)?;
                 out["after_tail"] = mem_json(status());
+                // A second compaction: does the memory it needs come back each time?
+                let (c, again) = peak(|| store.compact());
+                c.map_err(|e| e.to_string())?;
+                out["compact_again_peak"] = again;
+                out["after_compact_again"] = mem_json(status());
+                // A log after the newest snapshot, for the next open to replay.
+                append_all(&store, units + tail, units + 2 * tail, units)?;
             }
             Ok(out)
         })(),
@@ -378,6 +389,22 @@ pub fn run(units: u64) -> Result<Value, String> {
             "after_compact_trim",
             "same, after malloc_trim(0)",
             &reopen_log["after_compact_trimmed"],
+            "rss_kib",
+            "anon_kib",
+            "file_kib",
+        ),
+        row(
+            "compact_again_peak",
+            "peak of a 2nd compact() after the tail",
+            &reopen_log["compact_again_peak"],
+            "hwm_kib",
+            "sampled_anon_kib",
+            "sampled_file_kib",
+        ),
+        row(
+            "after_compact_2",
+            "after it returned (not trimmed)",
+            &reopen_log["after_compact_again"],
             "rss_kib",
             "anon_kib",
             "file_kib",
