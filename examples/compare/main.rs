@@ -7,12 +7,17 @@
 //! ```text
 //! cargo run --release --example compare -- [--quick] [--json] [--cost-curve]
 //!     [--only NAME,PREFIX*] [--reps N] [--secs S]
+//! cargo run --release --example compare -- --memory [--units N] [--json]
 //! ```
+//!
+//! `--memory` is a separate mode (see `memory.rs`): resident memory of an
+//! N-unit run (default 1,000,000) held by runlog vs the bare state.
 
 #[path = "../../benches/common.rs"]
 mod common;
 mod contenders;
 mod cost_curve;
+mod memory;
 
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -120,6 +125,10 @@ pub fn machine() -> Value {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--memory-child") {
+        memory::child(&args[1..]);
+        return;
+    }
     let has = |f: &str| args.iter().any(|a| a == f);
     let value = |f: &str| {
         args.iter()
@@ -141,6 +150,23 @@ fn main() {
         ),
         only: value("--only").map(|v| v.split(',').map(str::to_string).collect()),
     };
+    if has("--memory") {
+        let units = value("--units")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000u64)
+            .max(1);
+        match memory::run(units) {
+            Ok(out) if as_json => {
+                println!("{}", serde_json::to_string_pretty(&out).expect("json"))
+            }
+            Ok(out) => memory::print(&out),
+            Err(e) => {
+                eprintln!("memory: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     if has("--cost-curve") {
         let out = cost_curve::run(&cfg);
         if as_json {
