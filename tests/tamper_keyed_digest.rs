@@ -505,3 +505,37 @@ fn unkeyed_stores_are_written_exactly_as_before() {
         assert!(kh.store_id.is_some());
     }
 }
+
+/// FORMAT.md §10's worked examples (key: 32 bytes 0x3c; store id: bytes 0..16)
+/// are exactly what the encoder writes, and the tag is the documented BLAKE3.
+#[test]
+fn format_md_keyed_examples_are_byte_exact() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/FORMAT.md")).unwrap();
+    let line = |start: &str, has: &str| {
+        doc.lines()
+            .find(|l| l.starts_with(start) && l.contains(has))
+            .unwrap_or_else(|| panic!("FORMAT.md has no line {start}…{has}"))
+            .to_string()
+    };
+    let k = Key::from_bytes([0x3c; 32]);
+    let id: [u8; 16] = std::array::from_fn(|i| i as u8);
+    let mut h = encode_segment_header_keyed(Codec::Jsonl, 1, Some(&id));
+    assert_eq!(h.pop(), Some(b'\n'));
+    assert_eq!(
+        String::from_utf8(h).unwrap(),
+        line("{\"runlog\":\"segment\"", "storeId")
+    );
+    let t = br#"{"op":"unit","unit":"u1","status":"done"}"#;
+    let tag = runlog::engine::seal::record_tag(&k, &id, 7, t);
+    let mut r = vec![];
+    encode_record_tagged(Codec::Jsonl, 7, 5, t, Some(&tag), &mut r);
+    assert_eq!(r.pop(), Some(b'\n'));
+    assert_eq!(
+        String::from_utf8(r).unwrap(),
+        line("{\"seq\":7,", "\"mac\"")
+    );
+    let bin = encode_segment_header_keyed(Codec::Binary, 1, Some(&id));
+    assert_eq!(bin.len(), 48);
+    assert!(doc.contains("`KEYED_SEGMENT_HEADER_LEN = 48`"));
+    assert!(doc.contains("`KEYED_SNAPSHOT_HEADER_LEN = 72`"));
+}
