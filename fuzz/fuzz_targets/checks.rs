@@ -8,7 +8,7 @@ use runlog::engine::frame::{
     next_candidate,
 };
 use runlog::engine::scan::scan_segment;
-use runlog::engine::snapfile::{decode_snapshot, encode_snapshot};
+use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_keyed};
 use runlog::engine::{
     Codec, CompactionPolicy, Machine, Options, Store, SyncPolicy, decode_payload, read_state,
     verify,
@@ -114,7 +114,8 @@ pub fn record_decode(data: &[u8]) {
 /// or to a file that decodes the same (JSONL); its payload decode never panics.
 pub fn snapshot_decode(data: &[u8]) {
     if let Ok(v) = decode_snapshot(data) {
-        let again = encode_snapshot(v.codec, v.seq, v.payload);
+        let seal = v.seal.as_ref().map(|(id, tag)| (id, tag));
+        let again = encode_snapshot_keyed(v.codec, v.seq, v.payload, seal);
         match v.codec {
             Codec::Binary => assert_eq!(again, data),
             Codec::Jsonl => assert_eq!(decode_snapshot(&again).unwrap(), v),

@@ -19,6 +19,9 @@ pub struct Cli {
     /// How long a writer waits for another writer's lock.
     #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
     pub lock_timeout: f64,
+    /// The key of keyed runs (else $RUNLOG_KEY_FILE): 32 raw bytes or 64 hex digits, mode 0600. Runs created with it are keyed (tamper-evident); keyed runs need it.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
     /// The command.
     #[command(subcommand)]
     pub command: Command,

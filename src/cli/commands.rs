@@ -225,6 +225,7 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             let dir = runs.run_dir(&id)?;
             let opts = engine::Options {
                 lock_wait: Some(crate::run::DEFAULT_LOCK_WAIT),
+                key: runs.key().cloned(),
                 ..engine::Options::default()
             };
             let (rec, c) = engine::rebuild_snapshot::<RunMachine>(&dir, opts).map_err(|e| {
@@ -318,7 +319,7 @@ fn status(
 fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     let id = runs.resolve(run)?;
     let dir = runs.run_dir(&id)?;
-    let r = engine::verify(&RealFs, &dir).map_err(|e| RunError::Engine {
+    let r = engine::verify_with_key(&RealFs, &dir, runs.key()).map_err(|e| RunError::Engine {
         id: id.clone(),
         source: e,
     })?;
@@ -347,6 +348,16 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                    "seq": seq, "reason": reason}),
             EXIT_FAILED,
         ),
+        Integrity::Tampered {
+            path,
+            offset,
+            seq,
+            what,
+        } => (
+            json!({"id": id, "integrity": "tampered", "path": path, "offset": offset,
+                   "seq": seq, "reason": what}),
+            EXIT_FAILED,
+        ),
     };
     if json {
         print_json(&v, true)?;
@@ -373,6 +384,16 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                     path.display()
                 )
             }
+            Integrity::Tampered {
+                path,
+                offset,
+                seq,
+                what,
+            } => format!(
+                "{id}: TAMPERED at {} offset {offset}{}: {what} (the bytes pass their checksums but not the keyed digest)",
+                path.display(),
+                seq.map(|s| format!(" seq {s}")).unwrap_or_default()
+            ),
         };
         println_out(&line)?;
     }
@@ -386,14 +407,14 @@ fn dump(runs: &Runs, run: &str) -> Result<u8, RunError> {
     let mut failure: Option<RunError> = None;
     let mut codec_seen = None;
     // The codec is only known after the first header; read it with a first pass.
-    engine::for_each_record(&RealFs, &dir, |_, _| {})
+    engine::for_each_record_with_key(&RealFs, &dir, runs.key(), |_, _| {})
         .map(|c| codec_seen = c)
         .map_err(|e| RunError::Engine {
             id: id.clone(),
             source: e,
         })?;
     let codec = codec_seen.unwrap_or(Codec::Jsonl);
-    engine::for_each_record(&RealFs, &dir, |seq, payload| {
+    engine::for_each_record_with_key(&RealFs, &dir, runs.key(), |seq, payload| {
         if failure.is_some() {
             return;
         }

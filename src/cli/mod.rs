@@ -22,6 +22,8 @@ pub const EXIT_REFUSED: u8 = 2;
 
 /// Environment variable fixing the clock (an RFC 3339 timestamp), for tests.
 pub const ENV_NOW: &str = "RUNLOG_NOW";
+/// Environment variable naming the key file when `--key-file` is not given.
+pub const ENV_KEY_FILE: &str = "RUNLOG_KEY_FILE";
 
 /// Runs the CLI with the process's arguments.
 pub fn main() -> ExitCode {
@@ -64,7 +66,19 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
         )));
     }
     let wait = Duration::from_secs_f64(cli.lock_timeout.min(1e9));
-    Ok(Runs::new(root).with_clock(clock).with_lock_wait(Some(wait)))
+    let key_file = cli.key_file.clone().or_else(|| {
+        std::env::var_os(ENV_KEY_FILE)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    });
+    let key = key_file
+        .map(|p| crate::engine::Key::from_file(&p))
+        .transpose()
+        .map_err(RunError::Invalid)?;
+    Ok(Runs::new(root)
+        .with_clock(clock)
+        .with_lock_wait(Some(wait))
+        .with_key(key))
 }
 
 /// Runs a parsed command line; returns the exit status for a completed command.

@@ -141,6 +141,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
             decode_state: &mut decode_state,
             apply: &mut apply,
             progress: None,
+            key: shared.opts.key.as_ref(),
         },
     )?;
     if loaded.next_seq != k + 1 || !matches!(loaded.verdict, Verdict::Clean) {
@@ -168,7 +169,16 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
             max: MAX_SNAPSHOT_LEN,
         });
     }
-    let bytes = super::snapfile::encode_snapshot(shared.codec, k, &payload);
+    let seal = shared.seal.as_ref().map(|(key, id)| {
+        let tag = super::seal::snapshot_tag(key, id, k, &payload);
+        (*id, tag)
+    });
+    let bytes = super::snapfile::encode_snapshot_keyed(
+        shared.codec,
+        k,
+        &payload,
+        seal.as_ref().map(|(id, tag)| (id, tag)),
+    );
     drop(payload);
 
     // 3. Install it: temp, fsync, rename, fsync directory (write_file_atomic).

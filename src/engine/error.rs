@@ -29,6 +29,28 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// In a keyed store, bytes that pass their checksums fail their keyed tag:
+    /// they were changed since they were written (or the key is not the
+    /// store's), or a file belongs to another store. Never treated as a torn
+    /// tail; nothing was modified.
+    Tampered {
+        /// The file involved.
+        path: PathBuf,
+        /// Byte offset within the file (of the record; 0 for a header or snapshot).
+        offset: u64,
+        /// The seq involved, where known.
+        seq: Option<u64>,
+        /// What failed.
+        what: String,
+    },
+    /// The key does not fit the store: a keyed store opened without its key, an
+    /// unkeyed store opened with one. Nothing was read past the headers.
+    Key {
+        /// The store directory.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A transition was refused by `apply`; nothing was written.
     Refused(Box<dyn std::error::Error + Send + Sync>),
     /// A transition or state could not be encoded (nothing was written), or a
@@ -106,6 +128,11 @@ impl Error {
     pub fn is_corrupt(&self) -> bool {
         matches!(self, Error::Corrupt { .. })
     }
+
+    /// True when a keyed store's tag check failed.
+    pub fn is_tampered(&self) -> bool {
+        matches!(self, Error::Tampered { .. })
+    }
 }
 
 fn seq_part(seq: &Option<u64>) -> String {
@@ -127,6 +154,18 @@ impl fmt::Display for Error {
                 path.display(),
                 seq_part(seq)
             ),
+            Error::Tampered {
+                path,
+                offset,
+                seq,
+                what,
+            } => write!(
+                f,
+                "tampering detected in {} at byte offset {offset}{}: {what}; the bytes pass their checksums but not the keyed digest, so they were changed after they were written (or this is not the store's key); nothing was modified",
+                path.display(),
+                seq_part(seq)
+            ),
+            Error::Key { path, reason } => write!(f, "{}: {reason}", path.display()),
             Error::Refused(why) => write!(f, "refused: {why}"),
             Error::Codec { path, seq, reason } => {
                 write!(f, "encoding error")?;

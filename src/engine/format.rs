@@ -52,6 +52,10 @@ impl std::str::FromStr for Codec {
 
 /// `FORMAT_VERSION`: bumped whenever a reader of the previous version could misread a file.
 pub const FORMAT_VERSION: u16 = 1;
+/// The version in every file header of a keyed store (FORMAT.md §10). A reader
+/// of version 1 refuses such files instead of misreading them; files of an
+/// unkeyed store still carry [`FORMAT_VERSION`] and are unchanged.
+pub const KEYED_FORMAT_VERSION: u16 = 2;
 /// Codec byte for [`Codec::Binary`].
 pub const CODEC_BINARY: u8 = 1;
 /// Codec byte for [`Codec::Jsonl`].
@@ -93,6 +97,11 @@ pub(crate) const SEG_RESERVED_AT: usize = SEG_FIRST_SEQ_AT + size_of::<u64>();
 pub(crate) const SEG_CRC_AT: usize = SEG_RESERVED_AT + size_of::<u64>();
 /// Length of a binary segment header.
 pub const SEGMENT_HEADER_LEN: usize = SEG_CRC_AT + size_of::<u32>();
+// keyed (version 2): the same fields, then store_id [16] | header_crc u32
+pub(crate) const SEG_STORE_ID_AT: usize = SEG_CRC_AT;
+pub(crate) const SEG_KEYED_CRC_AT: usize = SEG_STORE_ID_AT + crate::engine::seal::STORE_ID_LEN;
+/// Length of a binary segment header of a keyed store.
+pub const KEYED_SEGMENT_HEADER_LEN: usize = SEG_KEYED_CRC_AT + size_of::<u32>();
 
 // ---- binary record frame -----------------------------------------------------
 // len u32 | seq u64 | synced u64 | header_crc u32 | payload [len] | crc u32
@@ -113,6 +122,13 @@ pub(crate) const SNAP_PCRC_AT: usize = SNAP_LEN_AT + size_of::<u64>();
 pub(crate) const SNAP_HCRC_AT: usize = SNAP_PCRC_AT + size_of::<u32>();
 /// Length of a binary snapshot header.
 pub const SNAPSHOT_HEADER_LEN: usize = SNAP_HCRC_AT + size_of::<u32>();
+// keyed (version 2): ... len u64 | store_id [16] | tag [16] | payload_crc u32 | header_crc u32
+pub(crate) const SNAP_STORE_ID_AT: usize = SNAP_PCRC_AT;
+pub(crate) const SNAP_TAG_AT: usize = SNAP_STORE_ID_AT + crate::engine::seal::STORE_ID_LEN;
+pub(crate) const SNAP_KEYED_PCRC_AT: usize = SNAP_TAG_AT + crate::engine::seal::TAG_LEN;
+pub(crate) const SNAP_KEYED_HCRC_AT: usize = SNAP_KEYED_PCRC_AT + size_of::<u32>();
+/// Length of a binary snapshot header of a keyed store.
+pub const KEYED_SNAPSHOT_HEADER_LEN: usize = SNAP_KEYED_HCRC_AT + size_of::<u32>();
 
 // ---- file names ----------------------------------------------------------------
 /// Prefix of segment file names: `seg-<first seq, 20 digits>.log`.
@@ -181,6 +197,13 @@ mod tests {
         assert_eq!(SEGMENT_HEADER_LEN, 32);
         assert_eq!(RECORD_HEADER_LEN, 24);
         assert_eq!(SNAPSHOT_HEADER_LEN, 40);
+        assert_eq!(KEYED_SEGMENT_HEADER_LEN, 48);
+        assert_eq!(KEYED_SNAPSHOT_HEADER_LEN, 72);
+        assert_eq!((SEG_STORE_ID_AT, SEG_KEYED_CRC_AT), (28, 44));
+        assert_eq!(
+            (SNAP_STORE_ID_AT, SNAP_TAG_AT, SNAP_KEYED_PCRC_AT),
+            (32, 48, 64)
+        );
     }
 
     #[test]

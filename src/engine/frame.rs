@@ -2,6 +2,7 @@
 //! bytes: no I/O, no allocation beyond the output buffer, no panic on any input.
 
 use super::format::*;
+use super::seal::{STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
 use serde::{Deserialize, Serialize};
 
 /// Why the bytes at some offset are not a valid frame.
@@ -80,6 +81,8 @@ pub struct SegmentHeader {
     pub first_seq: u64,
     /// Bytes the header occupies; records start here.
     pub len: usize,
+    /// The store id of a keyed store's segment (version 2); `None` when unkeyed.
+    pub store_id: Option<StoreId>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -90,13 +93,46 @@ struct JsonSegmentHeader {
     codec: String,
     #[serde(rename = "firstSeq")]
     first_seq: u64,
+    #[serde(rename = "storeId", default, skip_serializing_if = "Option::is_none")]
+    store_id: Option<String>,
     crc: u32,
+}
+
+/// The checksum of a JSONL segment header: first seq, then a keyed store's id.
+fn jsonl_header_crc(first_seq: u64, id: Option<&StoreId>) -> u32 {
+    match id {
+        None => masked_crc(&[&first_seq.to_le_bytes()]),
+        Some(id) => masked_crc(&[&first_seq.to_le_bytes(), id]),
+    }
+}
+
+/// Parses a store id written as hex.
+pub(crate) fn parse_store_id(hex: &str) -> Result<StoreId, String> {
+    from_hex::<STORE_ID_LEN>(hex.as_bytes())
+        .ok_or_else(|| format!("store id {hex:?} is not {} hex digits", 2 * STORE_ID_LEN))
 }
 
 /// Encodes the header of a segment whose first record will be `first_seq`.
 pub fn encode_segment_header(codec: Codec, first_seq: u64) -> Vec<u8> {
-    match codec {
-        Codec::Binary => {
+    encode_segment_header_keyed(codec, first_seq, None)
+}
+
+/// Encodes a segment header; with a store id, the header of a keyed store
+/// (version 2, FORMAT.md §10).
+pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&StoreId>) -> Vec<u8> {
+    match (codec, id) {
+        (Codec::Binary, Some(id)) => {
+            let mut h = vec![0u8; KEYED_SEGMENT_HEADER_LEN];
+            h[..SEG_MAGIC_END].copy_from_slice(&SEGMENT_MAGIC);
+            h[SEG_MAGIC_END..SEG_VERSION_END].copy_from_slice(&KEYED_FORMAT_VERSION.to_le_bytes());
+            h[SEG_CODEC_AT] = CODEC_BINARY;
+            h[SEG_FIRST_SEQ_AT..SEG_RESERVED_AT].copy_from_slice(&first_seq.to_le_bytes());
+            h[SEG_STORE_ID_AT..SEG_KEYED_CRC_AT].copy_from_slice(id);
+            let crc = masked_crc(&[&h[..SEG_KEYED_CRC_AT]]);
+            h[SEG_KEYED_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+            h
+        }
+        (Codec::Binary, None) => {
             let mut h = vec![0u8; SEGMENT_HEADER_LEN];
             h[..SEG_MAGIC_END].copy_from_slice(&SEGMENT_MAGIC);
             h[SEG_MAGIC_END..SEG_VERSION_END].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -106,13 +142,18 @@ pub fn encode_segment_header(codec: Codec, first_seq: u64) -> Vec<u8> {
             h[SEG_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
             h
         }
-        Codec::Jsonl => {
+        (Codec::Jsonl, _) => {
             let head = JsonSegmentHeader {
                 runlog: "segment".into(),
-                version: FORMAT_VERSION,
+                version: if id.is_some() {
+                    KEYED_FORMAT_VERSION
+                } else {
+                    FORMAT_VERSION
+                },
                 codec: Codec::Jsonl.name().into(),
                 first_seq,
-                crc: masked_crc(&[&first_seq.to_le_bytes()]),
+                store_id: id.map(|i| to_hex(i)),
+                crc: jsonl_header_crc(first_seq, id),
             };
             let mut v = serde_json::to_vec(&head).expect("header serializes");
             v.push(b'\n');
@@ -138,13 +179,17 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
         if h.codec != Codec::Jsonl.name() {
             return Err(format!("JSONL header names codec {:?}", h.codec));
         }
-        if h.crc != masked_crc(&[&h.first_seq.to_le_bytes()]) {
+        let store_id = keyed_field(h.version, h.store_id.as_deref(), "storeId")?
+            .map(parse_store_id)
+            .transpose()?;
+        if h.crc != jsonl_header_crc(h.first_seq, store_id.as_ref()) {
             return Err("segment header checksum mismatch".into());
         }
         return Ok(SegmentHeader {
             codec: Codec::Jsonl,
             first_seq: h.first_seq,
             len: nl + 1,
+            store_id,
         });
     }
     if buf.len() < SEGMENT_HEADER_LEN {
@@ -156,7 +201,20 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
     if buf[..SEG_MAGIC_END] != SEGMENT_MAGIC {
         return Err("bad segment magic".into());
     }
-    if le_u32(buf, SEG_CRC_AT) != masked_crc(&[&buf[..SEG_CRC_AT]]) {
+    // The version says which layout the checksum is at; the checksum then covers it.
+    let keyed = le_u16(buf, SEG_MAGIC_END) == KEYED_FORMAT_VERSION;
+    let (crc_at, len) = if keyed {
+        (SEG_KEYED_CRC_AT, KEYED_SEGMENT_HEADER_LEN)
+    } else {
+        (SEG_CRC_AT, SEGMENT_HEADER_LEN)
+    };
+    if buf.len() < len {
+        return Err(format!(
+            "segment header incomplete ({} of {len} bytes)",
+            buf.len()
+        ));
+    }
+    if le_u32(buf, crc_at) != masked_crc(&[&buf[..crc_at]]) {
         return Err("segment header checksum mismatch".into());
     }
     check_version(le_u16(buf, SEG_MAGIC_END))?;
@@ -169,20 +227,41 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
             ));
         }
     }
+    let store_id = keyed.then(|| {
+        let mut id = [0u8; STORE_ID_LEN];
+        id.copy_from_slice(&buf[SEG_STORE_ID_AT..SEG_KEYED_CRC_AT]);
+        id
+    });
     Ok(SegmentHeader {
         codec: Codec::Binary,
         first_seq: le_u64(buf, SEG_FIRST_SEQ_AT),
-        len: SEGMENT_HEADER_LEN,
+        len,
+        store_id,
     })
 }
 
 pub(crate) fn check_version(v: u16) -> Result<(), String> {
-    if v == FORMAT_VERSION {
+    if v == FORMAT_VERSION || v == KEYED_FORMAT_VERSION {
         Ok(())
     } else {
         Err(format!(
-            "format version {v} is not supported (this build reads version {FORMAT_VERSION})"
+            "format version {v} is not supported (this build reads versions {FORMAT_VERSION} and {KEYED_FORMAT_VERSION})"
         ))
+    }
+}
+
+/// A keyed store's header field of a JSONL header: required in version 2,
+/// refused in version 1.
+pub(crate) fn keyed_field<'a>(
+    version: u16,
+    field: Option<&'a str>,
+    name: &str,
+) -> Result<Option<&'a str>, String> {
+    match (version == KEYED_FORMAT_VERSION, field) {
+        (true, Some(f)) => Ok(Some(f)),
+        (false, None) => Ok(None),
+        (true, None) => Err(format!("version {version} header without {name}")),
+        (false, Some(_)) => Err(format!("version {version} header with {name}")),
     }
 }
 
@@ -192,29 +271,52 @@ pub(crate) fn check_version(v: u16) -> Result<(), String> {
 /// when it writes the record: every record up to it had been fsynced (`synced < seq`).
 /// The caller has checked `payload.len() <= MAX_RECORD_LEN`.
 pub fn encode_record(codec: Codec, seq: u64, synced: u64, payload: &[u8], out: &mut Vec<u8>) {
-    debug_assert!(payload.len() as u64 <= u64::from(MAX_RECORD_LEN));
+    encode_record_tagged(codec, seq, synced, payload, None, out)
+}
+
+/// Appends one framed record of a keyed store (with `tag`) or of an unkeyed one.
+/// Binary: the tag follows the payload inside the frame and `len` counts it; the
+/// checksum covers it. JSONL: a `"mac"` field before `t`, its 16 bytes appended to
+/// the checksummed bytes. The caller has checked the length, tag included.
+pub fn encode_record_tagged(
+    codec: Codec,
+    seq: u64,
+    synced: u64,
+    payload: &[u8],
+    tag: Option<&Tag>,
+    out: &mut Vec<u8>,
+) {
+    let tag: &[u8] = tag.map_or(&[], |t| &t[..]);
+    debug_assert!((payload.len() + tag.len()) as u64 <= u64::from(MAX_RECORD_LEN));
     debug_assert!(seq > 0 && synced < seq);
-    let len = (payload.len() as u32).to_le_bytes();
     let seq_b = seq.to_le_bytes();
     let synced_b = synced.to_le_bytes();
-    let crc = masked_crc(&[&len, &seq_b, &synced_b, payload]);
     match codec {
         Codec::Binary => {
+            let len = ((payload.len() + tag.len()) as u32).to_le_bytes();
+            let crc = masked_crc(&[&len, &seq_b, &synced_b, payload, tag]);
             out.extend_from_slice(&len);
             out.extend_from_slice(&seq_b);
             out.extend_from_slice(&synced_b);
             out.extend_from_slice(&masked_crc(&[&len, &seq_b, &synced_b]).to_le_bytes());
             out.extend_from_slice(payload);
+            out.extend_from_slice(tag);
             out.extend_from_slice(&crc.to_le_bytes());
         }
         Codec::Jsonl => {
             use std::io::Write;
+            let len = (payload.len() as u32).to_le_bytes();
+            let crc = masked_crc(&[&len, &seq_b, &synced_b, payload, tag]);
             // `t` comes last so its bytes can be checked exactly as written.
             let _ = write!(
                 out,
-                "{{\"seq\":{seq},\"synced\":{synced},\"len\":{},\"crc\":{crc},\"t\":",
+                "{{\"seq\":{seq},\"synced\":{synced},\"len\":{},\"crc\":{crc},",
                 payload.len()
             );
+            if !tag.is_empty() {
+                let _ = write!(out, "\"mac\":\"{}\",", to_hex(tag));
+            }
+            out.extend_from_slice(b"\"t\":");
             out.extend_from_slice(payload);
             out.extend_from_slice(b"}\n");
         }
@@ -286,6 +388,8 @@ struct JsonRecord<'a> {
     synced: u64,
     len: u64,
     crc: u32,
+    #[serde(default)]
+    mac: Option<&'a str>,
     #[serde(borrow)]
     t: &'a serde_json::value::RawValue,
 }
@@ -331,12 +435,23 @@ fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
     if rec.len != payload.len() as u64 {
         return Frame::Bad(FrameProblem::Checksum);
     }
+    let mac = match rec.mac.map(|m| from_hex::<TAG_LEN>(m.as_bytes())) {
+        None => None,
+        Some(Some(m)) => Some(m),
+        Some(None) => {
+            return Frame::Bad(FrameProblem::Malformed(format!(
+                "mac is not {} hex digits",
+                2 * TAG_LEN
+            )));
+        }
+    };
     let len_b = (payload.len() as u32).to_le_bytes();
-    let parts: [&[u8]; 4] = [
+    let parts: [&[u8]; 5] = [
         &len_b,
         &rec.seq.to_le_bytes(),
         &rec.synced.to_le_bytes(),
         payload,
+        mac.as_ref().map_or(&[], |m| &m[..]),
     ];
     if rec.crc != masked_crc(&parts) {
         return Frame::Bad(FrameProblem::Checksum);
@@ -383,9 +498,10 @@ pub fn next_candidate(codec: Codec, buf: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// True when `line` (without its newline) has the fixed fields `encode_record`
-/// writes and the length it declares ends the record exactly at the line's end.
-fn jsonl_record_fills(line: &[u8]) -> bool {
+/// The fixed fields `encode_record_tagged` writes at the start of a JSONL record
+/// line, in their order and form: the declared `len`, the mac if any, and the
+/// bytes after `"t":`. `None` when `line` does not start that way.
+fn jsonl_fixed_fields(line: &[u8]) -> Option<(u64, Option<Tag>, &[u8])> {
     let mut rest = line;
     let mut len = u64::MAX;
     for key in [
@@ -394,12 +510,10 @@ fn jsonl_record_fills(line: &[u8]) -> bool {
         b",\"len\":",
         b",\"crc\":",
     ] {
-        let Some(r) = rest.strip_prefix(key) else {
-            return false;
-        };
+        let r = rest.strip_prefix(key)?;
         let digits = r.iter().take(20).take_while(|b| b.is_ascii_digit()).count();
         if digits == 0 {
-            return false;
+            return None;
         }
         if key == b",\"len\":" {
             len = std::str::from_utf8(&r[..digits])
@@ -409,8 +523,29 @@ fn jsonl_record_fills(line: &[u8]) -> bool {
         }
         rest = &r[digits..];
     }
-    rest.strip_prefix(b",\"t\":")
-        .is_some_and(|t| t.len() as u64 == len.saturating_add(1) && t.ends_with(b"}"))
+    let mut mac = None;
+    if let Some(r) = rest.strip_prefix(b",\"mac\":\"") {
+        mac = Some(from_hex::<TAG_LEN>(r.get(..2 * TAG_LEN)?)?);
+        rest = r[2 * TAG_LEN..].strip_prefix(b"\"")?;
+    }
+    Some((len, mac, rest.strip_prefix(b",\"t\":")?))
+}
+
+/// True when `line` (without its newline) has the fixed fields `encode_record`
+/// writes and the length it declares ends the record exactly at the line's end.
+fn jsonl_record_fills(line: &[u8]) -> bool {
+    jsonl_fixed_fields(line)
+        .is_some_and(|(len, _, t)| t.len() as u64 == len.saturating_add(1) && t.ends_with(b"}"))
+}
+
+/// The mac of the JSONL record line starting at `at`, read from the fixed fields
+/// in the form the writer puts them (a keyed store's line in any other form is
+/// not one its writer wrote). `None` when absent or not in that form.
+pub fn jsonl_record_mac(buf: &[u8], at: usize) -> Option<Tag> {
+    let rest = buf.get(at..)?;
+    let window = &rest[..rest.len().min(MAX_JSONL_LINE + 1)];
+    let nl = window.iter().position(|&b| b == b'\n')?;
+    jsonl_fixed_fields(&rest[..nl])?.1
 }
 
 #[cfg(test)]
@@ -488,6 +623,64 @@ mod tests {
             let h = encode_segment_header(codec, 77);
             let d = decode_segment_header(&h).unwrap();
             assert_eq!((d.codec, d.first_seq, d.len), (codec, 77, h.len()));
+            assert_eq!(d.store_id, None);
+            let id = [0x5au8; STORE_ID_LEN];
+            let k = encode_segment_header_keyed(codec, 77, Some(&id));
+            let d = decode_segment_header(&k).unwrap();
+            assert_eq!((d.codec, d.first_seq, d.len), (codec, 77, k.len()));
+            assert_eq!(d.store_id, Some(id));
+            for cut in 0..k.len() {
+                assert!(decode_segment_header(&k[..cut]).is_err(), "{codec:?} {cut}");
+            }
         }
+    }
+
+    #[test]
+    fn keyed_headers_carry_version_2_and_unkeyed_stay_version_1() {
+        let id = [7u8; STORE_ID_LEN];
+        let k = encode_segment_header_keyed(Codec::Binary, 1, Some(&id));
+        assert_eq!(k.len(), KEYED_SEGMENT_HEADER_LEN);
+        assert_eq!(le_u16(&k, 8), 2);
+        assert_eq!(&k[28..44], &id);
+        let u = encode_segment_header(Codec::Binary, 1);
+        assert_eq!(le_u16(&u, 8), 1);
+        let j = encode_segment_header_keyed(Codec::Jsonl, 1, Some(&id));
+        assert!(j.starts_with(b"{\"runlog\":\"segment\",\"version\":2,"));
+    }
+
+    #[test]
+    fn tagged_records_round_trip_and_the_checksum_covers_the_tag() {
+        let tag = [0xeeu8; TAG_LEN];
+        for codec in [Codec::Binary, Codec::Jsonl] {
+            let mut b = Vec::new();
+            encode_record_tagged(codec, 4, 3, b"{\"v\":1}", Some(&tag), &mut b);
+            let Frame::Record { payload, next, .. } = decode_record(codec, &b, 0) else {
+                panic!("{codec:?}: not a record")
+            };
+            assert_eq!(next, b.len());
+            match codec {
+                // The binary body is payload ‖ tag.
+                Codec::Binary => assert_eq!(payload, [&b"{\"v\":1}"[..], &tag].concat()),
+                Codec::Jsonl => {
+                    assert_eq!(payload, b"{\"v\":1}");
+                    assert_eq!(jsonl_record_mac(&b, 0), Some(tag));
+                    assert!(jsonl_record_fills(&b[..b.len() - 1]));
+                }
+            }
+            // Any change to the tag is a checksum mismatch, not a valid record.
+            let at = match codec {
+                Codec::Binary => b.len() - RECORD_TRAILER_LEN - 3,
+                Codec::Jsonl => b.windows(7).position(|w| w == b"\"mac\":\"").unwrap() + 9,
+            };
+            let mut d = b.clone();
+            d[at] = if d[at] == b'e' { b'f' } else { d[at] ^ 1 };
+            assert!(
+                matches!(decode_record(codec, &d, 0), Frame::Bad(_)),
+                "{codec:?}"
+            );
+        }
+        let mut u = Vec::new();
+        encode_record(Codec::Jsonl, 4, 3, b"1", &mut u);
+        assert_eq!(jsonl_record_mac(&u, 0), None);
     }
 }

@@ -8,6 +8,7 @@ use super::format::*;
 use super::frame::decode_segment_header;
 use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify};
 use super::scan::{ScanEnd, SegmentScan, scan_segment};
+use super::seal::{Key, StoreId, id_mismatch, open_record, snapshot_tag, tags_equal};
 use super::snapfile::decode_snapshot;
 use super::vfs::{FileBytes, Vfs};
 use std::io;
@@ -118,6 +119,9 @@ pub struct LoadSpec<'a, S> {
     pub apply: &'a mut ApplyRecord<'a, S>,
     /// Called now and then during replay.
     pub progress: Option<&'a (dyn Fn(&Progress) + Send + Sync)>,
+    /// The key of a keyed store: every record's and the base snapshot's tag is
+    /// checked. Must be given for a keyed store and only for one.
+    pub key: Option<&'a Key>,
 }
 
 /// The outcome of a load that found no corruption.
@@ -130,6 +134,8 @@ pub struct Loaded<S> {
     pub scans: Vec<SegmentScan>,
     pub verdict: Verdict,
     pub codec: Codec,
+    /// The store id of a keyed store (`None`: unkeyed, or no header was readable).
+    pub store_id: Option<StoreId>,
     /// The seq the next record gets.
     pub next_seq: u64,
     pub report: RecoveryReport,
@@ -152,23 +158,46 @@ pub fn is_vanished(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
 }
 
-/// Detects the codec of a store from its first segment's header.
-fn detect_codec(vfs: &dyn Vfs, dir: &Path, l: &Listing, mapped: bool) -> Result<Option<Codec>> {
+/// Detects the codec (and a keyed store's id) of a store from its first
+/// segment's header.
+fn detect_codec(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    l: &Listing,
+    mapped: bool,
+) -> Result<Option<(Codec, Option<StoreId>)>> {
     for (_, name) in &l.segments {
         let path = dir.join(name);
         let bytes = read(vfs, &path, mapped, "read segment")?;
         if let Ok(h) = decode_segment_header((*bytes).as_ref()) {
-            return Ok(Some(h.codec));
+            return Ok(Some((h.codec, h.store_id)));
         }
     }
     for (_, name) in l.snapshots.iter().rev() {
         let path = dir.join(name);
         let bytes = read(vfs, &path, mapped, "read snapshot")?;
         if let Ok(v) = decode_snapshot((*bytes).as_ref()) {
-            return Ok(Some(v.codec));
+            return Ok(Some((v.codec, v.seal.map(|s| s.0))));
         }
     }
     Ok(None)
+}
+
+/// Refuses a key for an unkeyed store and no key for a keyed one.
+fn check_key(dir: &Path, key: Option<&Key>, store_id: Option<&StoreId>) -> Result<()> {
+    let reason = match (key, store_id) {
+        (None, Some(_)) => {
+            "store is keyed; pass its key (--key-file, $RUNLOG_KEY_FILE or Options::key)"
+        }
+        (Some(_), None) => {
+            "store is not keyed, but a key was given; refusing to read unauthenticated data as if it were checked (open it without a key)"
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::Key {
+        path: dir.to_path_buf(),
+        reason: reason.into(),
+    })
 }
 
 /// Loads a store: chooses the base snapshot, replays the log, classifies what it
@@ -183,6 +212,13 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         });
     }
     let detected = detect_codec(vfs, dir, &listing, spec.mapped)?;
+    // The oldest readable header names the store; every file must carry its id.
+    let store_id = detected.and_then(|d| d.1);
+    if detected.is_some() {
+        check_key(dir, spec.key, store_id.as_ref())?;
+    }
+    let seal = spec.key.zip(store_id.as_ref());
+    let detected = detected.map(|d| d.0);
     let codec = match detected {
         Some(c) => c,
         // A crash while a store was being created can leave its only segment with
@@ -222,7 +258,11 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
     let mut base_state: Option<S> = None;
     let mut snapshot_bytes = 0u64;
     let mut io_error: Option<Error> = None;
+    let mut tampered: Option<Error> = None;
     let base = choose_base(&snap_seqs, log_first, |i| {
+        if tampered.is_some() {
+            return Err("not checked: a newer snapshot was tampered with".into());
+        }
         let (seq, name) = &listing.snapshots[i];
         let path = dir.join(name);
         let bytes = match read(vfs, &path, spec.mapped, "read snapshot") {
@@ -248,6 +288,30 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
                 codec.name()
             ));
         }
+        // Checksums passed: a wrong store id or tag is not damage but tampering,
+        // never a reason to fall back quietly to an older snapshot.
+        let view_id = view.seal.map(|s| s.0);
+        let what = if view_id != store_id {
+            Some(id_mismatch("snapshot", view_id.as_ref(), store_id.as_ref()))
+        } else {
+            match (seal, view.seal) {
+                (Some((key, id)), Some((_, tag)))
+                    if !tags_equal(&snapshot_tag(key, id, view.seq, view.payload), &tag) =>
+                {
+                    Some("snapshot tag mismatch".to_string())
+                }
+                _ => None,
+            }
+        };
+        if let Some(what) = what {
+            tampered = Some(Error::Tampered {
+                path,
+                offset: 0,
+                seq: Some(*seq),
+                what: what.clone(),
+            });
+            return Err(what);
+        }
         snapshot_bytes = bytes_len;
         base_state = Some(
             (spec.decode_state)(codec, view.payload)
@@ -256,6 +320,9 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         Ok(())
     });
     if let Some(e) = io_error.filter(is_vanished) {
+        return Err(e);
+    }
+    if let Some(e) = tampered {
         return Err(e);
     }
     let base = base.map_err(|c| corruption(dir, &listing, c))?;
@@ -283,7 +350,32 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         let path = dir.join(name);
         let bytes = read(vfs, &path, spec.mapped, "read segment")?;
         let bytes: &[u8] = (*bytes).as_ref();
-        let scan = scan_segment(bytes, |seq, payload, offset| {
+        if detected.is_some()
+            && let Ok(h) = decode_segment_header(bytes)
+            && h.store_id != store_id
+        {
+            return Err(Error::Tampered {
+                path,
+                offset: 0,
+                seq: Some(h.first_seq),
+                what: id_mismatch("segment", h.store_id.as_ref(), store_id.as_ref()),
+            });
+        }
+        let scan = scan_segment(bytes, |seq, body, offset| {
+            // A keyed store's record passed its checksum; its tag decides whether
+            // it is what the writer wrote. Checked for every record, even those
+            // the snapshot covers (a fallback may need them).
+            let payload =
+                match seal {
+                    None => body,
+                    Some((key, id)) => open_record(key, id, codec, bytes, offset, seq, body)
+                        .map_err(|what| Error::Tampered {
+                            path: path.clone(),
+                            offset,
+                            seq: Some(seq),
+                            what,
+                        })?,
+                };
             if seq <= base.seq {
                 report.bytes_below_snapshot = report.bytes_scanned + offset;
                 return Ok(());
@@ -360,6 +452,7 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         scans,
         verdict,
         codec,
+        store_id,
         next_seq,
         report,
     })

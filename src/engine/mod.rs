@@ -12,6 +12,7 @@ mod load;
 mod realfs;
 pub mod recovery;
 pub mod scan;
+pub mod seal;
 pub mod sim;
 pub mod snapfile;
 mod store;
@@ -23,8 +24,12 @@ pub use compact::CompactReport;
 pub use error::{Error, Result};
 pub use format::Codec;
 pub use load::{Progress, RecoveryReport, TornTailReport};
+pub use seal::Key;
 pub use store::{CompactionPolicy, Options, Stats, Store, SyncPolicy};
-pub use tools::{Integrity, VerifyReport, for_each_record, verify, write_file_atomic};
+pub use tools::{
+    Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_with_key,
+    write_file_atomic,
+};
 pub use vfs::{RealFs, Vfs, VfsFile};
 
 use serde::Serialize;
@@ -73,6 +78,17 @@ pub trait Machine: Send + Sync + 'static {
 /// Sees every transition acknowledged before it started; a torn tail (possibly a
 /// record being written right now) is ignored and reported, not truncated.
 pub fn read_state<M: Machine>(vfs: &dyn Vfs, dir: &Path) -> Result<(M::State, RecoveryReport)> {
+    read_state_with_key::<M>(vfs, dir, None)
+}
+
+/// [`read_state`] of a keyed store (with its key: every record's and the
+/// snapshot's tag is checked, a mismatch is [`Error::Tampered`]), or of an
+/// unkeyed one (`None`). The wrong choice is [`Error::Key`].
+pub fn read_state_with_key<M: Machine>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    key: Option<&Key>,
+) -> Result<(M::State, RecoveryReport)> {
     store::check_dir(vfs, dir)?;
     tools::with_retries(|| {
         let mut decode_state = decode_payload::<M::State>;
@@ -86,6 +102,7 @@ pub fn read_state<M: Machine>(vfs: &dyn Vfs, dir: &Path) -> Result<(M::State, Re
                 decode_state: &mut decode_state,
                 apply: &mut apply,
                 progress: None,
+                key,
             },
         )?;
         Ok((l.state, l.report))

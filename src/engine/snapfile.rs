@@ -1,7 +1,8 @@
 //! The snapshot file format: encode and decode, pure functions over bytes.
 
 use super::format::*;
-use super::frame::check_version;
+use super::frame::{check_version, keyed_field, parse_store_id};
+use super::seal::{STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
 use serde::{Deserialize, Serialize};
 
 /// A decoded snapshot: the seq it covers and its payload bytes.
@@ -13,6 +14,8 @@ pub struct SnapshotView<'a> {
     pub seq: u64,
     /// The payload bytes.
     pub payload: &'a [u8],
+    /// A keyed store's snapshot (version 2): its store id and tag.
+    pub seal: Option<(StoreId, Tag)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -23,6 +26,10 @@ struct JsonSnapshotHeader {
     codec: String,
     seq: u64,
     len: u64,
+    #[serde(rename = "storeId", default, skip_serializing_if = "Option::is_none")]
+    store_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mac: Option<String>,
     crc: u32,
 }
 
@@ -34,11 +41,49 @@ fn payload_crc(seq: u64, payload: &[u8]) -> u32 {
     ])
 }
 
+/// The checksum of a JSONL snapshot: the payload checksum's input, then a keyed
+/// store's id and tag (a JSONL header has no checksum of its own).
+fn jsonl_crc(seq: u64, payload: &[u8], seal: Option<(&StoreId, &Tag)>) -> u32 {
+    let len = (payload.len() as u64).to_le_bytes();
+    match seal {
+        None => masked_crc(&[&seq.to_le_bytes(), &len, payload]),
+        Some((id, tag)) => masked_crc(&[&seq.to_le_bytes(), &len, payload, id, tag]),
+    }
+}
+
 /// Encodes a whole snapshot file.
 pub fn encode_snapshot(codec: Codec, seq: u64, payload: &[u8]) -> Vec<u8> {
+    encode_snapshot_keyed(codec, seq, payload, None)
+}
+
+/// Encodes a whole snapshot file; with a store id and tag, a keyed store's
+/// snapshot (version 2, FORMAT.md §10).
+pub fn encode_snapshot_keyed(
+    codec: Codec,
+    seq: u64,
+    payload: &[u8],
+    seal: Option<(&StoreId, &Tag)>,
+) -> Vec<u8> {
     let crc = payload_crc(seq, payload);
-    match codec {
-        Codec::Binary => {
+    match (codec, seal) {
+        (Codec::Binary, Some((id, tag))) => {
+            let mut h = vec![0u8; KEYED_SNAPSHOT_HEADER_LEN];
+            h[..SNAPSHOT_MAGIC.len()].copy_from_slice(&SNAPSHOT_MAGIC);
+            h[SNAPSHOT_MAGIC.len()..SNAP_CODEC_AT]
+                .copy_from_slice(&KEYED_FORMAT_VERSION.to_le_bytes());
+            h[SNAP_CODEC_AT] = CODEC_BINARY;
+            h[SNAP_SEQ_AT..SNAP_LEN_AT].copy_from_slice(&seq.to_le_bytes());
+            h[SNAP_LEN_AT..SNAP_STORE_ID_AT].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+            h[SNAP_STORE_ID_AT..SNAP_TAG_AT].copy_from_slice(id);
+            h[SNAP_TAG_AT..SNAP_KEYED_PCRC_AT].copy_from_slice(tag);
+            h[SNAP_KEYED_PCRC_AT..SNAP_KEYED_HCRC_AT].copy_from_slice(&crc.to_le_bytes());
+            let hcrc = masked_crc(&[&h[..SNAP_KEYED_HCRC_AT]]);
+            h[SNAP_KEYED_HCRC_AT..].copy_from_slice(&hcrc.to_le_bytes());
+            h.reserve(payload.len());
+            h.extend_from_slice(payload);
+            h
+        }
+        (Codec::Binary, None) => {
             let mut h = vec![0u8; SNAPSHOT_HEADER_LEN];
             h[..SNAPSHOT_MAGIC.len()].copy_from_slice(&SNAPSHOT_MAGIC);
             h[SNAPSHOT_MAGIC.len()..SNAP_CODEC_AT].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -52,14 +97,20 @@ pub fn encode_snapshot(codec: Codec, seq: u64, payload: &[u8]) -> Vec<u8> {
             h.extend_from_slice(payload);
             h
         }
-        Codec::Jsonl => {
+        (Codec::Jsonl, _) => {
             let head = JsonSnapshotHeader {
                 runlog: "snapshot".into(),
-                version: FORMAT_VERSION,
+                version: if seal.is_some() {
+                    KEYED_FORMAT_VERSION
+                } else {
+                    FORMAT_VERSION
+                },
                 codec: Codec::Jsonl.name().into(),
                 seq,
                 len: payload.len() as u64,
-                crc,
+                store_id: seal.map(|(id, _)| to_hex(id)),
+                mac: seal.map(|(_, tag)| to_hex(tag)),
+                crc: jsonl_crc(seq, payload, seal),
             };
             let mut v = serde_json::to_vec(&head).expect("header serializes");
             v.push(b'\n');
@@ -88,17 +139,28 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
         if h.codec != Codec::Jsonl.name() {
             return Err(format!("JSONL snapshot header names codec {:?}", h.codec));
         }
+        let store_id = keyed_field(h.version, h.store_id.as_deref(), "storeId")?
+            .map(parse_store_id)
+            .transpose()?;
+        let tag = keyed_field(h.version, h.mac.as_deref(), "mac")?
+            .map(|m| {
+                from_hex::<TAG_LEN>(m.as_bytes())
+                    .ok_or_else(|| format!("mac is not {} hex digits", 2 * TAG_LEN))
+            })
+            .transpose()?;
+        let seal = store_id.zip(tag);
         let payload = bounded_payload(buf, nl + 1, h.len, 1)?;
         if buf[buf.len() - 1] != b'\n' {
             return Err("JSONL snapshot does not end in a newline".into());
         }
-        if h.crc != payload_crc(h.seq, payload) {
+        if h.crc != jsonl_crc(h.seq, payload, seal.as_ref().map(|(i, t)| (i, t))) {
             return Err("snapshot checksum mismatch".into());
         }
         return Ok(SnapshotView {
             codec: Codec::Jsonl,
             seq: h.seq,
             payload,
+            seal,
         });
     }
     if buf.len() < SNAPSHOT_HEADER_LEN {
@@ -110,7 +172,24 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
     if buf[..SNAPSHOT_MAGIC.len()] != SNAPSHOT_MAGIC {
         return Err("bad snapshot magic".into());
     }
-    if le_u32(buf, SNAP_HCRC_AT) != masked_crc(&[&buf[..SNAP_HCRC_AT]]) {
+    // The version says which layout the checksums are at; the header checksum covers it.
+    let keyed = le_u16(buf, SNAPSHOT_MAGIC.len()) == KEYED_FORMAT_VERSION;
+    let (pcrc_at, hcrc_at, header_len) = if keyed {
+        (
+            SNAP_KEYED_PCRC_AT,
+            SNAP_KEYED_HCRC_AT,
+            KEYED_SNAPSHOT_HEADER_LEN,
+        )
+    } else {
+        (SNAP_PCRC_AT, SNAP_HCRC_AT, SNAPSHOT_HEADER_LEN)
+    };
+    if buf.len() < header_len {
+        return Err(format!(
+            "snapshot header incomplete ({} of {header_len} bytes)",
+            buf.len()
+        ));
+    }
+    if le_u32(buf, hcrc_at) != masked_crc(&[&buf[..hcrc_at]]) {
         return Err("snapshot header checksum mismatch".into());
     }
     check_version(le_u16(buf, SNAPSHOT_MAGIC.len()))?;
@@ -121,14 +200,22 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
         ));
     }
     let seq = le_u64(buf, SNAP_SEQ_AT);
-    let payload = bounded_payload(buf, SNAPSHOT_HEADER_LEN, le_u64(buf, SNAP_LEN_AT), 0)?;
-    if le_u32(buf, SNAP_PCRC_AT) != payload_crc(seq, payload) {
+    let payload = bounded_payload(buf, header_len, le_u64(buf, SNAP_LEN_AT), 0)?;
+    if le_u32(buf, pcrc_at) != payload_crc(seq, payload) {
         return Err("snapshot checksum mismatch".into());
     }
+    let seal = keyed.then(|| {
+        let mut id = [0u8; STORE_ID_LEN];
+        id.copy_from_slice(&buf[SNAP_STORE_ID_AT..SNAP_TAG_AT]);
+        let mut tag = [0u8; TAG_LEN];
+        tag.copy_from_slice(&buf[SNAP_TAG_AT..SNAP_KEYED_PCRC_AT]);
+        (id, tag)
+    });
     Ok(SnapshotView {
         codec: Codec::Binary,
         seq,
         payload,
+        seal,
     })
 }
 
@@ -165,14 +252,55 @@ mod tests {
 
     #[test]
     fn any_truncation_is_an_error() {
+        let seal = ([1u8; STORE_ID_LEN], [2u8; TAG_LEN]);
         for codec in [Codec::Binary, Codec::Jsonl] {
-            let f = encode_snapshot(codec, 12, b"{\"x\":1}");
-            for cut in 0..f.len() {
-                assert!(
-                    decode_snapshot(&f[..cut]).is_err(),
-                    "{codec:?} cut at {cut}"
-                );
+            for s in [None, Some((&seal.0, &seal.1))] {
+                let f = encode_snapshot_keyed(codec, 12, b"{\"x\":1}", s);
+                for cut in 0..f.len() {
+                    assert!(
+                        decode_snapshot(&f[..cut]).is_err(),
+                        "{codec:?} cut at {cut}"
+                    );
+                }
             }
         }
+    }
+
+    #[test]
+    fn keyed_round_trip_and_every_header_byte_is_checked() {
+        let (id, tag) = ([0x11u8; STORE_ID_LEN], [0x22u8; TAG_LEN]);
+        for codec in [Codec::Binary, Codec::Jsonl] {
+            let f = encode_snapshot_keyed(codec, 12, b"{\"x\":1}", Some((&id, &tag)));
+            let v = decode_snapshot(&f).unwrap();
+            assert_eq!(
+                (v.seq, v.payload, v.seal),
+                (12, &b"{\"x\":1}"[..], Some((id, tag)))
+            );
+            let hl = f.len() - b"{\"x\":1}".len() - usize::from(codec == Codec::Jsonl);
+            // Store id and tag are under a checksum: accidental damage stays a checksum matter.
+            for i in 0..hl {
+                let mut d = f.clone();
+                d[i] = if d[i] == b'1' {
+                    b'3'
+                } else if d[i] == b'2' {
+                    b'4'
+                } else {
+                    d[i] ^ 0x01
+                };
+                if let Ok(w) = decode_snapshot(&d) {
+                    assert_eq!(
+                        (w.seq, w.payload, w.seal),
+                        (v.seq, v.payload, v.seal),
+                        "{codec:?} byte {i}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            decode_snapshot(&encode_snapshot(Codec::Binary, 1, b"p"))
+                .unwrap()
+                .seal,
+            None
+        );
     }
 }

@@ -8,10 +8,11 @@ use super::codec::{decode_payload, encode_payload};
 use super::compact;
 use super::error::{Error, Result};
 use super::format::*;
-use super::frame::{encode_record, encode_segment_header};
+use super::frame::{encode_record_tagged, encode_segment_header_keyed};
 use super::group::GroupCommit;
 use super::load::{LoadSpec, Loaded, Progress, RecoveryReport, load};
 use super::recovery::Verdict;
+use super::seal::{Key, StoreId, TAG_LEN, new_store_id, record_tag};
 use super::vfs::{LockAttempt, RealFs, Vfs, VfsFile, retry_interrupted, write_all_at};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,6 +94,11 @@ pub struct Options {
     pub vfs: Arc<dyn Vfs>,
     /// Called during replay with progress.
     pub progress: Option<ProgressFn>,
+    /// The key of a keyed store (FORMAT.md §10): a store created with a key is
+    /// keyed, every record and snapshot carries a tag, and every open checks
+    /// them ([`Error::Tampered`]). A keyed store must be opened with its key and
+    /// an unkeyed one without ([`Error::Key`]). Never written into the store.
+    pub key: Option<Key>,
 }
 
 impl Default for Options {
@@ -107,6 +113,7 @@ impl Default for Options {
             compaction: CompactionPolicy::default(),
             vfs: Arc::new(RealFs),
             progress: None,
+            key: None,
         }
     }
 }
@@ -121,6 +128,7 @@ impl std::fmt::Debug for Options {
             .field("segment_bytes", &self.segment_bytes)
             .field("preallocate", &self.preallocate)
             .field("compaction", &self.compaction)
+            .field("key", &self.key)
             .finish_non_exhaustive()
     }
 }
@@ -165,6 +173,8 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) dir: PathBuf,
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) codec: Codec,
+    /// A keyed store's key and id.
+    pub(crate) seal: Option<(Key, StoreId)>,
     pub(crate) opts: Options,
     pub(crate) inner: Mutex<Inner<M>>,
     group: GroupCommit,
@@ -273,12 +283,13 @@ pub(crate) fn create_segment(
     dir: &Path,
     codec: Codec,
     first_seq: u64,
+    store_id: Option<&StoreId>,
 ) -> Result<(Active, u64)> {
     let path = dir.join(segment_name(first_seq));
     let file = vfs
         .create_new(&path)
         .map_err(|e| Error::io("create segment", &path, e))?;
-    let header = encode_segment_header(codec, first_seq);
+    let header = encode_segment_header_keyed(codec, first_seq, store_id);
     write_all_at(file.as_ref(), &header, 0)
         .map_err(|e| Error::io("write segment header", &path, e))?;
     retry_interrupted(|| file.sync_data()).map_err(|e| Error::io("fsync new segment", &path, e))?;
@@ -328,20 +339,28 @@ impl<M: Machine> Store<M> {
                 decode_state: &mut decode_state,
                 apply: &mut apply,
                 progress: progress.as_deref(),
+                key: opts.key.as_ref(),
             },
         ) {
             Err(Error::NotFound { .. }) if opts.create => None,
             Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
             r => Some(r?),
         };
-        let (inner, codec, report) = match loaded {
-            None => Self::fresh(vfs.as_ref(), &dir, opts.codec)?,
+        let (inner, codec, store_id, report) = match loaded {
+            None => {
+                // A store created with a key is keyed, under a new random id.
+                let id = opts.key.as_ref().map(|_| new_store_id());
+                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, id)?;
+                (inner, codec, id, report)
+            }
             Some(mut l) => {
                 if l.report.codec.is_none() {
                     // Only a torn first segment header: nothing says which codec the
-                    // store was being created with, so it gets the one asked for now.
+                    // store was being created with, so it gets the one asked for now
+                    // (and is keyed when a key is given now).
                     l.codec = opts.codec;
                     l.report.codec = Some(opts.codec);
+                    l.store_id = opts.key.as_ref().map(|_| new_store_id());
                 }
                 if opts.create
                     && l.codec != opts.codec
@@ -358,14 +377,18 @@ impl<M: Machine> Store<M> {
                         ),
                     });
                 }
-                Self::resume(vfs.as_ref(), &dir, l)?
+                let id = l.store_id;
+                let (inner, codec, report) = Self::resume(vfs.as_ref(), &dir, l)?;
+                (inner, codec, id, report)
             }
         };
+        let seal = opts.key.clone().zip(store_id);
         let durable = inner.next_seq - 1;
         let shared = Arc::new(Shared {
             dir,
             vfs,
             codec,
+            seal,
             opts,
             inner: Mutex::new(inner),
             group: GroupCommit::new(durable),
@@ -387,8 +410,13 @@ impl<M: Machine> Store<M> {
         })
     }
 
-    fn fresh(vfs: &dyn Vfs, dir: &Path, codec: Codec) -> Result<(Inner<M>, Codec, RecoveryReport)> {
-        let (active, len) = create_segment(vfs, dir, codec, 1)?;
+    fn fresh(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        codec: Codec,
+        store_id: Option<StoreId>,
+    ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
+        let (active, len) = create_segment(vfs, dir, codec, 1, store_id.as_ref())?;
         let inner = Inner {
             state: M::State::default(),
             next_seq: 1,
@@ -424,6 +452,7 @@ impl<M: Machine> Store<M> {
             scans,
             verdict,
             codec,
+            store_id,
             next_seq,
             mut report,
             ..
@@ -522,7 +551,7 @@ impl<M: Machine> Store<M> {
                 )
             }
             _ => {
-                let (a, len) = create_segment(vfs, dir, codec, next_seq)?;
+                let (a, len) = create_segment(vfs, dir, codec, next_seq, store_id.as_ref())?;
                 segments.push(next_seq);
                 (a, len, len)
             }
@@ -605,7 +634,15 @@ impl<M: Machine> Store<M> {
             // recovery can tell a crash's unsynced hole from damage to synced data.
             let synced = s.durable();
             for t in ts {
-                results.push(stage(s.codec, &mut g, t, synced, &mut payload, &mut batch));
+                results.push(stage(
+                    s.codec,
+                    s.seal.as_ref(),
+                    &mut g,
+                    t,
+                    synced,
+                    &mut payload,
+                    &mut batch,
+                ));
                 if let Some(Ok(seq)) = results.last() {
                     last = Some(*seq);
                 }
@@ -704,6 +741,7 @@ pub(crate) fn replay_one<M: Machine>(
 
 fn stage<M: Machine>(
     codec: Codec,
+    seal: Option<&(Key, StoreId)>,
     g: &mut Inner<M>,
     t: &M::Transition,
     synced: u64,
@@ -715,16 +753,19 @@ fn stage<M: Machine>(
         seq: None,
         reason,
     })?;
-    if payload.len() as u64 > u64::from(MAX_RECORD_LEN) {
+    // A keyed store's tag travels inside the frame and counts against the limit.
+    let max = u64::from(MAX_RECORD_LEN) - if seal.is_some() { TAG_LEN as u64 } else { 0 };
+    if payload.len() as u64 > max {
         return Err(Error::TooLarge {
             what: "record",
             len: payload.len() as u64,
-            max: MAX_RECORD_LEN.into(),
+            max,
         });
     }
     M::apply(&mut g.state, t).map_err(|e| Error::Refused(Box::new(e)))?;
     let seq = g.next_seq;
-    encode_record(codec, seq, synced, payload, batch);
+    let tag = seal.map(|(key, id)| record_tag(key, id, seq, payload));
+    encode_record_tagged(codec, seq, synced, payload, tag.as_ref(), batch);
     g.next_seq += 1;
     Ok(seq)
 }
@@ -797,7 +838,9 @@ impl<M: Machine> Shared<M> {
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        let (active, len) = create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq)?;
+        let id = self.seal.as_ref().map(|s| &s.1);
+        let (active, len) =
+            create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
         g.active = Arc::new(active);
         g.active_len = len;
         g.active_alloc = len;

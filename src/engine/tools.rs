@@ -3,8 +3,10 @@
 
 use super::error::{Error, Result};
 use super::format::*;
+use super::frame::decode_segment_header;
 use super::load::{LoadSpec, RecoveryReport, is_vanished, list_store, load};
 use super::scan::scan_segment;
+use super::seal::{Key, StoreId, id_mismatch, open_record};
 use super::store::check_dir;
 use super::vfs::{Vfs, retry_interrupted, write_all_at};
 use std::hash::{BuildHasher, Hasher};
@@ -95,6 +97,18 @@ pub enum Integrity {
         /// What is wrong.
         reason: String,
     },
+    /// In a keyed store, bytes that pass their checksums but not their tag
+    /// (see [`Error::Tampered`]): opening fails.
+    Tampered {
+        /// The file involved.
+        path: PathBuf,
+        /// Byte offset within the file.
+        offset: u64,
+        /// The seq involved, where known.
+        seq: Option<u64>,
+        /// What failed.
+        what: String,
+    },
     /// Damage that is not a torn tail: opening for write would fail.
     Corrupt {
         /// The file or directory involved.
@@ -155,6 +169,13 @@ pub(crate) fn with_retries<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
 /// Read-only integrity check of the framing of every file (checksums, seq
 /// continuity, snapshot choice). Takes no lock, modifies nothing.
 pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
+    verify_with_key(vfs, dir, None)
+}
+
+/// [`verify`] of a keyed store (with its key, checking every record's and the
+/// base snapshot's tag) or of an unkeyed one (`None`). The wrong choice is
+/// [`Error::Key`].
+pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<VerifyReport> {
     check_dir(vfs, dir)?;
     let r = with_retries(|| {
         let mut decode_state = |_: Codec, _: &[u8]| Ok(());
@@ -168,6 +189,7 @@ pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
                 decode_state: &mut decode_state,
                 apply: &mut apply,
                 progress: None,
+                key,
             },
         )
     });
@@ -201,6 +223,20 @@ pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
             },
             recovery: RecoveryReport::default(),
         }),
+        Err(Error::Tampered {
+            path,
+            offset,
+            seq,
+            what,
+        }) => Ok(VerifyReport {
+            integrity: Integrity::Tampered {
+                path,
+                offset,
+                seq,
+                what,
+            },
+            recovery: RecoveryReport::default(),
+        }),
         Err(e) => Err(e),
     }
 }
@@ -210,11 +246,26 @@ pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
 pub fn for_each_record(
     vfs: &dyn Vfs,
     dir: &Path,
+    f: impl FnMut(u64, &[u8]),
+) -> Result<Option<Codec>> {
+    for_each_record_with_key(vfs, dir, None, f)
+}
+
+/// [`for_each_record`] of a keyed store (with its key: each record's tag is
+/// checked before `f` sees its payload, and a mismatch stops the walk with
+/// [`Error::Tampered`]) or of an unkeyed one (`None`). The wrong choice is
+/// [`Error::Key`].
+pub fn for_each_record_with_key(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    key: Option<&Key>,
     mut f: impl FnMut(u64, &[u8]),
 ) -> Result<Option<Codec>> {
     check_dir(vfs, dir)?;
     let listing = list_store(vfs, dir)?;
     let mut codec = None;
+    // The first readable header names the store (`Some(None)`: unkeyed).
+    let mut store: Option<Option<StoreId>> = None;
     for (_, name) in &listing.segments {
         let path = dir.join(name);
         let bytes = match vfs.read(&path) {
@@ -224,11 +275,50 @@ pub fn for_each_record(
             Err(e) => return Err(Error::io("read segment", &path, e)),
         };
         let bytes: &[u8] = (*bytes).as_ref();
-        let scan = scan_segment::<()>(bytes, |seq, payload, _| {
+        let header = decode_segment_header(bytes).ok();
+        if let Some(h) = &header {
+            match store {
+                None => {
+                    if key.is_some() != h.store_id.is_some() {
+                        return Err(Error::Key {
+                            path: dir.to_path_buf(),
+                            reason: if key.is_some() {
+                                "store is not keyed, but a key was given".into()
+                            } else {
+                                "store is keyed; pass its key".into()
+                            },
+                        });
+                    }
+                    store = Some(h.store_id);
+                }
+                Some(s) if s != h.store_id => {
+                    return Err(Error::Tampered {
+                        path,
+                        offset: 0,
+                        seq: Some(h.first_seq),
+                        what: id_mismatch("segment", h.store_id.as_ref(), s.as_ref()),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        // No record is read past an unreadable header, so `None` reads nothing.
+        let seal = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
+        let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
+            let payload =
+                match &seal {
+                    Some((key, id, c)) => open_record(key, id, *c, bytes, offset, seq, body)
+                        .map_err(|what| Error::Tampered {
+                            path: path.clone(),
+                            offset,
+                            seq: Some(seq),
+                            what,
+                        })?,
+                    None => body,
+                };
             f(seq, payload);
             Ok(())
-        })
-        .unwrap_or_else(|()| unreachable!());
+        })?;
         codec = codec.or(scan.codec);
     }
     Ok(codec)

@@ -9,7 +9,7 @@ use super::clock::{Clock, SystemClock, parse_rfc3339};
 use super::doc::{RunDoc, RunStatus};
 use super::error::{Result, RunError};
 use super::transition::RunMachine;
-use crate::engine::{self, Codec, RealFs, SyncPolicy};
+use crate::engine::{self, Codec, Key, RealFs, SyncPolicy};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -107,6 +107,7 @@ pub struct Runs {
     pub(crate) lock_wait: Option<Duration>,
     pub(crate) codec: Codec,
     pub(crate) sync: SyncPolicy,
+    pub(crate) key: Option<Key>,
 }
 
 impl std::fmt::Debug for Runs {
@@ -128,7 +129,22 @@ impl Runs {
             lock_wait: Some(DEFAULT_LOCK_WAIT),
             codec: Codec::Jsonl,
             sync: SyncPolicy::Always,
+            key: None,
         }
+    }
+
+    /// The key runs are read and written with (`None`: unkeyed runs). A run
+    /// created with a key is keyed: each of its records and snapshots carries a
+    /// keyed tag, checked whenever it is read or opened. A keyed run needs its
+    /// key and an unkeyed one refuses a key.
+    pub fn with_key(mut self, key: Option<Key>) -> Runs {
+        self.key = key;
+        self
+    }
+
+    /// The key given by [`Runs::with_key`].
+    pub fn key(&self) -> Option<&Key> {
+        self.key.as_ref()
     }
 
     /// The sync policy of runs opened for writing from now on (default `Always`;
@@ -233,7 +249,7 @@ impl Runs {
     /// Reads run `id` (exact) without a lock and without modifying anything.
     pub fn read(&self, id: &str) -> Result<RunDoc> {
         let dir = self.run_dir(id)?;
-        match engine::read_state::<RunMachine>(&RealFs, &dir) {
+        match engine::read_state_with_key::<RunMachine>(&RealFs, &dir, self.key()) {
             Ok((doc, _)) => Ok(doc),
             Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
             Err(e) => Err(RunError::engine(id, e)),
@@ -337,7 +353,9 @@ impl Runs {
             for e in entries.flatten() {
                 let path = e.path();
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Ok((doc, _)) = engine::read_state::<RunMachine>(&RealFs, &path) else {
+                let Ok((doc, _)) =
+                    engine::read_state_with_key::<RunMachine>(&RealFs, &path, self.key())
+                else {
                     continue;
                 };
                 if old(Some(doc.updated_at.as_str())) {
@@ -360,6 +378,7 @@ impl Runs {
             codec: self.codec,
             lock_wait: lock_wait.unwrap_or(self.lock_wait),
             sync: self.sync,
+            key: self.key.clone(),
             ..engine::Options::default()
         }
     }
