@@ -65,6 +65,8 @@ pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>, wait: bool) -> Result<Com
 }
 
 fn finish<M: Machine>(shared: &Shared<M>, r: &Result<CompactReport>) {
+    // The state rebuilt at k is gone by now; hand its pages back.
+    super::trim::release_free_heap();
     let mut c = lock(&shared.compaction);
     c.running = false;
     c.last_error = r.as_ref().err().map(|e| e.to_string());

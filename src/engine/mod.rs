@@ -17,6 +17,7 @@ pub mod sim;
 pub mod snapfile;
 mod store;
 mod tools;
+mod trim;
 pub mod vfs;
 
 pub use codec::{decode_payload, encode_payload};
