@@ -34,6 +34,8 @@ fn exhaustive(model: Persistence) {
                 recovery_outcomes: 2,
                 recovery_one_in: 2,
                 seed: w as u64 * 31 + len as u64,
+                read_only_one_in: 1,
+                paranoid: true,
             };
             match explore(&steps, x) {
                 Ok(g) => f += g,
@@ -71,26 +73,35 @@ fn every_crash_state_of_every_short_workload_ordered_model() {
     exhaustive(Persistence::Ordered);
 }
 
-fn seeds() -> u64 {
-    std::env::var("RUNLOG_CRASH_SEEDS")
+/// Seeds run by default (`RUNLOG_CRASH_SEEDS`).
+const SEEDS: u64 = 2000;
+/// Seeds below this crash at every boundary (`RUNLOG_CRASH_FULL_SEEDS`).
+const FULL_SEEDS: u64 = 64;
+/// The other seeds crash at each boundary with probability 1 in this (`RUNLOG_EVERY`).
+const SAMPLE_EVERY: u64 = 500;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2000)
+        .unwrap_or(default)
 }
 
 /// Seeds `first, first + 2, ...`: two tests share the seeds so both cores work.
 fn random(first: u64) {
     let started = Instant::now();
     let mut f = Figures::default();
+    let full_seeds = env_u64("RUNLOG_CRASH_FULL_SEEDS", FULL_SEEDS);
+    let every = env_u64("RUNLOG_EVERY", SAMPLE_EVERY).max(1);
     let (mut seed, n) = match std::env::var("RUNLOG_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
     {
         Some(s) if s % 2 == first => (s, s + 1),
         Some(_) => return,
-        None => (first, seeds()),
+        None => (first, env_u64("RUNLOG_CRASH_SEEDS", SEEDS)),
     };
-    let count = (n - seed).div_ceil(2);
+    let (mut count, mut full) = (0u64, 0u64);
     while seed < n {
         let steps = random_workload(seed, 200);
         let x = Explore {
@@ -108,13 +119,12 @@ fn random(first: u64) {
                 SyncPolicy::Always
             },
             outcomes: 2,
-            every: std::env::var("RUNLOG_EVERY")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(500),
+            every: if seed < full_seeds { 1 } else { every },
             recovery_outcomes: 1,
             recovery_one_in: 4,
+            read_only_one_in: 8,
             seed,
+            paranoid: false,
         };
         match explore(&steps, x) {
             Ok(g) => f += g,
@@ -122,11 +132,12 @@ fn random(first: u64) {
                 "seed {seed} failed (rerun alone: RUNLOG_CRASH_SEED={seed} cargo test --test crash_enumeration): {e}"
             ),
         }
+        count += 1;
+        full += u64::from(x.every == 1);
         seed += 2;
     }
     eprintln!(
-        "random from {first}: {} seeds, {} boundaries, {} crash states, {} during recovery, {:?}",
-        count,
+        "random from {first}: {count} seeds ({full} crashed at every boundary, the rest at 1 in {every}), {} boundaries, {} crash states, {} during recovery, {:?}",
         f.boundaries,
         f.crash_states,
         f.recovery_crash_states,
