@@ -9,11 +9,10 @@
 #![allow(dead_code)]
 
 use super::*;
-use runlog::engine::sim::{Persistence, SimFs, SimRng, SimState};
+use runlog::engine::sim::{Fate, Op, Persistence, SimFs, SimRng, SimState};
 use runlog::engine::{self, Codec, Integrity, Options, Store, SyncPolicy};
-use std::collections::{BTreeMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -150,10 +149,64 @@ pub fn model_of(h: &[(u64, usize)]) -> LedgerState {
     s
 }
 
-fn fingerprint(fs: &SimFs) -> u64 {
-    let mut h = DefaultHasher::new();
-    fs.with_state(|s| s.durable_files()).hash(&mut h);
-    h.finish()
+/// A fast 64-bit hash of a file set (FNV-style over 8-byte words with a
+/// final avalanche); only used to skip crash images already checked.
+pub fn fingerprint(files: &BTreeMap<PathBuf, Vec<u8>>) -> u64 {
+    fn mix(h: u64, w: u64) -> u64 {
+        (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
+    }
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for (p, b) in files {
+        for c in p.as_os_str().as_encoded_bytes().chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            h = mix(h, u64::from_le_bytes(w));
+        }
+        h = mix(h, 0xff ^ b.len() as u64);
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            h = mix(h, u64::from_le_bytes(c.try_into().unwrap()));
+        }
+        let mut w = [0u8; 8];
+        w[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        h = mix(h, u64::from_le_bytes(w));
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// A fresh simulated filesystem holding exactly `files`, all durable (the
+/// crash image with that durable content, without the dead inodes the
+/// original filesystem still carries). `files` must be non-empty: an empty
+/// set does not say which directories exist.
+pub fn fs_of(files: &BTreeMap<PathBuf, Vec<u8>>) -> SimFs {
+    use runlog::engine::vfs::Vfs;
+    assert!(!files.is_empty(), "directories are implied by files");
+    let fs = SimFs::new();
+    let mut dirs = BTreeSet::new();
+    for p in files.keys() {
+        let mut d = PathBuf::from("/");
+        let parent = p.parent().expect("a file has a parent");
+        for c in parent.components().skip(1) {
+            d.push(c);
+            if dirs.insert(d.clone()) {
+                fs.create_dir(&d).expect("sim mkdir");
+            }
+        }
+    }
+    for (p, b) in files {
+        let f = fs.create_new(p).expect("sim create");
+        if !b.is_empty() {
+            f.write_at(b, 0).expect("sim write");
+        }
+        f.sync_data().expect("sim fsync");
+    }
+    fs.sync_dir(Path::new("/")).expect("sim dir fsync");
+    for d in &dirs {
+        fs.sync_dir(d).expect("sim dir fsync");
+    }
+    fs
 }
 
 /// Recovers `img` with the writer, checks read-only recovery and verify agree,
@@ -164,18 +217,32 @@ pub fn recover(
     codec: Codec,
     during: Option<(Persistence, usize, u64)>,
 ) -> Result<(LedgerState, Vec<SimFs>), String> {
+    recover_with(img, codec, during, true)
+}
+
+/// [`recover`], with the read-only recovery and verify checks only if `read_only`.
+pub fn recover_with(
+    img: &SimFs,
+    codec: Codec,
+    during: Option<(Persistence, usize, u64)>,
+    read_only: bool,
+) -> Result<(LedgerState, Vec<SimFs>), String> {
     // Read-only first: it must not modify anything and must agree with the writer.
-    let ro = match engine::read_state::<Ledger>(img, &dir()) {
-        Ok((s, _)) => Some(s),
-        Err(engine::Error::NotFound { .. }) => None,
-        Err(e) => return Err(format!("read_state failed on a crash state: {e}")),
+    let ro = if read_only {
+        match engine::read_state::<Ledger>(img, &dir()) {
+            Ok((s, _)) => Some(s),
+            Err(engine::Error::NotFound { .. }) => None,
+            Err(e) => return Err(format!("read_state failed on a crash state: {e}")),
+        }
+    } else {
+        None
     };
-    match engine::verify(img, &dir()) {
-        Ok(r) if matches!(r.integrity, Integrity::Corrupt { .. }) => {
+    match read_only.then(|| engine::verify(img, &dir())) {
+        Some(Ok(r)) if matches!(r.integrity, Integrity::Corrupt { .. }) => {
             return Err(format!("verify reports corruption: {:?}", r.integrity));
         }
-        Ok(_) | Err(engine::Error::NotFound { .. }) => {}
-        Err(e) => return Err(format!("verify failed: {e}")),
+        None | Some(Ok(_)) | Some(Err(engine::Error::NotFound { .. })) => {}
+        Some(Err(e)) => return Err(format!("verify failed: {e}")),
     }
     let images = Arc::new(Mutex::new(Vec::new()));
     if let Some((model, cap, seed)) = during {
@@ -265,49 +332,200 @@ pub struct Explore {
     pub recovery_outcomes: usize,
     /// Crash during the recovery of 1 in this many crash states.
     pub recovery_one_in: u64,
+    /// Also check read-only recovery and `verify` for 1 in this many crash states.
+    pub read_only_one_in: u64,
     pub seed: u64,
+    /// Also check that the shortcut images (durable files, live files) equal
+    /// the simulator's own crash images (costly: for short workloads).
+    pub paranoid: bool,
 }
 
-struct Taken {
-    img: SimFs,
+/// One distinct crash image, recovered as soon as it was taken.
+struct Checked {
+    /// The highest acknowledged watermark of any boundary that left this image.
     acked: u64,
+    /// The first boundary (operation index) that left it.
     at: u64,
+    /// What recovery gave (checked against H once the workload has ended).
+    st: LedgerState,
+    /// Its files and sizes, for the failure message.
+    listing: Vec<(PathBuf, usize)>,
+}
+
+/// What the boundary observer accumulates.
+#[derive(Default)]
+struct Explored {
+    boundaries: u64,
+    capped: u64,
+    recovery_crash_states: u64,
+    /// Fingerprint of each distinct image taken -> its index in `checked`.
+    seen: HashMap<u64, usize>,
+    checked: Vec<Checked>,
+    /// The first failure; nothing more is checked after it.
+    failed: Option<String>,
+    /// `durable_changes` and fingerprint of the last all-absent image.
+    durable: Option<(u64, u64)>,
+    /// Fingerprint of the last all-persisted image, reset by every call that
+    /// may change a live file.
+    live: Option<u64>,
+    rng_during: Option<SimRng>,
+}
+
+fn all(choice: &[Fate], f: Fate) -> bool {
+    choice.iter().all(|c| *c == f)
+}
+
+impl Explored {
+    /// Takes the crash images of one boundary and recovers each distinct one.
+    fn boundary(&mut self, s: &SimState, at: u64, acked: u64, x: &Explore, rng: &mut SimRng) {
+        self.boundaries += 1;
+        let outcomes = s.outcomes(x.model, x.outcomes, rng.next_u64());
+        if outcomes.len() >= x.outcomes {
+            self.capped += 1;
+        }
+        for o in outcomes {
+            if self.failed.is_some() {
+                return;
+            }
+            // The two extreme outcomes are the durable files and the live ones:
+            // read those maps instead of imaging every inode the run ever made
+            // (dead segments included), and fingerprint each only when it can
+            // have changed (durable files on a sync that made something durable,
+            // live files on any call but a sync).
+            let (fp, img) = if all(&o, Fate::Absent) {
+                match &self.durable {
+                    Some((dc, fp)) if *dc == s.durable_changes() => (*fp, None),
+                    _ => {
+                        let files = s.durable_files();
+                        let fp = fingerprint(&files);
+                        let img = if files.is_empty() {
+                            s.image(&[])
+                        } else {
+                            fs_of(&files)
+                        };
+                        self.durable = Some((s.durable_changes(), fp));
+                        (fp, Some(img))
+                    }
+                }
+            } else if all(&o, Fate::Whole) {
+                match &self.live {
+                    Some(fp) => (*fp, None),
+                    None => {
+                        let files = s.live_files();
+                        if x.paranoid {
+                            assert_eq!(
+                                s.image(&o).with_state(|i| i.durable_files()),
+                                files,
+                                "everything persisted leaves the live files"
+                            );
+                        }
+                        let fp = fingerprint(&files);
+                        let img = if files.is_empty() {
+                            s.image(&o)
+                        } else {
+                            fs_of(&files)
+                        };
+                        self.live = Some(fp);
+                        (fp, Some(img))
+                    }
+                }
+            } else {
+                let img = s.image(&o);
+                let fp = img.with_state(|i| fingerprint(&i.durable_files()));
+                (fp, Some(img))
+            };
+            if let Some(&i) = self.seen.get(&fp) {
+                // Recovery is deterministic: the same image recovers the same
+                // state, which must hold the highest watermark it was seen with.
+                let c = &mut self.checked[i];
+                c.acked = c.acked.max(acked);
+                continue;
+            }
+            let img = img.expect("a memoised fingerprint was recorded when computed");
+            self.seen.insert(fp, self.checked.len());
+            if let Err(e) = self.check(img, at, acked, x) {
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    /// Recovers one image (then again, and after crashes during recovery).
+    fn check(&mut self, img: SimFs, at: u64, acked: u64, x: &Explore) -> Result<(), String> {
+        let listing: Vec<(PathBuf, usize)> = img
+            .with_state(|s| s.durable_files())
+            .into_iter()
+            .map(|(p, b)| (p, b.len()))
+            .collect();
+        let ctx = |e: String| format!("crash before op {at}: {e}\nimage: {listing:?}");
+        let rng = self
+            .rng_during
+            .get_or_insert_with(|| SimRng::new(x.seed ^ 0x5eed));
+        let during = (x.recovery_outcomes > 0 && rng.one_in(x.recovery_one_in))
+            .then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
+        let read_only = rng.one_in(x.read_only_one_in);
+        let (st, again) = recover_with(&img, x.codec, during, read_only).map_err(ctx)?;
+        // Recovering again: a clean reopen of what recovery left, and each crash during it.
+        let (st2, _) = recover_with(&img.crash(&[]), x.codec, None, read_only).map_err(ctx)?;
+        if st2 != st {
+            return Err(ctx(format!(
+                "second recovery differs from the first ({} transitions, then {})",
+                st.values.len(),
+                st2.values.len()
+            )));
+        }
+        for img in again {
+            self.recovery_crash_states += 1;
+            let (st3, _) = recover_with(&img, x.codec, None, read_only)
+                .map_err(|e| ctx(format!("after a crash during recovery: {e}")))?;
+            if st3 != st {
+                return Err(ctx(format!(
+                    "recovery after a crash during recovery gives {} transitions, first recovery {}",
+                    st3.values.len(),
+                    st.values.len()
+                )));
+            }
+        }
+        self.checked.push(Checked {
+            acked,
+            at,
+            st,
+            listing,
+        });
+        Ok(())
+    }
 }
 
 /// Runs the workload, crashing at boundaries, and checks every crash state.
+///
+/// Each crash image is recovered when its boundary is reached (the workload
+/// runs once; nothing is replayed), identical images are recovered once (with
+/// the highest acknowledged watermark any of their boundaries had), and the
+/// recovered states are checked against H when the workload has ended.
 pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let fs = SimFs::new();
     let tally = Arc::new(Tally::default());
-    let taken = Arc::new(Mutex::new(Vec::<Taken>::new()));
-    let mut figures = Figures::default();
-    let boundaries = Arc::new(AtomicU64::new(0));
-    let capped = Arc::new(AtomicU64::new(0));
+    let ex = Arc::new(Mutex::new(Explored::default()));
     {
-        let capped = capped.clone();
-        let taken = taken.clone();
+        let ex = ex.clone();
         let tally = tally.clone();
-        let boundaries = boundaries.clone();
         let mut rng = SimRng::new(x.seed);
-        let mut seen = HashSet::new();
-        fs.observe(Some(Box::new(move |s: &SimState, n, _op| {
+        let trace = std::env::var("RUNLOG_CRASH_TRACE").is_ok();
+        fs.observe(Some(Box::new(move |s: &SimState, n, op| {
+            let mut ex = ex.lock().unwrap();
             if x.every > 1 && !rng.one_in(x.every) {
+                if !matches!(op, Op::Fsync | Op::SyncDir) {
+                    ex.live = None;
+                }
                 return;
             }
-            boundaries.fetch_add(1, Ordering::Relaxed);
             let acked = tally.acked.load(Ordering::SeqCst);
-            if std::env::var("RUNLOG_CRASH_TRACE").is_ok() {
-                eprintln!("boundary {n} {_op:?} pending {:?}", s.pending());
+            if trace {
+                eprintln!("boundary {n} {op:?} pending {:?}", s.pending());
             }
-            let outcomes = s.outcomes(x.model, x.outcomes, rng.next_u64());
-            if outcomes.len() >= x.outcomes {
-                capped.fetch_add(1, Ordering::Relaxed);
-            }
-            for o in outcomes {
-                let img = s.image(&o);
-                // An identical image with the same watermark checks nothing new.
-                if seen.insert((fingerprint(&img), acked)) {
-                    taken.lock().unwrap().push(Taken { img, acked, at: n });
-                }
+            ex.boundary(s, n, acked, &x, &mut rng);
+            // A sync changes no live file; every other mutating call may.
+            if !matches!(op, Op::Fsync | Op::SyncDir) {
+                ex.live = None;
             }
         })));
     }
@@ -315,18 +533,15 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     fs.observe(None);
     // The end of the run is a boundary too (a crash after the last call).
     let acked = tally.acked.load(Ordering::SeqCst);
-    let end = fs.with_state(|s| {
-        let mut rng = SimRng::new(x.seed ^ 0xe2d);
-        s.outcomes(x.model, x.outcomes, rng.next_u64())
-            .iter()
-            .map(|o| s.image(o))
-            .collect::<Vec<_>>()
-    });
     let at = fs.ops();
-    let mut taken = std::mem::take(&mut *taken.lock().unwrap());
-    taken.extend(end.into_iter().map(|img| Taken { img, acked, at }));
-    figures.boundaries = boundaries.load(Ordering::Relaxed) + 1;
-    figures.capped = capped.load(Ordering::Relaxed);
+    let mut ex = std::mem::take(&mut *ex.lock().unwrap());
+    fs.with_state(|s| {
+        let mut rng = SimRng::new(x.seed ^ 0xe2d);
+        ex.boundary(s, at, acked, &x, &mut rng)
+    });
+    if let Some(e) = ex.failed {
+        return Err(e);
+    }
     let h = tally.history();
     // A clean run recovers everything.
     let (full, _) =
@@ -335,40 +550,16 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
         let k = check_prefix(&h, h.len() as u64, &full)?;
         return Err(format!("clean close recovered {k} of {}", h.len()));
     }
-    let mut rng = SimRng::new(x.seed ^ 0x5eed);
-    for t in taken {
-        figures.crash_states += 1;
-        let during = (x.recovery_outcomes > 0 && rng.one_in(x.recovery_one_in))
-            .then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
-        let listing: Vec<(PathBuf, usize)> = t
-            .img
-            .with_state(|s| s.durable_files())
-            .into_iter()
-            .map(|(p, b)| (p, b.len()))
-            .collect();
-        let ctx = |e: String| format!("crash before op {}: {e}\nimage: {listing:?}", t.at);
-        let (st, again) = recover(&t.img, x.codec, during).map_err(ctx)?;
-        let k = check_prefix(&h, t.acked, &st).map_err(ctx)?;
-        // Recovering again: a clean reopen of what recovery left, and each crash during it.
-        let (st2, _) = recover(&t.img.crash(&[]), x.codec, None).map_err(ctx)?;
-        if st2 != st {
-            return Err(ctx(format!(
-                "second recovery differs from the first (k={k})"
-            )));
-        }
-        for img in again {
-            figures.recovery_crash_states += 1;
-            let (st3, _) = recover(&img, x.codec, None)
-                .map_err(|e| ctx(format!("after a crash during recovery: {e}")))?;
-            if st3 != st {
-                return Err(ctx(format!(
-                    "recovery after a crash during recovery gives {} transitions, first recovery {k}",
-                    st3.values.len()
-                )));
-            }
-        }
+    for c in &ex.checked {
+        check_prefix(&h, c.acked, &c.st)
+            .map_err(|e| format!("crash before op {}: {e}\nimage: {:?}", c.at, c.listing))?;
     }
-    Ok(figures)
+    Ok(Figures {
+        boundaries: ex.boundaries,
+        capped: ex.capped,
+        crash_states: ex.checked.len() as u64,
+        recovery_crash_states: ex.recovery_crash_states,
+    })
 }
 
 /// The workload `w` of the exhaustive enumeration: `w` in base 4, `len` digits,
@@ -399,7 +590,8 @@ pub fn random_workload(seed: u64, n: usize) -> Vec<Step> {
         if r.one_in(25) {
             PADS[5]
         } else if r.one_in(2) {
-            PADS[r.below(3) as usize]
+            // Exactly 1, 511, 512, 4095 or 4097 bytes.
+            PADS[r.below(5) as usize]
         } else {
             PADS[r.below(5) as usize] + r.below(40) as usize
         }
