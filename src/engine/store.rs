@@ -147,6 +147,9 @@ pub(crate) struct Inner<M: Machine> {
     pub(crate) active_len: u64,
     /// The active segment's file length: `active_len` plus any preallocated zeros.
     pub(crate) active_alloc: u64,
+    /// Framed records accepted but not yet written, under `Always`/`Grouped`: they
+    /// end at `active_len`. The next fsync leader writes them all with one `pwrite`.
+    staged: Vec<u8>,
     payload: Vec<u8>,
     frame: Vec<u8>,
     pub(crate) poisoned: Option<String>,
@@ -178,6 +181,10 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) opts: Options,
     pub(crate) inner: Mutex<Inner<M>>,
     group: GroupCommit,
+    /// Held while staged records are written and fsynced outside `inner`, and by a
+    /// rotation, so that a segment is never closed under a write still in flight.
+    /// Taken after `inner` (never the other way round).
+    io: Mutex<()>,
     pub(crate) compaction: Mutex<compact::CompactionState>,
     pub(crate) compaction_done: Condvar,
     pub(crate) stats: Stats,
@@ -392,6 +399,7 @@ impl<M: Machine> Store<M> {
             opts,
             inner: Mutex::new(inner),
             group: GroupCommit::new(durable),
+            io: Mutex::new(()),
             compaction: Mutex::new(compact::CompactionState::default()),
             compaction_done: Condvar::new(),
             stats: Stats::default(),
@@ -423,6 +431,7 @@ impl<M: Machine> Store<M> {
             active: Arc::new(active),
             active_len: len,
             active_alloc: len,
+            staged: Vec::new(),
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,
@@ -562,6 +571,7 @@ impl<M: Machine> Store<M> {
             active: Arc::new(active),
             active_len,
             active_alloc,
+            staged: Vec::new(),
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,
@@ -771,7 +781,10 @@ fn stage<M: Machine>(
 }
 
 impl<M: Machine> Shared<M> {
-    /// Writes framed records at the end of the active segment, rotating first when full.
+    /// Puts framed records at the end of the active segment, rotating first when
+    /// full: staged for the next fsync leader to write (`Always`/`Grouped`, whose
+    /// appenders wait for that fsync anyway), or written now (`Interval`/`Never`,
+    /// which acknowledge once written).
     fn write_frames(&self, g: &mut Inner<M>, frames: &[u8], first_in_batch: u64) -> Result<()> {
         if g.active_len + frames.len() as u64 > self.opts.segment_bytes
             && first_in_batch > g.active.first_seq
@@ -781,12 +794,24 @@ impl<M: Machine> Shared<M> {
         let a = g.active.clone();
         let end = g.active_len + frames.len() as u64;
         self.preallocate(g, end)?;
-        write_all_at(a.file.as_ref(), frames, g.active_len)
-            .map_err(|e| Error::io("append to segment", &a.path, e))?;
+        if self.stages() {
+            g.staged.extend_from_slice(frames);
+        } else {
+            write_all_at(a.file.as_ref(), frames, g.active_len)
+                .map_err(|e| Error::io("append to segment", &a.path, e))?;
+        }
         g.active_len = end;
         g.active_alloc = g.active_alloc.max(end);
         g.log_bytes_since_snapshot += frames.len() as u64;
         Ok(())
+    }
+
+    /// Whether appends are staged for the fsync leader to write.
+    fn stages(&self) -> bool {
+        matches!(
+            self.opts.sync,
+            SyncPolicy::Always | SyncPolicy::Grouped { .. }
+        )
     }
 
     /// Makes sure the active segment's file reaches past `end`: when it does not,
@@ -822,6 +847,14 @@ impl<M: Machine> Shared<M> {
     /// Closes the active segment (fsynced) and starts a new one at `first_seq`.
     pub(crate) fn rotate(&self, g: &mut Inner<M>, first_seq: u64) -> Result<()> {
         let old = g.active.clone();
+        // Wait out a leader's write and fsync, then write what is still staged.
+        let _io = lock(&self.io);
+        if !g.staged.is_empty() {
+            let at = g.active_len - g.staged.len() as u64;
+            write_all_at(old.file.as_ref(), &g.staged, at)
+                .map_err(|e| Error::io("append to segment", &old.path, e))?;
+            g.staged.clear();
+        }
         // Cut the preallocated zeros off, so that only the last segment ever ends
         // in zeros (recovery treats zeros anywhere else as damage).
         if g.active_alloc > g.active_len {
@@ -870,15 +903,32 @@ impl<M: Machine> Shared<M> {
                 if let Some(d) = linger.filter(|d| !d.is_zero()) {
                     std::thread::sleep(d);
                 }
-                let (target, active) = {
-                    let g = lock(&self.inner);
-                    (g.next_seq - 1, g.active.clone())
+                let (target, active, mut staged, at, io) = {
+                    let mut g = lock(&self.inner);
+                    let io = lock(&self.io);
+                    let staged = std::mem::take(&mut g.staged);
+                    let at = g.active_len - staged.len() as u64;
+                    (g.next_seq - 1, g.active.clone(), staged, at, io)
                 };
-                // The fsync runs outside both locks: appenders keep writing meanwhile.
+                // One write for every record staged since the last leader, then the
+                // fsync, both outside `inner`: appenders keep staging meanwhile.
+                if !staged.is_empty() {
+                    write_all_at(active.file.as_ref(), &staged, at)
+                        .map_err(|e| Error::io("append to segment", &active.path, e).to_string())?;
+                }
                 let r = self.group.fsync(active.path.display(), || {
                     retry_interrupted(|| active.file.sync_data())
                 });
+                drop(io);
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                if !staged.is_empty() {
+                    // Hand the buffer back for reuse.
+                    staged.clear();
+                    let mut g = lock(&self.inner);
+                    if g.staged.is_empty() && g.staged.capacity() < staged.capacity() {
+                        g.staged = staged;
+                    }
+                }
                 r.map(|()| target)
                     .map_err(|e| Error::io("fsync segment", &active.path, e).to_string())
             })
