@@ -8,7 +8,7 @@
 mod common;
 use common::*;
 use runlog::engine::vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
-use runlog::engine::{Codec, Store};
+use runlog::engine::Store;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
