@@ -112,14 +112,14 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
 
         // Without the key: refused, naming what to do.
         let o = runlog(&root, &["verify", id]);
-        assert_eq!(o.status.code(), Some(1));
+        assert_eq!(o.status.code(), Some(2));
         assert!(
             stdout_and_stderr(&o).contains("store is keyed; pass its key"),
             "{}",
             stdout_and_stderr(&o)
         );
         let o = runlog(&root, &["unit", id, "u3", "done"]);
-        assert_eq!(o.status.code(), Some(1), "{}", stdout_and_stderr(&o));
+        assert_eq!(o.status.code(), Some(2), "{}", stdout_and_stderr(&o));
 
         // One byte of record 2 changed, checksum recomputed.
         let seg = root
@@ -198,7 +198,7 @@ fn key_files_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() 
     ok(&root, &start);
     let key = key_file(d.path(), 0o600);
     let o = runlog(&root, &with_key(&key, &["get", "r"]));
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(
         stdout_and_stderr(&o).contains("not keyed"),
         "{}",

@@ -7,8 +7,8 @@
 //! in the closed segment: acknowledged, in the snapshot, and there after reopening.
 mod common;
 use common::*;
-use runlog::engine::vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
 use runlog::engine::Store;
+use runlog::engine::vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};

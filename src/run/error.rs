@@ -66,7 +66,11 @@ impl RunError {
     pub fn is_refused(&self) -> bool {
         match self {
             RunError::Invalid(_) | RunError::NotFound { .. } | RunError::Ambiguous { .. } => true,
-            RunError::Engine { source, .. } => source.is_refused(),
+            // A keyed store asked for without its key (or the reverse): the
+            // request is what is wrong, and nothing was read or written.
+            RunError::Engine { source, .. } => {
+                source.is_refused() || matches!(source, crate::engine::Error::Key { .. })
+            }
             RunError::Io { .. } => false,
         }
     }
