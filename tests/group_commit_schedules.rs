@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 struct ShuttleMonitor {
     m: Mutex<GroupState>,
-    cv: Condvar,
+    cv: [Condvar; 2],
     gate: Mutex<()>,
 }
 
@@ -21,18 +21,21 @@ impl Monitor for ShuttleMonitor {
     fn new(state: GroupState) -> Self {
         ShuttleMonitor {
             m: Mutex::new(state),
-            cv: Condvar::new(),
+            cv: [Condvar::new(), Condvar::new()],
             gate: Mutex::new(()),
         }
     }
     fn lock(&self) -> Self::Guard<'_> {
         self.m.lock().unwrap()
     }
-    fn wait<'a>(&'a self, g: Self::Guard<'a>) -> Self::Guard<'a> {
-        self.cv.wait(g).unwrap()
+    fn wait<'a>(&'a self, g: Self::Guard<'a>, which: usize) -> Self::Guard<'a> {
+        self.cv[which].wait(g).unwrap()
     }
-    fn notify_all(&self) {
-        self.cv.notify_all()
+    fn notify_all_on(&self, which: usize) {
+        self.cv[which].notify_all()
+    }
+    fn notify_one_on(&self, which: usize) {
+        self.cv[which].notify_one()
     }
     type Gate<'a> = MutexGuard<'a, ()>;
     fn gate(&self) -> Self::Gate<'_> {
@@ -115,6 +118,9 @@ fn scenario(writers: usize, fail_at: Option<usize>, fail_rotation: bool) {
             let r = gc.wait_durable(seq, || {
                 // As the store: capture under the append lock, fsync with no lock held.
                 let target = *inner.lock().unwrap();
+                thread::yield_now();
+                // As the store: say what this fsync will cover before issuing it.
+                gc.announce(target);
                 thread::yield_now();
                 gc.fsync("log", || {
                     let mut d = disk.lock().unwrap();

@@ -7,6 +7,12 @@
 //! wait and are woken when it ends. A failed fsync is never retried: it sets
 //! `failed`, which every current and later waiter returns.
 //!
+//! Waiters sleep on one of two condition variables by round parity, so that the
+//! end of a round wakes only the waiters it covers and one more to lead the next
+//! round, not every waiter: once the leader has announced what its fsync covers
+//! ([`GroupCommit::announce`]), a waiter beyond that sleeps on the next round's
+//! variable. Without an announcement every waiter sleeps on the current round's.
+//!
 //! The protocol is generic over its mutex and condition variable ([`Monitor`])
 //! so that tests can run it under a randomized scheduler; the store uses
 //! [`StdMonitor`].
@@ -22,9 +28,13 @@ pub struct GroupState {
     durable: u64,
     leading: bool,
     failed: Option<String>,
+    /// Rounds led so far; the current one while `leading`.
+    round: u64,
+    /// What the current round's fsync covers, once its leader has said.
+    inflight: Option<u64>,
 }
 
-/// A mutex guarding [`GroupState`] with one condition variable.
+/// A mutex guarding [`GroupState`] with two condition variables (0 and 1).
 pub trait Monitor: Send + Sync {
     /// The guard of a held lock.
     type Guard<'a>: DerefMut<Target = GroupState>
@@ -34,10 +44,18 @@ pub trait Monitor: Send + Sync {
     fn new(state: GroupState) -> Self;
     /// Locks.
     fn lock(&self) -> Self::Guard<'_>;
-    /// Releases the lock, waits for a notification, locks again.
-    fn wait<'a>(&'a self, g: Self::Guard<'a>) -> Self::Guard<'a>;
+    /// Releases the lock, waits for a notification on variable `which` (0 or 1),
+    /// locks again.
+    fn wait<'a>(&'a self, g: Self::Guard<'a>, which: usize) -> Self::Guard<'a>;
+    /// Wakes every waiter on variable `which`.
+    fn notify_all_on(&self, which: usize);
+    /// Wakes one waiter on variable `which`.
+    fn notify_one_on(&self, which: usize);
     /// Wakes every waiter.
-    fn notify_all(&self);
+    fn notify_all(&self) {
+        self.notify_all_on(0);
+        self.notify_all_on(1);
+    }
     /// The guard of the fsync gate.
     type Gate<'a>
     where
@@ -50,7 +68,7 @@ pub trait Monitor: Send + Sync {
 #[derive(Debug)]
 pub struct StdMonitor {
     m: Mutex<GroupState>,
-    cv: Condvar,
+    cv: [Condvar; 2],
     gate: Mutex<()>,
 }
 
@@ -59,7 +77,7 @@ impl Monitor for StdMonitor {
     fn new(state: GroupState) -> Self {
         StdMonitor {
             m: Mutex::new(state),
-            cv: Condvar::new(),
+            cv: [Condvar::new(), Condvar::new()],
             gate: Mutex::new(()),
         }
     }
@@ -67,11 +85,14 @@ impl Monitor for StdMonitor {
         // Every update is a single assignment: a poisoned mutex holds consistent data.
         self.m.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn wait<'a>(&'a self, g: Self::Guard<'a>) -> Self::Guard<'a> {
-        self.cv.wait(g).unwrap_or_else(|p| p.into_inner())
+    fn wait<'a>(&'a self, g: Self::Guard<'a>, which: usize) -> Self::Guard<'a> {
+        self.cv[which].wait(g).unwrap_or_else(|p| p.into_inner())
     }
-    fn notify_all(&self) {
-        self.cv.notify_all()
+    fn notify_all_on(&self, which: usize) {
+        self.cv[which].notify_all()
+    }
+    fn notify_one_on(&self, which: usize) {
+        self.cv[which].notify_one()
     }
     type Gate<'a> = MutexGuard<'a, ()>;
     fn gate(&self) -> Self::Gate<'_> {
@@ -108,6 +129,16 @@ impl<M: Monitor> GroupCommit<M> {
         s.durable = s.durable.max(upto);
         drop(s);
         self.mon.notify_all();
+    }
+
+    /// Says what the current round's fsync covers: every seq up to `target`. Called
+    /// by the leader's `flush` before its fsync, so that waiters beyond `target`
+    /// sleep until the next round instead of waking at the end of this one.
+    pub fn announce(&self, target: u64) {
+        let mut s = self.mon.lock();
+        if s.leading {
+            s.inflight = Some(target);
+        }
     }
 
     /// Fails every current and later waiter with `cause` (the first cause stays).
@@ -156,25 +187,40 @@ impl<M: Monitor> GroupCommit<M> {
                 return Ok(());
             }
             if s.leading {
-                s = self.mon.wait(s);
+                // Covered by the round in flight (or not yet known): woken at its
+                // end. Beyond it: woken when the next round ends, or to lead it.
+                let round = match s.inflight {
+                    Some(t) if seq > t => s.round + 1,
+                    _ => s.round,
+                };
+                s = self.mon.wait(s, (round % 2) as usize);
                 continue;
             }
             s.leading = true;
+            s.round += 1;
+            s.inflight = None;
+            let round = s.round;
             drop(s);
             // If flush panics, leading must not stay set or every waiter hangs.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut flush))
                 .unwrap_or_else(|_| Err("fsync leader panicked".to_string()));
             s = self.mon.lock();
             s.leading = false;
+            s.inflight = None;
             match r {
-                Ok(target) => s.durable = s.durable.max(target),
+                Ok(target) => {
+                    s.durable = s.durable.max(target);
+                    // This round's waiters, and one of the next round's to lead it.
+                    self.mon.notify_all_on((round % 2) as usize);
+                    self.mon.notify_one_on(((round + 1) % 2) as usize);
+                }
                 // Never retried: after a failed fsync the kernel may have dropped
                 // the dirty pages, so a second "successful" fsync proves nothing.
                 Err(cause) => {
                     s.failed.get_or_insert(cause);
+                    self.mon.notify_all();
                 }
             }
-            self.mon.notify_all();
         }
     }
 }

@@ -910,6 +910,7 @@ impl<M: Machine> Shared<M> {
                     let at = g.active_len - staged.len() as u64;
                     (g.next_seq - 1, g.active.clone(), staged, at, io)
                 };
+                self.group.announce(target);
                 // One write for every record staged since the last leader, then the
                 // fsync, both outside `inner`: appenders keep staging meanwhile.
                 if !staged.is_empty() {
