@@ -26,6 +26,30 @@ pub struct Listing {
     pub temps: Vec<String>,
 }
 
+/// The payload of the record with `body` at `offset` of the segment `bytes` read
+/// from `path`: the body itself in an unkeyed store (`seal` is `None`); in a keyed
+/// one, the body with its tag checked and split off, [`Error::Tampered`] when the
+/// tag does not match.
+pub(crate) fn record_payload<'a>(
+    seal: Option<(&Key, &StoreId)>,
+    codec: Codec,
+    path: &Path,
+    bytes: &[u8],
+    offset: u64,
+    seq: u64,
+    body: &'a [u8],
+) -> Result<&'a [u8]> {
+    let Some((key, id)) = seal else {
+        return Ok(body);
+    };
+    open_record(key, id, codec, bytes, offset, seq, body).map_err(|what| Error::Tampered {
+        path: path.to_path_buf(),
+        offset,
+        seq: Some(seq),
+        what,
+    })
+}
+
 /// Lists a store directory. `NotFound` if it does not exist.
 pub fn list_store(vfs: &dyn Vfs, dir: &Path) -> Result<Listing> {
     let names = vfs
@@ -365,17 +389,7 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             // A keyed store's record passed its checksum; its tag decides whether
             // it is what the writer wrote. Checked for every record, even those
             // the snapshot covers (a fallback may need them).
-            let payload =
-                match seal {
-                    None => body,
-                    Some((key, id)) => open_record(key, id, codec, bytes, offset, seq, body)
-                        .map_err(|what| Error::Tampered {
-                            path: path.clone(),
-                            offset,
-                            seq: Some(seq),
-                            what,
-                        })?,
-                };
+            let payload = record_payload(seal, codec, &path, bytes, offset, seq, body)?;
             if seq <= base.seq {
                 report.bytes_below_snapshot = report.bytes_scanned + offset;
                 return Ok(());

@@ -4,9 +4,9 @@
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
-use super::load::{LoadSpec, RecoveryReport, is_vanished, list_store, load};
+use super::load::{LoadSpec, RecoveryReport, is_vanished, list_store, load, record_payload};
 use super::scan::scan_segment;
-use super::seal::{Key, StoreId, id_mismatch, open_record};
+use super::seal::{Key, StoreId, id_mismatch};
 use super::store::check_dir;
 use super::vfs::{Vfs, retry_interrupted, write_all_at};
 use std::hash::{BuildHasher, Hasher};
@@ -305,17 +305,12 @@ pub fn for_each_record_with_key(
         // No record is read past an unreadable header, so `None` reads nothing.
         let seal = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
         let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
-            let payload =
-                match &seal {
-                    Some((key, id, c)) => open_record(key, id, *c, bytes, offset, seq, body)
-                        .map_err(|what| Error::Tampered {
-                            path: path.clone(),
-                            offset,
-                            seq: Some(seq),
-                            what,
-                        })?,
-                    None => body,
-                };
+            let payload = match &seal {
+                Some((key, id, c)) => {
+                    record_payload(Some((key, id)), *c, &path, bytes, offset, seq, body)?
+                }
+                None => body,
+            };
             f(seq, payload);
             Ok(())
         })?;
