@@ -266,8 +266,8 @@ fn main() {
     }
 }
 
-fn print_table(out: &Value) {
-    let m = &out["machine"];
+/// The machine line every table starts with, from [`machine`]'s object.
+pub fn print_machine(m: &Value) {
     println!(
         "machine: {} cores ({}), Linux {}, temp dir {} on {} ({})",
         m["cores"],
@@ -277,6 +277,11 @@ fn print_table(out: &Value) {
         m["temp_fs"].as_str().unwrap_or(""),
         m["temp_device"].as_str().unwrap_or("")
     );
+}
+
+fn print_table(out: &Value) {
+    let m = &out["machine"];
+    print_machine(m);
     println!(
         "median of {} interleaved rounds of {:.2} s (replay/parse/apply_pipe: {} one-pass rounds); {:.0} s in all\n",
         out["reps"],

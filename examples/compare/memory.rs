@@ -443,15 +443,7 @@ pub fn run(units: u64) -> Result<Value, String> {
 
 pub fn print(out: &Value) {
     let m = &out["machine"];
-    println!(
-        "machine: {} cores ({}), Linux {}, temp dir {} on {} ({})",
-        m["cores"],
-        m["cpu"].as_str().unwrap_or(""),
-        m["kernel"].as_str().unwrap_or(""),
-        m["temp_dir"].as_str().unwrap_or(""),
-        m["temp_fs"].as_str().unwrap_or(""),
-        m["temp_device"].as_str().unwrap_or("")
-    );
+    crate::print_machine(m);
     let mib = |k: f64| k / 1024.0;
     let a = kib(&out["baseline"]["now"]["rss_kib"]);
     println!(
