@@ -4,13 +4,13 @@
 //! (temp, fsync, rename, fsync directory) and only then is older log deleted.
 
 use super::Machine;
-use super::codec::{decode_payload, encode_payload};
 use super::error::{Error, Result};
 use super::format::*;
 use super::load::{LoadSpec, load};
 use super::recovery::Verdict;
 use super::store::{Shared, replay_one};
-use super::tools::write_file_atomic;
+use super::snapshot::{SnapshotData, SnapshotSink, is_table};
+use super::table::Table;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::thread::JoinHandle;
@@ -132,7 +132,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
     };
 
     // 2. The state at k, rebuilt from disk with no lock held.
-    let mut decode_state = decode_payload::<M::State>;
+    let mut decode_state = M::decode_snapshot;
     let mut apply = replay_one::<M>;
     let loaded = load(
         shared.vfs.as_ref(),
@@ -157,42 +157,32 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
             ),
         });
     }
-    let mut payload = Vec::new();
-    encode_payload(shared.codec, &loaded.state, &mut payload).map_err(|reason| Error::Codec {
-        path: None,
-        seq: Some(k),
-        reason,
-    })?;
+    // 3. Install it: temp, fsync, rename, fsync directory, in the shape the
+    //    machine keeps (a whole state, or a table streamed from the old one).
+    let sink = SnapshotSink {
+        vfs: &shared.vfs,
+        dir: &shared.dir,
+        name: snapshot_name(k),
+        codec: shared.codec,
+        seq: k,
+        seal: shared.seal.as_ref(),
+    };
+    let written = M::write_snapshot(&loaded.state, sink)?;
     drop(loaded);
-    if payload.len() as u64 > MAX_SNAPSHOT_LEN {
-        return Err(Error::TooLarge {
-            what: "snapshot",
-            len: payload.len() as u64,
-            max: MAX_SNAPSHOT_LEN,
-        });
-    }
-    let seal = shared.seal.as_ref().map(|(key, id)| {
-        let tag = super::seal::snapshot_tag(key, id, k, &payload);
-        (*id, tag)
-    });
-    let bytes = super::snapfile::encode_snapshot_keyed(
-        shared.codec,
-        k,
-        &payload,
-        seal.as_ref().map(|(id, tag)| (id, tag)),
-    );
-    drop(payload);
-
-    // 3. Install it: temp, fsync, rename, fsync directory (write_file_atomic).
-    write_file_atomic(shared.vfs.as_ref(), &shared.dir, &snapshot_name(k), &bytes)?;
     shared.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+    // A table snapshot holds what the live state kept since the last one: hand
+    // it over, so a long-lived writer's memory stays bounded too.
+    let installed = open_installed_table(shared, k)?;
 
     // 4. Only now delete what the previous snapshot (base) made redundant. The log
     //    between base and k stays, so a damaged new snapshot can fall back to base.
     let (segs, snaps) = {
         let mut g = lock(&shared.inner);
+        if let Some(t) = installed {
+            M::snapshot_installed(&mut g.state, k, SnapshotData::Table(t));
+        }
         g.snapshots.push(k);
-        g.last_snapshot_bytes = bytes.len() as u64;
+        g.last_snapshot_bytes = written;
         let keep_from = g
             .segments
             .windows(2)
@@ -217,9 +207,24 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
     }
     Ok(CompactReport {
         snapshot_seq: k,
-        snapshot_bytes: bytes.len() as u64,
+        snapshot_bytes: written,
         segments_removed: segs.len(),
         snapshots_removed: snaps.len(),
         elapsed: started.elapsed(),
     })
+}
+
+/// The table just installed at `k`, reopened (header, index and footer only),
+/// or `None` when the machine wrote its state whole.
+fn open_installed_table<M: Machine>(shared: &Shared<M>, k: u64) -> Result<Option<Arc<Table>>> {
+    let path = shared.dir.join(snapshot_name(k));
+    let bytes = shared
+        .vfs
+        .read_mapped(&path)
+        .map_err(|e| Error::io("read installed snapshot", &path, e))?;
+    if !is_table((*bytes).as_ref()) {
+        return Ok(None);
+    }
+    let key = shared.seal.as_ref().map(|s| &s.0);
+    Ok(Some(Arc::new(Table::from_bytes(path, bytes, key)?)))
 }

@@ -10,9 +10,12 @@ use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, cla
 use super::scan::{ScanEnd, SegmentScan, scan_segment};
 use super::seal::{Key, StoreId, id_mismatch, open_record, snapshot_tag, tags_equal};
 use super::snapfile::decode_snapshot;
+use super::snapshot::{SnapshotData, is_table};
+use super::table::Table;
 use super::vfs::{FileBytes, Vfs};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The files of a store directory, sorted by seq.
@@ -126,7 +129,8 @@ pub struct TornTailReport {
 }
 
 /// Decodes a snapshot payload into a state.
-pub type DecodeState<'a, S> = dyn FnMut(Codec, &[u8]) -> std::result::Result<S, String> + 'a;
+pub type DecodeState<'a, S> =
+    dyn FnMut(Codec, u64, SnapshotData<'_>) -> std::result::Result<S, String> + 'a;
 /// Applies one record payload to a state.
 pub type ApplyRecord<'a, S> =
     dyn FnMut(&mut S, Codec, &[u8]) -> std::result::Result<(), String> + 'a;
@@ -189,6 +193,7 @@ fn detect_codec(
     dir: &Path,
     l: &Listing,
     mapped: bool,
+    key: Option<&Key>,
 ) -> Result<Option<(Codec, Option<StoreId>)>> {
     for (_, name) in &l.segments {
         let path = dir.join(name);
@@ -199,7 +204,13 @@ fn detect_codec(
     }
     for (_, name) in l.snapshots.iter().rev() {
         let path = dir.join(name);
-        let bytes = read(vfs, &path, mapped, "read snapshot")?;
+        let bytes = read(vfs, &path, true, "read snapshot")?;
+        if is_table((*bytes).as_ref()) {
+            if let Ok(t) = Table::from_bytes(path, bytes, key) {
+                return Ok(Some((t.codec(), t.store_id())));
+            }
+            continue;
+        }
         if let Ok(v) = decode_snapshot((*bytes).as_ref()) {
             return Ok(Some((v.codec, v.seal.map(|s| s.0))));
         }
@@ -235,7 +246,7 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             path: dir.to_path_buf(),
         });
     }
-    let detected = detect_codec(vfs, dir, &listing, spec.mapped)?;
+    let detected = detect_codec(vfs, dir, &listing, spec.mapped, spec.key)?;
     // The oldest readable header names the store; every file must carry its id.
     let store_id = detected.and_then(|d| d.1);
     if detected.is_some() {
@@ -289,7 +300,9 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         }
         let (seq, name) = &listing.snapshots[i];
         let path = dir.join(name);
-        let bytes = match read(vfs, &path, spec.mapped, "read snapshot") {
+        // Snapshots are immutable once renamed into place (never truncated, only
+        // unlinked), so even a lock-free reader may map them.
+        let bytes = match read(vfs, &path, true, "read snapshot") {
             Ok(b) => b,
             Err(e) => {
                 let why = e.to_string();
@@ -298,6 +311,46 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             }
         };
         let bytes_len = (*bytes).as_ref().len() as u64;
+        if is_table((*bytes).as_ref()) {
+            let table = match Table::from_bytes(path.clone(), bytes, spec.key) {
+                Ok(t) => t,
+                Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
+                    let why = e.to_string();
+                    tampered = Some(e);
+                    return Err(why);
+                }
+                Err(e) => return Err(e.to_string()),
+            };
+            if table.seq() != *seq {
+                return Err(format!(
+                    "table header says seq {}, file name says {seq}",
+                    table.seq()
+                ));
+            }
+            if table.codec() != codec {
+                return Err(format!(
+                    "table codec {} differs from the log's {}",
+                    table.codec().name(),
+                    codec.name()
+                ));
+            }
+            if table.store_id() != store_id {
+                let what = id_mismatch("snapshot", table.store_id().as_ref(), store_id.as_ref());
+                tampered = Some(Error::Tampered {
+                    path,
+                    offset: 0,
+                    seq: Some(*seq),
+                    what: what.clone(),
+                });
+                return Err(what);
+            }
+            snapshot_bytes = bytes_len;
+            base_state = Some(
+                (spec.decode_state)(codec, *seq, SnapshotData::Table(Arc::new(table)))
+                    .map_err(|e| format!("table does not decode: {e}"))?,
+            );
+            return Ok(());
+        }
         let view = decode_snapshot((*bytes).as_ref())?;
         if view.seq != *seq {
             return Err(format!(
@@ -338,7 +391,7 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         }
         snapshot_bytes = bytes_len;
         base_state = Some(
-            (spec.decode_state)(codec, view.payload)
+            (spec.decode_state)(codec, *seq, SnapshotData::Whole(view.payload))
                 .map_err(|e| format!("payload does not decode: {e}"))?,
         );
         Ok(())

@@ -8,6 +8,7 @@ mod error;
 pub mod format;
 pub mod frame;
 pub mod group;
+mod keyed;
 mod load;
 mod realfs;
 pub mod recovery;
@@ -15,6 +16,7 @@ pub mod scan;
 pub mod seal;
 pub mod sim;
 pub mod snapfile;
+mod snapshot;
 mod store;
 mod tools;
 mod trim;
@@ -24,8 +26,10 @@ pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
 pub use error::{Error, Result};
 pub use format::Codec;
+pub use keyed::{Keyed, KeyedMachine, KeyedState};
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use seal::Key;
+pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::{CompactionPolicy, Options, Stats, Store, SyncPolicy};
 pub use tools::{
     Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_with_key,
@@ -52,6 +56,49 @@ pub trait Machine: Send + Sync + 'static {
     /// Applies `t` to `state`, or refuses it leaving `state` as it was.
     fn apply(state: &mut Self::State, t: &Self::Transition)
     -> std::result::Result<(), Self::Error>;
+
+    /// Decodes the snapshot a store opens from, at `seq`. The default reads a
+    /// whole-state snapshot with the store's codec and refuses a table.
+    fn decode_snapshot(
+        codec: Codec,
+        seq: u64,
+        snapshot: SnapshotData<'_>,
+    ) -> std::result::Result<Self::State, String> {
+        let _ = seq;
+        match snapshot {
+            SnapshotData::Whole(payload) => decode_payload(codec, payload),
+            SnapshotData::Table(t) => Err(format!(
+                "a table snapshot ({} entries), but this machine keeps its state whole",
+                t.len()
+            )),
+        }
+    }
+
+    /// Writes the snapshot of `state` (the state after seq `sink.seq()`, rebuilt
+    /// by compaction) and returns its size. The default writes it whole.
+    fn write_snapshot(state: &Self::State, sink: SnapshotSink<'_>) -> Result<u64> {
+        let mut payload = Vec::new();
+        encode_payload(sink.codec(), state, &mut payload).map_err(|reason| Error::Codec {
+            path: None,
+            seq: Some(sink.seq()),
+            reason,
+        })?;
+        sink.whole(&payload)
+    }
+
+    /// Called on the live state, under the writer's lock, once compaction has
+    /// installed the snapshot at `seq`: a state that keeps what the snapshot
+    /// holds can drop its own copy. The default does nothing.
+    fn snapshot_installed(state: &mut Self::State, seq: u64, snapshot: SnapshotData<'_>) {
+        let _ = (state, seq, snapshot);
+    }
+
+    /// Why the last `apply` failed, when the cause was damage found while
+    /// reading the state rather than a refusal by the rules. The default: never.
+    fn take_fault(state: &mut Self::State) -> Option<Error> {
+        let _ = state;
+        None
+    }
 }
 
 /// Reads a store without taking the writer lock and without modifying any file.
@@ -92,7 +139,7 @@ pub fn read_state_with_key<M: Machine>(
 ) -> Result<(M::State, RecoveryReport)> {
     store::check_dir(vfs, dir)?;
     tools::with_retries(|| {
-        let mut decode_state = decode_payload::<M::State>;
+        let mut decode_state = M::decode_snapshot;
         let mut apply = store::replay_one::<M>;
         let l = load::load(
             vfs,

@@ -334,7 +334,7 @@ impl<M: Machine> Store<M> {
             r => r?,
         }
         let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
-        let mut decode_state = decode_payload::<M::State>;
+        let mut decode_state = M::decode_snapshot;
         let mut apply = replay_one::<M>;
         let progress = opts.progress.clone();
         let loaded = match load(
@@ -746,7 +746,10 @@ pub(crate) fn replay_one<M: Machine>(
     p: &[u8],
 ) -> std::result::Result<(), String> {
     let t: M::Transition = decode_payload(codec, p)?;
-    M::apply(s, &t).map_err(|e| format!("apply refused it: {e}"))
+    M::apply(s, &t).map_err(|e| match M::take_fault(s) {
+        Some(fault) => format!("the state it applies to is damaged: {fault}"),
+        None => format!("apply refused it: {e}"),
+    })
 }
 
 fn stage<M: Machine>(
@@ -772,7 +775,11 @@ fn stage<M: Machine>(
             max,
         });
     }
-    M::apply(&mut g.state, t).map_err(|e| Error::Refused(Box::new(e)))?;
+    M::apply(&mut g.state, t).map_err(|e| match M::take_fault(&mut g.state) {
+        // Damage met while reading the state is not the rules' refusal.
+        Some(fault) => fault,
+        None => Error::Refused(Box::new(e)),
+    })?;
     let seq = g.next_seq;
     let tag = seal.map(|(key, id)| record_tag(key, id, seq, payload));
     encode_record_tagged(codec, seq, synced, payload, tag.as_ref(), batch);

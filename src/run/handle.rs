@@ -2,19 +2,21 @@
 //! every method stamps its change with the clock and appends it durably.
 
 use super::clock::Clock;
-use super::doc::{PhaseStatus, RunDoc, RunStatus, UnitStatus};
+use super::doc::{PhaseStatus, RunDoc, RunStatus, Unit, UnitStatus};
 use super::error::{Result, RunError};
 use super::json::Json;
-use super::resume::{ResumeSet, resume_set};
-use super::transition::{BudgetSpec, Change, RunMachine, Transition};
-use crate::engine::{CompactReport, Store};
+use super::resume::ResumeSet;
+use super::transition::{BudgetSpec, Change, RunKeyed, Transition};
+use super::units::UnitCounts;
+use super::view::RunView;
+use crate::engine::{CompactReport, Keyed, Store};
 use std::path::Path;
 use std::sync::Arc;
 
 /// A run open for writing.
 pub struct Run {
     pub(crate) id: String,
-    pub(crate) store: Store<RunMachine>,
+    pub(crate) store: Store<Keyed<RunKeyed>>,
     pub(crate) clock: Arc<dyn Clock>,
 }
 
@@ -38,23 +40,34 @@ impl Run {
         self.store.dir()
     }
 
-    /// A copy of the current document.
-    pub fn doc(&self) -> RunDoc {
-        self.store.read(|d| d.clone())
+    /// The whole current document, units included (memory in proportion to
+    /// the run; [`Run::read`] looks things up instead).
+    pub fn doc(&self) -> Result<RunDoc> {
+        self.read(|v| v.to_doc())
     }
 
-    /// Reads the current document.
-    pub fn read<R>(&self, f: impl FnOnce(&RunDoc) -> R) -> R {
-        self.store.read(f)
+    /// Reads the current state by lookup.
+    pub fn read<R>(&self, f: impl FnOnce(&RunView<'_>) -> R) -> R {
+        self.store.read(|s| f(&RunView::new(&self.id, s)))
+    }
+
+    /// One unit, by name.
+    pub fn unit(&self, name: &str) -> Result<Option<Unit>> {
+        self.read(|v| v.unit(name))
+    }
+
+    /// How many units have each status.
+    pub fn counts(&self) -> UnitCounts {
+        self.read(|v| v.counts())
     }
 
     /// The current resume set.
-    pub fn resume_set(&self) -> ResumeSet {
-        self.store.read(|d| resume_set(&d.units))
+    pub fn resume_set(&self) -> Result<ResumeSet> {
+        self.read(|v| v.resume_set())
     }
 
     /// The engine store underneath (for `compact`, `sync`, stats).
-    pub fn store(&self) -> &Store<RunMachine> {
+    pub fn store(&self) -> &Store<Keyed<RunKeyed>> {
         &self.store
     }
 

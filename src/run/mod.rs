@@ -27,6 +27,8 @@ mod resume;
 mod runs;
 pub mod signal;
 mod transition;
+mod units;
+mod view;
 
 pub use checkpoint::{Checkpoints, Flow, Restored, StopFlag, StopReason};
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -38,9 +40,12 @@ pub use open::{CHECKPOINT_DISCARDED, Started, Warning, read_dir_state};
 pub use resume::{ResumeSet, blocking_roots, resume_set};
 pub use runs::{
     ARCHIVE_SUBDIR, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport, MAX_RUN_ID_BYTES,
+    RUN_COMPACTION,
     RUNS_SUBDIR, RunSummary, Runs, check_run_id, locate_root,
 };
 pub use transition::{
-    BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, RuleError, RunMachine, Transition, check_init,
-    check_name,
+    BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, RuleError, RunKeyed, RunMachine, Transition,
+    check_init, check_name,
 };
+pub use units::{RunHeader, UnitCounts, UnitRecord};
+pub use view::{RunRead, RunState, RunView};

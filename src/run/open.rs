@@ -6,8 +6,8 @@ use super::error::{Result, RunError};
 use super::fingerprint::{changed_parts, format_parts};
 use super::handle::Run;
 use super::runs::Runs;
-use super::transition::{Change, InitSpec, RunMachine, Transition, check_init};
-use crate::engine::{self, Machine, RealFs, Store};
+use super::transition::{Change, InitSpec, RunKeyed, Transition, check_init};
+use crate::engine::{self, Keyed, Machine, RealFs, Store};
 use serde::Serialize;
 
 /// The code of the warning `start` emits when it discards a run.
@@ -44,7 +44,7 @@ impl Runs {
         if create {
             self.ensure_layout()?;
         }
-        match Store::<RunMachine>::open(&dir, self.store_options(create, None)) {
+        match Store::<Keyed<RunKeyed>>::open(&dir, self.store_options(create, None)) {
             Ok(store) => Ok(Run {
                 id: id.to_string(),
                 store,
@@ -65,13 +65,16 @@ impl Runs {
     /// so no byte of the run changes. Then the run is opened (waiting for the
     /// lock) and the change appended, where the rules decide again.
     pub fn change(&self, id: &str, change: Change) -> Result<u64> {
-        let mut doc = self.read(id)?;
+        let mut read = self.read_run(id)?;
         let probe = Transition {
             at: self.clock.now(),
             change,
         };
-        RunMachine::apply(&mut doc, &probe)
-            .map_err(|e| RunError::engine(id, engine::Error::Refused(Box::new(e))))?;
+        Keyed::<RunKeyed>::apply(&mut read.state, &probe).map_err(|e| {
+            let e = Keyed::<RunKeyed>::take_fault(&mut read.state)
+                .unwrap_or_else(|| engine::Error::Refused(Box::new(e)));
+            RunError::engine(id, e)
+        })?;
         self.open(id)?.apply(probe.change)
     }
 
@@ -79,15 +82,15 @@ impl Runs {
     /// finished one is archived first.
     pub fn init(&self, spec: InitSpec) -> Result<Run> {
         check_init(&spec).map_err(|e| RunError::Invalid(e.to_string()))?;
-        match self.read(&spec.id) {
-            Ok(doc) if doc.is_initialized() && !doc.is_closed() => {
-                return Err(refused_live(&doc));
+        match self.read_run(&spec.id) {
+            Ok(r) if r.view().header().is_initialized() && !r.view().header().is_closed() => {
+                return Err(refused_live(r.view().header()));
             }
             Ok(_) | Err(RunError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
         let run = self.open_store(&spec.id, true)?;
-        let doc = run.doc();
+        let doc = run.read(|v| v.header().clone());
         let run = if doc.is_closed() {
             self.archive(&spec.id)?;
             drop(run);
@@ -107,7 +110,7 @@ impl Runs {
         check_init(&spec).map_err(|e| RunError::Invalid(e.to_string()))?;
         let id = spec.id.clone();
         let run = self.open_store(&id, true)?;
-        let doc = run.doc();
+        let doc = run.read(|v| v.header().clone());
         let mut warnings = vec![];
         let run = if !doc.is_initialized() {
             run
@@ -156,5 +159,17 @@ fn refused_live(doc: &RunDoc) -> RunError {
 
 /// Reads run state lock-free from a directory (for tools addressing a path).
 pub fn read_dir_state(dir: &std::path::Path) -> engine::Result<RunDoc> {
-    engine::read_state::<RunMachine>(&RealFs, dir).map(|(d, _)| d)
+    let (state, _) = engine::read_state::<Keyed<RunKeyed>>(&RealFs, dir)?;
+    let id = state.header().doc.id.clone();
+    super::view::RunView::new(&id, &state)
+        .to_doc()
+        .map_err(|e| match e {
+            RunError::Engine { source, .. } => source,
+            other => engine::Error::Corrupt {
+                path: dir.to_path_buf(),
+                offset: 0,
+                seq: None,
+                reason: other.to_string(),
+            },
+        })
 }

@@ -8,7 +8,9 @@
 use super::clock::{Clock, SystemClock, parse_rfc3339};
 use super::doc::{RunDoc, RunStatus};
 use super::error::{Result, RunError};
-use super::transition::RunMachine;
+use super::transition::RunKeyed;
+use super::view::RunRead;
+use crate::engine::Keyed;
 use crate::engine::{self, Codec, Key, RealFs, SyncPolicy};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -246,14 +248,24 @@ impl Runs {
         }
     }
 
-    /// Reads run `id` (exact) without a lock and without modifying anything.
-    pub fn read(&self, id: &str) -> Result<RunDoc> {
+    /// Reads run `id` (exact) without a lock and without modifying anything:
+    /// the run-level fields and counts at once, units by lookup or iteration.
+    pub fn read_run(&self, id: &str) -> Result<RunRead> {
         let dir = self.run_dir(id)?;
-        match engine::read_state_with_key::<RunMachine>(&RealFs, &dir, self.key()) {
-            Ok((doc, _)) => Ok(doc),
+        match engine::read_state_with_key::<Keyed<RunKeyed>>(&RealFs, &dir, self.key()) {
+            Ok((state, _)) => Ok(RunRead {
+                id: id.to_string(),
+                state,
+            }),
             Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
             Err(e) => Err(RunError::engine(id, e)),
         }
+    }
+
+    /// Reads run `id` whole, units included (memory in proportion to the run;
+    /// [`Runs::read_run`] looks things up instead).
+    pub fn read(&self, id: &str) -> Result<RunDoc> {
+        self.read_run(id)?.view().to_doc()
     }
 
     /// Resolves a prefix and reads that run: (id, document).
@@ -267,14 +279,16 @@ impl Runs {
     pub fn list(&self) -> Result<Vec<RunSummary>> {
         let mut out = vec![];
         for id in self.ids()? {
-            let doc = self.read(&id).ok().unwrap_or_default();
+            let read = self.read_run(&id).ok();
+            let doc = read.as_ref().map(|r| r.view().header().clone()).unwrap_or_default();
+            let counts = read.map(|r| r.view().counts()).unwrap_or_default();
             out.push(RunSummary {
                 status: doc.is_initialized().then_some(doc.status),
                 task: doc.task.clone(),
                 created_at: doc.created_at.clone(),
                 updated_at: doc.updated_at.clone(),
-                units_done: doc.units.len() - doc.open_units().len(),
-                units_total: doc.units.len(),
+                units_done: counts.done as usize,
+                units_total: counts.total() as usize,
                 id,
             });
         }
@@ -324,7 +338,10 @@ impl Runs {
         };
         let mut report = GcReport::default();
         for id in self.ids()? {
-            let Ok(doc) = self.read(&id) else { continue };
+            let Ok(read) = self.read_run(&id) else {
+                continue;
+            };
+            let doc = read.view().header();
             if !(doc.is_closed() && old(doc.finished_at.as_deref())) {
                 continue;
             }
@@ -332,7 +349,7 @@ impl Runs {
             // is mid-transition in it; then delete it outside `runs/`.
             let dir = self.run_dir(&id)?;
             let store =
-                match engine::Store::<RunMachine>::open(&dir, self.store_options(false, None)) {
+                match engine::Store::<Keyed<RunKeyed>>::open(&dir, self.store_options(false, None)) {
                     Ok(s) => s,
                     Err(engine::Error::Locked { .. }) => {
                         report.skipped_locked.push(id);
@@ -340,7 +357,7 @@ impl Runs {
                     }
                     Err(e) => return Err(RunError::engine(&id, e)),
                 };
-            if !store.read(|d| d.is_closed()) {
+            if !store.read(|d| d.header().doc.is_closed()) {
                 continue;
             }
             let moved = self.archive(&id)?;
@@ -353,12 +370,12 @@ impl Runs {
             for e in entries.flatten() {
                 let path = e.path();
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Ok((doc, _)) =
-                    engine::read_state_with_key::<RunMachine>(&RealFs, &path, self.key())
+                let Ok((state, _)) =
+                    engine::read_state_with_key::<Keyed<RunKeyed>>(&RealFs, &path, self.key())
                 else {
                     continue;
                 };
-                if old(Some(doc.updated_at.as_str())) {
+                if old(Some(state.header().doc.updated_at.as_str())) {
                     std::fs::remove_dir_all(&path)
                         .map_err(|e| RunError::io("remove archived run", &path, e))?;
                     report.removed_archived.push(name);
@@ -379,10 +396,20 @@ impl Runs {
             lock_wait: lock_wait.unwrap_or(self.lock_wait),
             sync: self.sync,
             key: self.key.clone(),
+            compaction: RUN_COMPACTION,
             ..engine::Options::default()
         }
     }
 }
+
+/// When a run compacts by itself: once the log since the last snapshot passes
+/// 4 MiB and a tenth of that snapshot. Every process that opens the run
+/// replays that log, so it is kept short; the tenth bounds how often a large
+/// table is rewritten (each compaction streams the whole table once).
+pub const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPolicy::Auto {
+    min_log_bytes: 4 << 20,
+    ratio: 0.1,
+};
 
 fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)

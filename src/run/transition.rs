@@ -4,8 +4,9 @@
 
 use super::doc::*;
 use super::json::Json;
-use super::resume::{blocking_roots, missing_deps};
-use crate::engine::Machine;
+use super::clock::{format_rfc3339, parse_rfc3339};
+use super::units::{MapUnits, RunHeader, TableUnits, UnitCounts, UnitRecord, Units, missing, roots};
+use crate::engine::{Codec, KeyedMachine, KeyedState, Machine, decode_payload};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -187,6 +188,9 @@ pub enum RuleError {
     },
     /// A malformed argument.
     Invalid(String),
+    /// The run's stored state could not be read (a damaged table block); the
+    /// store reports the damage itself, with file and offset.
+    Storage(String),
 }
 
 impl fmt::Display for RuleError {
@@ -229,6 +233,7 @@ impl fmt::Display for RuleError {
                 "no budget {name:?}; declare it first with `runlog budget RUN {name} --owner WHO [--limit X]`"
             ),
             RuleError::Invalid(why) => f.write_str(why),
+            RuleError::Storage(why) => write!(f, "the run's state could not be read: {why}"),
         }
     }
 }
@@ -318,7 +323,9 @@ fn new_unit(at: &str) -> Unit {
     }
 }
 
-/// The run state machine.
+/// The run state machine over a whole [`RunDoc`]: the reference model of the
+/// rules (property tests and fuzzing compare against it). Stores use
+/// [`RunKeyed`], the same rules over a table of units.
 #[derive(Debug, Clone, Copy)]
 pub struct RunMachine;
 
@@ -328,145 +335,240 @@ impl Machine for RunMachine {
     type Error = RuleError;
 
     fn apply(doc: &mut RunDoc, t: &Transition) -> Result<(), RuleError> {
-        // Every check happens before the first mutation, so a refusal leaves `doc` as it was.
-        let at = t.at.as_str();
-        if let Change::Init(spec) = &t.change {
-            if doc.is_initialized() {
-                return Err(RuleError::AlreadyInitialized { id: doc.id.clone() });
+        let mut units = std::mem::take(&mut doc.units);
+        let r = rules(doc, &mut MapUnits(&mut units), t);
+        doc.units = units;
+        r
+    }
+}
+
+/// The run state machine of a run's store: the header (the document without
+/// units, and the unit counts) in memory, the units in a table by name.
+#[derive(Debug, Clone, Copy)]
+pub struct RunKeyed;
+
+impl KeyedMachine for RunKeyed {
+    type Header = RunHeader;
+    type Value = UnitRecord;
+    type Transition = Transition;
+    type Error = RuleError;
+
+    fn apply(state: &mut KeyedState<RunKeyed>, t: &Transition) -> Result<(), RuleError> {
+        // The header is moved out for the duration (no copy), and back whatever
+        // the outcome: the rules change nothing before every check has passed.
+        let mut h = std::mem::take(state.header_mut());
+        let r = rules(
+            &mut h.doc,
+            &mut TableUnits {
+                state,
+                counts: &mut h.counts,
+            },
+            t,
+        );
+        *state.header_mut() = h;
+        r
+    }
+
+    fn decode_whole(
+        codec: Codec,
+        payload: &[u8],
+    ) -> Result<(RunHeader, Vec<(String, UnitRecord)>), String> {
+        // A run written before format 2: its snapshot is the whole document.
+        let mut doc: RunDoc = decode_payload(codec, payload)?;
+        let units = std::mem::take(&mut doc.units);
+        let counts = UnitCounts::of(units.values());
+        let mut entries = Vec::with_capacity(units.len());
+        for (name, u) in units {
+            let rec = UnitRecord::from_unit(&u).map_err(|e| format!("unit {name:?}: {e}"))?;
+            entries.push((name, rec));
+        }
+        Ok((RunHeader { doc, counts }, entries))
+    }
+}
+
+/// The rules: every check happens before the first mutation, so a refusal
+/// leaves `doc` and `units` as they were.
+fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> Result<(), RuleError> {
+    // Stored as milliseconds: the one spelling every timestamp renders back to.
+    let at = &format_rfc3339(parse_rfc3339(&t.at).ok_or_else(|| {
+        RuleError::Invalid(format!(
+            "transition time {:?} is not an RFC 3339 UTC timestamp",
+            t.at
+        ))
+    })?);
+    let at = at.as_str();
+    if let Change::Init(spec) = &t.change {
+        if doc.is_initialized() {
+            return Err(RuleError::AlreadyInitialized { id: doc.id.clone() });
+        }
+        check_init(spec)?;
+        init(doc, units, spec, at)?;
+        return Ok(());
+    }
+    if !doc.is_initialized() {
+        return Err(RuleError::NotInitialized);
+    }
+    if doc.is_closed() {
+        return Err(RuleError::Closed {
+            id: doc.id.clone(),
+            status: doc.status,
+            op: t.change.op(),
+        });
+    }
+    match &t.change {
+        Change::Init(_) => unreachable!("handled above"),
+        Change::Unit {
+            unit,
+            status,
+            note,
+            deps,
+        } => set_unit(units, at, unit, *status, note.as_deref(), deps.as_deref())?,
+        Change::Phase { phase, status } => {
+            check_name("phase", phase)?;
+            let p = doc.phases.entry(phase.clone()).or_insert_with(|| Phase {
+                status: PhaseStatus::Pending,
+                started_at: None,
+                updated_at: at.to_string(),
+                finished_at: None,
+            });
+            p.status = *status;
+            p.updated_at = at.to_string();
+            if *status == PhaseStatus::Running && p.started_at.is_none() {
+                p.started_at = Some(at.to_string());
             }
-            check_init(spec)?;
-            init(doc, spec, at);
-            return Ok(());
+            if matches!(status, PhaseStatus::Done | PhaseStatus::Skipped) {
+                p.finished_at = Some(at.to_string());
+            }
         }
-        if !doc.is_initialized() {
-            return Err(RuleError::NotInitialized);
+        Change::Items { items } => {
+            if items.is_empty() || items.len() > MAX_ITEMS_PER_CHANGE {
+                return Err(RuleError::Invalid(format!(
+                    "an item change carries 1–{MAX_ITEMS_PER_CHANGE} items, not {}",
+                    items.len()
+                )));
+            }
+            for item in items {
+                doc.next_item += 1;
+                doc.open_items.push(Item {
+                    id: format!("item-{}", doc.next_item),
+                    at: at.to_string(),
+                    item: item.clone(),
+                });
+            }
         }
-        if doc.is_closed() {
-            return Err(RuleError::Closed {
-                id: doc.id.clone(),
-                status: doc.status,
-                op: t.change.op(),
+        Change::Resolve { id, note } => {
+            let Some(pos) = doc.open_items.iter().position(|i| &i.id == id) else {
+                let resolved = doc.resolved_items.iter().any(|i| &i.id == id);
+                return Err(RuleError::UnknownItem {
+                    id: id.clone(),
+                    resolved,
+                });
+            };
+            let item = doc.open_items.remove(pos);
+            doc.resolved_items.push(ResolvedItem {
+                id: item.id,
+                at: item.at,
+                item: item.item,
+                resolved_at: at.to_string(),
+                note: note.clone(),
             });
         }
-        match &t.change {
-            Change::Init(_) => unreachable!("handled above"),
-            Change::Unit {
-                unit,
-                status,
-                note,
-                deps,
-            } => set_unit(doc, at, unit, *status, note.as_deref(), deps.as_deref())?,
-            Change::Phase { phase, status } => {
-                check_name("phase", phase)?;
-                let p = doc.phases.entry(phase.clone()).or_insert_with(|| Phase {
-                    status: PhaseStatus::Pending,
-                    started_at: None,
-                    updated_at: at.to_string(),
-                    finished_at: None,
+        Change::Budget { name, spec } => {
+            check_budget(name, spec)?;
+            let b = doc.budgets.entry(name.clone()).or_insert_with(|| Budget {
+                limit: None,
+                owner: String::new(),
+                spent: 0.0,
+                exhausted_at: None,
+            });
+            b.limit = spec.limit;
+            b.owner = spec.owner.clone();
+            if !b.is_exhausted() {
+                b.exhausted_at = None;
+            } else if b.exhausted_at.is_none() {
+                b.exhausted_at = Some(at.to_string());
+            }
+        }
+        Change::Spend { budget, amount } => {
+            check_amount("an amount spent", *amount)?;
+            let Some(b) = doc.budgets.get_mut(budget) else {
+                return Err(RuleError::UnknownBudget {
+                    name: budget.clone(),
                 });
-                p.status = *status;
-                p.updated_at = at.to_string();
-                if *status == PhaseStatus::Running && p.started_at.is_none() {
-                    p.started_at = Some(at.to_string());
-                }
-                if matches!(status, PhaseStatus::Done | PhaseStatus::Skipped) {
-                    p.finished_at = Some(at.to_string());
-                }
+            };
+            b.spent += amount;
+            if b.is_exhausted() && b.exhausted_at.is_none() {
+                b.exhausted_at = Some(at.to_string());
             }
-            Change::Items { items } => {
-                if items.is_empty() || items.len() > MAX_ITEMS_PER_CHANGE {
-                    return Err(RuleError::Invalid(format!(
-                        "an item change carries 1–{MAX_ITEMS_PER_CHANGE} items, not {}",
-                        items.len()
-                    )));
-                }
-                for item in items {
-                    doc.next_item += 1;
-                    doc.open_items.push(Item {
-                        id: format!("item-{}", doc.next_item),
-                        at: at.to_string(),
-                        item: item.clone(),
-                    });
-                }
+        }
+        Change::Checkpoint { state } => {
+            let count = doc.checkpoint.as_ref().map_or(0, |c| c.count) + 1;
+            doc.checkpoint = Some(SavedCheckpoint {
+                at: at.to_string(),
+                count,
+                state: state.clone(),
+            });
+        }
+        Change::Finalize { status, result } => {
+            if !status.is_terminal() {
+                return Err(RuleError::Invalid(
+                    "finalize takes done, needs_attention or aborted".into(),
+                ));
             }
-            Change::Resolve { id, note } => {
-                let Some(pos) = doc.open_items.iter().position(|i| &i.id == id) else {
-                    let resolved = doc.resolved_items.iter().any(|i| &i.id == id);
-                    return Err(RuleError::UnknownItem {
-                        id: id.clone(),
-                        resolved,
-                    });
-                };
-                let item = doc.open_items.remove(pos);
-                doc.resolved_items.push(ResolvedItem {
-                    id: item.id,
-                    at: item.at,
-                    item: item.item,
-                    resolved_at: at.to_string(),
-                    note: note.clone(),
-                });
-            }
-            Change::Budget { name, spec } => {
-                check_budget(name, spec)?;
-                let b = doc.budgets.entry(name.clone()).or_insert_with(|| Budget {
-                    limit: None,
-                    owner: String::new(),
-                    spent: 0.0,
-                    exhausted_at: None,
-                });
-                b.limit = spec.limit;
-                b.owner = spec.owner.clone();
-                if !b.is_exhausted() {
-                    b.exhausted_at = None;
-                } else if b.exhausted_at.is_none() {
-                    b.exhausted_at = Some(at.to_string());
-                }
-            }
-            Change::Spend { budget, amount } => {
-                check_amount("an amount spent", *amount)?;
-                let Some(b) = doc.budgets.get_mut(budget) else {
-                    return Err(RuleError::UnknownBudget {
-                        name: budget.clone(),
-                    });
-                };
-                b.spent += amount;
-                if b.is_exhausted() && b.exhausted_at.is_none() {
-                    b.exhausted_at = Some(at.to_string());
-                }
-            }
-            Change::Checkpoint { state } => {
-                let count = doc.checkpoint.as_ref().map_or(0, |c| c.count) + 1;
-                doc.checkpoint = Some(SavedCheckpoint {
-                    at: at.to_string(),
-                    count,
-                    state: state.clone(),
-                });
-            }
-            Change::Finalize { status, result } => {
-                if !status.is_terminal() {
-                    return Err(RuleError::Invalid(
-                        "finalize takes done, needs_attention or aborted".into(),
-                    ));
-                }
-                let open = doc.open_units();
-                if *status == RunStatus::Done && !open.is_empty() {
-                    return Err(RuleError::OpenUnits { units: open });
-                }
+            // The counts decide `done` at once; only a refusal or another
+            // terminal status lists the open units.
+            if *status == RunStatus::Done && units.counts().open() == 0 {
                 doc.open_at_finish = Some(OpenAtFinish {
-                    units: open,
+                    units: BTreeMap::new(),
                     items: doc.open_items.iter().map(|i| i.id.clone()).collect(),
                 });
                 doc.status = *status;
                 doc.result = result.clone();
                 doc.finished_at = Some(at.to_string());
+                doc.updated_at = at.to_string();
+                return Ok(());
             }
+            let open = units.open_units()?;
+            if *status == RunStatus::Done && !open.is_empty() {
+                return Err(RuleError::OpenUnits { units: open });
+            }
+            doc.open_at_finish = Some(OpenAtFinish {
+                units: open,
+                items: doc.open_items.iter().map(|i| i.id.clone()).collect(),
+            });
+            doc.status = *status;
+            doc.result = result.clone();
+            doc.finished_at = Some(at.to_string());
         }
-        doc.updated_at = at.to_string();
-        Ok(())
     }
+    }
+    doc.updated_at = at.to_string();
+    Ok(())
 }
 
-fn init(doc: &mut RunDoc, spec: &InitSpec, at: &str) {
+fn init(
+    doc: &mut RunDoc,
+    units: &mut dyn Units,
+    spec: &InitSpec,
+    at: &str,
+) -> Result<(), RuleError> {
+    // An uninitialized store holds no unit: every one named is new.
+    let mut named: BTreeMap<&String, Vec<String>> = BTreeMap::new();
+    let deps_named = spec
+        .deps
+        .iter()
+        .flat_map(|(u, d)| std::iter::once(u).chain(d));
+    for u in spec.units.iter().chain(deps_named) {
+        named.entry(u).or_default();
+    }
+    for (u, d) in &spec.deps {
+        named.insert(u, d.clone());
+    }
+    for (name, deps) in named {
+        let mut u = new_unit(at);
+        u.depends_on = deps;
+        units.set(name, u, None)?;
+    }
     *doc = RunDoc {
         schema_version: SCHEMA_VERSION,
         id: spec.id.clone(),
@@ -478,18 +580,6 @@ fn init(doc: &mut RunDoc, spec: &InitSpec, at: &str) {
         fingerprint: spec.fingerprint.clone(),
         ..RunDoc::default()
     };
-    let deps_named = spec
-        .deps
-        .iter()
-        .flat_map(|(u, d)| std::iter::once(u).chain(d));
-    for u in spec.units.iter().chain(deps_named) {
-        doc.units.entry(u.clone()).or_insert_with(|| new_unit(at));
-    }
-    for (u, d) in &spec.deps {
-        if let Some(unit) = doc.units.get_mut(u) {
-            unit.depends_on = d.clone();
-        }
-    }
     for (n, b) in &spec.budgets {
         doc.budgets.insert(
             n.clone(),
@@ -501,10 +591,11 @@ fn init(doc: &mut RunDoc, spec: &InitSpec, at: &str) {
             },
         );
     }
+    Ok(())
 }
 
 fn set_unit(
-    doc: &mut RunDoc,
+    units: &mut dyn Units,
     at: &str,
     name: &str,
     status: UnitStatus,
@@ -515,8 +606,8 @@ fn set_unit(
     if let Some(d) = deps {
         check_deps(name, d)?;
     }
-    let existing = doc.units.get(name);
-    if let Some(u) = existing
+    let existing = units.unit(name)?;
+    if let Some(u) = &existing
         && u.status == UnitStatus::Done
         && status != UnitStatus::Done
     {
@@ -526,19 +617,17 @@ fn set_unit(
         });
     }
     let empty = Vec::new();
-    let effective_deps = deps.unwrap_or_else(|| existing.map_or(&empty, |u| &u.depends_on));
+    let effective_deps = deps.unwrap_or_else(|| existing.as_ref().map_or(&empty, |u| &u.depends_on));
     let starting = matches!(status, UnitStatus::InProgress | UnitStatus::Done);
-    let already_done = existing.is_some_and(|u| u.status == UnitStatus::Done);
-    if starting && !already_done && !missing_deps(&doc.units, effective_deps).is_empty() {
+    let already_done = existing.as_ref().is_some_and(|u| u.status == UnitStatus::Done);
+    if starting && !already_done && !missing(&*units, effective_deps)?.is_empty() {
         return Err(RuleError::DepsNotDone {
             unit: name.to_string(),
-            roots: blocking_roots(&doc.units, effective_deps),
+            roots: roots(&*units, effective_deps)?,
         });
     }
-    let u = doc
-        .units
-        .entry(name.to_string())
-        .or_insert_with(|| new_unit(at));
+    let was = existing.as_ref().map(|u| u.status);
+    let mut u = existing.unwrap_or_else(|| new_unit(at));
     if status == UnitStatus::InProgress {
         u.attempts += 1;
         u.started_at = Some(at.to_string());
@@ -554,5 +643,5 @@ fn set_unit(
         u.depends_on = d.to_vec();
     }
     u.updated_at = at.to_string();
-    Ok(())
+    units.set(name, u, was)
 }

@@ -1,0 +1,458 @@
+//! Keyed state: a small header plus a sorted map that lives in a table
+//! snapshot (FORMAT.md §11) and is read by lookup, with the log since that
+//! snapshot held in memory as an overlay. Opening costs the header, the table's
+//! index and the tail, whatever the number of entries; compaction streams the
+//! old table and the overlay, merged in key order, into a new table.
+//!
+//! A [`KeyedMachine`] says how transitions change a [`KeyedState`]; [`Keyed`]
+//! adapts it to [`Machine`], so a keyed store is a `Store<Keyed<M>>` with the
+//! log, recovery, group commit and compaction of every other store.
+
+use super::Machine;
+use super::codec::decode_payload;
+use super::error::{Error, Result};
+use super::format::Codec;
+use super::snapshot::{SnapshotData, SnapshotSink};
+use super::table::{Table, TableIter};
+use serde::de::DeserializeOwned;
+use serde::ser::{SerializeSeq, SerializeStruct};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
+
+/// A state machine over a keyed state: a header that is always in memory and
+/// a sorted map of string keys to values that is looked up.
+pub trait KeyedMachine: Send + Sync + 'static {
+    /// Run-level fields and running counters: small, always in memory.
+    type Header: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static;
+    /// One entry's value (stored with `postcard` in tables).
+    type Value: Serialize + DeserializeOwned + Clone + Send + Sync + 'static;
+    /// One transition.
+    type Transition: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// Why `apply` refused a transition.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Applies `t`, or refuses it leaving `state` as it was. A lookup that
+    /// fails (a damaged table block) must make `apply` fail before it changes
+    /// anything; the store then reports the damage, not a refusal.
+    fn apply(
+        state: &mut KeyedState<Self>,
+        t: &Self::Transition,
+    ) -> std::result::Result<(), Self::Error>;
+
+    /// Reads a whole-state snapshot written before this machine kept its state
+    /// in a table: the header and every entry. The default refuses it.
+    fn decode_whole(
+        codec: Codec,
+        payload: &[u8],
+    ) -> std::result::Result<(Self::Header, Vec<(String, Self::Value)>), String> {
+        let _ = (codec, payload);
+        Err("a whole-state snapshot, but this machine keeps its state in a table".into())
+    }
+}
+
+/// The [`Machine`] of a keyed store: `Store<Keyed<M>>`.
+pub struct Keyed<M>(PhantomData<M>);
+
+/// One value as the overlay holds it: the seq that wrote it, and the value.
+struct Written<V> {
+    seq: u64,
+    value: V,
+}
+
+/// A header, a table (the newest snapshot's), and the overlay of what changed
+/// since.
+pub struct KeyedState<M: KeyedMachine> {
+    header: M::Header,
+    table: Option<Arc<Table>>,
+    overlay: BTreeMap<String, Written<M::Value>>,
+    /// Entries in table and overlay together.
+    len: u64,
+    /// The seq of the last transition applied.
+    seq: u64,
+    /// Damage met by a lookup during the current `apply`.
+    fault: Mutex<Option<Error>>,
+}
+
+impl<M: KeyedMachine> Default for KeyedState<M> {
+    fn default() -> Self {
+        KeyedState {
+            header: M::Header::default(),
+            table: None,
+            overlay: BTreeMap::new(),
+            len: 0,
+            seq: 0,
+            fault: Mutex::new(None),
+        }
+    }
+}
+
+impl<M: KeyedMachine> std::fmt::Debug for KeyedState<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedState")
+            .field("len", &self.len)
+            .field("seq", &self.seq)
+            .field("table", &self.table.as_ref().map(|t| t.seq()))
+            .field("overlay", &self.overlay.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The error a keyed lookup returns: damage to the table it read.
+#[derive(Debug)]
+pub struct Damaged(pub Error);
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Damaged {}
+
+impl<M: KeyedMachine> KeyedState<M> {
+    /// The header.
+    pub fn header(&self) -> &M::Header {
+        &self.header
+    }
+
+    /// The header, to change in `apply`.
+    pub fn header_mut(&mut self) -> &mut M::Header {
+        &mut self.header
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The seq of the last transition applied (the snapshot's when none since).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Entries changed since the newest snapshot (held in memory).
+    pub fn overlay_len(&self) -> usize {
+        self.overlay.len()
+    }
+
+    /// Looks `key` up: the overlay, then the table (whose block is checked).
+    pub fn get(&self, key: &str) -> std::result::Result<Option<M::Value>, Damaged> {
+        if let Some(w) = self.overlay.get(key) {
+            return Ok(Some(w.value.clone()));
+        }
+        let Some(t) = &self.table else {
+            return Ok(None);
+        };
+        let found = t.get(key.as_bytes()).and_then(|v| match v {
+            None => Ok(None),
+            Some(bytes) => decode_value::<M>(t, key, bytes).map(Some),
+        });
+        found.map_err(|e| self.record(e))
+    }
+
+    /// Sets `key` to `value`. In `apply`, call it only once every check passed.
+    pub fn put(&mut self, key: &str, value: M::Value) -> std::result::Result<(), Damaged> {
+        let seq = self.seq + 1;
+        if let Some(w) = self.overlay.get_mut(key) {
+            *w = Written { seq, value };
+            return Ok(());
+        }
+        let in_table = match &self.table {
+            None => false,
+            Some(t) => t
+                .get(key.as_bytes())
+                .map_err(|e| self.record(e))?
+                .is_some(),
+        };
+        if !in_table {
+            self.len += 1;
+        }
+        self.overlay.insert(key.to_string(), Written { seq, value });
+        Ok(())
+    }
+
+    /// Every entry from `start` on (all with `None`), in key order: the table
+    /// and the overlay merged, the overlay winning. Damage is yielded once.
+    pub fn iter_from(&self, start: Option<&str>) -> Entries<'_, M> {
+        let lower = match start {
+            Some(s) => Bound::Included(s.to_string()),
+            None => Bound::Unbounded,
+        };
+        let table = self.table.as_ref().map(|t| match start {
+            Some(s) => t.iter_from(s.as_bytes()),
+            None => t.iter(),
+        });
+        Entries {
+            table: table.map(|i| i.peekable()),
+            table_ref: self.table.as_deref(),
+            overlay: self
+                .overlay
+                .range::<String, _>((lower, Bound::Unbounded))
+                .peekable(),
+            done: false,
+        }
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> Entries<'_, M> {
+        self.iter_from(None)
+    }
+
+    fn record(&self, e: Error) -> Damaged {
+        let copy = Damaged(clone_error(&e));
+        self.fault
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        copy
+    }
+
+    fn from_parts(header: M::Header, entries: Vec<(String, M::Value)>, seq: u64) -> Self {
+        let overlay: BTreeMap<String, Written<M::Value>> = entries
+            .into_iter()
+            .map(|(k, value)| (k, Written { seq, value }))
+            .collect();
+        KeyedState {
+            header,
+            table: None,
+            len: overlay.len() as u64,
+            overlay,
+            seq,
+            fault: Mutex::new(None),
+        }
+    }
+}
+
+fn decode_value<M: KeyedMachine>(t: &Table, key: &str, bytes: &[u8]) -> Result<M::Value> {
+    decode_payload(Codec::Binary, bytes).map_err(|reason| Error::Corrupt {
+        path: t.path().to_path_buf(),
+        offset: 0,
+        seq: Some(t.seq()),
+        reason: format!("table entry {key:?} does not decode: {reason}"),
+    })
+}
+
+/// The engine's errors hold `io::Error`s, which do not clone; a fault is
+/// reported twice (to `apply` and to the store), so copy what it says.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Corrupt {
+            path,
+            offset,
+            seq,
+            reason,
+        } => Error::Corrupt {
+            path: path.clone(),
+            offset: *offset,
+            seq: *seq,
+            reason: reason.clone(),
+        },
+        Error::Tampered {
+            path,
+            offset,
+            seq,
+            what,
+        } => Error::Tampered {
+            path: path.clone(),
+            offset: *offset,
+            seq: *seq,
+            what: what.clone(),
+        },
+        other => Error::Corrupt {
+            path: Default::default(),
+            offset: 0,
+            seq: None,
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// The merged entries of a [`KeyedState`], in key order.
+pub struct Entries<'a, M: KeyedMachine> {
+    table: Option<std::iter::Peekable<TableIter<'a>>>,
+    table_ref: Option<&'a Table>,
+    overlay: std::iter::Peekable<std::collections::btree_map::Range<'a, String, Written<M::Value>>>,
+    done: bool,
+}
+
+impl<'a, M: KeyedMachine> Iterator for Entries<'a, M> {
+    type Item = Result<(Cow<'a, str>, M::Value)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let from_table = match self.table.as_mut().and_then(|t| t.peek()) {
+            None => None,
+            Some(Err(_)) => {
+                self.done = true;
+                return match self.table.as_mut().and_then(|t| t.next()) {
+                    Some(Err(e)) => Some(Err(e)),
+                    _ => None,
+                };
+            }
+            Some(Ok((k, _))) => Some(*k),
+        };
+        let from_overlay = self.overlay.peek().map(|&(k, _)| k.as_bytes());
+        let take_overlay = match (from_table, from_overlay) {
+            (None, None) => return None,
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (Some(t), Some(o)) => {
+                if t == o {
+                    // The overlay holds the newer value of this key.
+                    self.table.as_mut().and_then(|t| t.next());
+                }
+                o <= t
+            }
+        };
+        if take_overlay {
+            let (k, w) = self.overlay.next()?;
+            return Some(Ok((Cow::Borrowed(k.as_str()), w.value.clone())));
+        }
+        let (k, v) = match self.table.as_mut().and_then(|t| t.next()) {
+            Some(Ok(kv)) => kv,
+            _ => return None,
+        };
+        let table = self.table_ref?;
+        let r = std::str::from_utf8(k)
+            .map_err(|_| Error::Corrupt {
+                path: table.path().to_path_buf(),
+                offset: 0,
+                seq: Some(table.seq()),
+                reason: "table key is not UTF-8".into(),
+            })
+            .and_then(|key| Ok((Cow::Borrowed(key), decode_value::<M>(table, key, v)?)));
+        if r.is_err() {
+            self.done = true;
+        }
+        Some(r)
+    }
+}
+
+impl<M: KeyedMachine> Machine for Keyed<M> {
+    type State = KeyedState<M>;
+    type Transition = M::Transition;
+    type Error = M::Error;
+
+    fn apply(state: &mut KeyedState<M>, t: &M::Transition) -> std::result::Result<(), M::Error> {
+        M::apply(state, t)?;
+        state.seq += 1;
+        Ok(())
+    }
+
+    fn decode_snapshot(
+        codec: Codec,
+        seq: u64,
+        snapshot: SnapshotData<'_>,
+    ) -> std::result::Result<KeyedState<M>, String> {
+        match snapshot {
+            SnapshotData::Whole(payload) => {
+                let (header, entries) = M::decode_whole(codec, payload)?;
+                Ok(KeyedState::from_parts(header, entries, seq))
+            }
+            SnapshotData::Table(t) => {
+                let header: M::Header = decode_payload(Codec::Binary, t.header())
+                    .map_err(|e| format!("table header does not decode: {e}"))?;
+                Ok(KeyedState {
+                    header,
+                    len: t.len(),
+                    table: Some(t),
+                    overlay: BTreeMap::new(),
+                    seq,
+                    fault: Mutex::new(None),
+                })
+            }
+        }
+    }
+
+    fn write_snapshot(state: &KeyedState<M>, sink: SnapshotSink<'_>) -> Result<u64> {
+        let mut w = sink.table()?;
+        let mut value = Vec::new();
+        for entry in state.iter() {
+            let (k, v) = entry?;
+            value.clear();
+            super::codec::encode_payload(Codec::Binary, &v, &mut value).map_err(|reason| {
+                Error::Codec {
+                    path: None,
+                    seq: Some(state.seq),
+                    reason,
+                }
+            })?;
+            w.add(k.as_bytes(), &value)?;
+        }
+        let mut header = Vec::new();
+        super::codec::encode_payload(Codec::Binary, &state.header, &mut header).map_err(
+            |reason| Error::Codec {
+                path: None,
+                seq: Some(state.seq),
+                reason,
+            },
+        )?;
+        w.finish(&header)
+    }
+
+    fn snapshot_installed(state: &mut KeyedState<M>, seq: u64, snapshot: SnapshotData<'_>) {
+        if let SnapshotData::Table(t) = snapshot {
+            // The table holds every entry as of `seq`; what the overlay wrote
+            // since stays, the rest is now read from the table.
+            state.overlay.retain(|_, w| w.seq > seq);
+            state.table = Some(t);
+        }
+    }
+
+    fn take_fault(state: &mut KeyedState<M>) -> Option<Error> {
+        state
+            .fault
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
+
+/// Serialized whole (header, then every entry in key order) for tools that
+/// want the state as one document; a store writes tables, never this.
+impl<M: KeyedMachine> Serialize for KeyedState<M> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        struct All<'a, M: KeyedMachine>(&'a KeyedState<M>);
+        impl<M: KeyedMachine> Serialize for All<'_, M> {
+            fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(Some(self.0.len as usize))?;
+                for e in self.0.iter() {
+                    let (k, v) = e.map_err(serde::ser::Error::custom)?;
+                    seq.serialize_element(&(k.as_ref(), &v))?;
+                }
+                seq.end()
+            }
+        }
+        let mut st = s.serialize_struct("KeyedState", 2)?;
+        st.serialize_field("header", &self.header)?;
+        st.serialize_field("entries", &All(self))?;
+        st.end()
+    }
+}
+
+impl<'de, M: KeyedMachine> Deserialize<'de> for KeyedState<M> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(bound = "H: DeserializeOwned, V: DeserializeOwned")]
+        struct Whole<H, V> {
+            header: H,
+            entries: Vec<(String, V)>,
+        }
+        let w = Whole::<M::Header, M::Value>::deserialize(d)?;
+        let mut entries = w.entries;
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        Ok(KeyedState::from_parts(w.header, entries, 0))
+    }
+}

@@ -1,0 +1,93 @@
+//! The two shapes a snapshot takes, and the seam through which a machine reads
+//! and writes its own: a whole serialized state (FORMAT.md §4), or a sorted
+//! table read by lookup (FORMAT.md §11). The engine chooses neither; the
+//! machine's [`Machine::decode_snapshot`](super::Machine::decode_snapshot) and
+//! [`Machine::write_snapshot`](super::Machine::write_snapshot) do.
+
+use super::error::{Error, Result};
+use super::format::{Codec, MAX_SNAPSHOT_LEN};
+use super::table::format::TABLE_BLOCK_BYTES;
+use super::seal::{Key, StoreId};
+use super::table::{Table, TableSpec, TableWriter};
+use super::tools::write_file_atomic;
+use super::vfs::Vfs;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A snapshot as found on disk, checked (checksums, tags) but not decoded.
+#[derive(Debug, Clone)]
+pub enum SnapshotData<'a> {
+    /// A whole-state snapshot's payload.
+    Whole(&'a [u8]),
+    /// A table snapshot: its header, index and footer are checked; its blocks
+    /// are checked when read.
+    Table(Arc<Table>),
+}
+
+/// Where compaction writes a snapshot: the machine picks the shape.
+pub struct SnapshotSink<'a> {
+    pub(crate) vfs: &'a Arc<dyn Vfs>,
+    pub(crate) dir: &'a Path,
+    pub(crate) name: String,
+    pub(crate) codec: Codec,
+    pub(crate) seq: u64,
+    pub(crate) seal: Option<&'a (Key, StoreId)>,
+}
+
+impl SnapshotSink<'_> {
+    /// The store's codec.
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    /// The seq the snapshot covers.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Installs a whole-state snapshot of `payload` (temp, fsync, rename, fsync
+    /// directory). Returns the file's size.
+    pub fn whole(self, payload: &[u8]) -> Result<u64> {
+        if payload.len() as u64 > MAX_SNAPSHOT_LEN {
+            return Err(Error::TooLarge {
+                what: "snapshot",
+                len: payload.len() as u64,
+                max: MAX_SNAPSHOT_LEN,
+            });
+        }
+        let seal = self.seal.map(|(key, id)| {
+            let tag = super::seal::snapshot_tag(key, id, self.seq, payload);
+            (*id, tag)
+        });
+        let bytes = super::snapfile::encode_snapshot_keyed(
+            self.codec,
+            self.seq,
+            payload,
+            seal.as_ref().map(|(id, tag)| (id, tag)),
+        );
+        write_file_atomic(self.vfs.as_ref(), self.dir, &self.name, &bytes)?;
+        Ok(bytes.len() as u64)
+    }
+
+    /// Starts a table snapshot: add entries in key order, then
+    /// [`TableWriter::finish`] installs it atomically.
+    pub fn table(self) -> Result<TableWriter> {
+        TableWriter::create(
+            self.vfs.clone(),
+            self.dir,
+            &self.name,
+            TableSpec {
+                codec: self.codec,
+                seq: self.seq,
+                seal: self.seal.cloned(),
+                block_bytes: TABLE_BLOCK_BYTES,
+            },
+        )
+    }
+}
+
+/// True when `bytes` begin like a table snapshot (FORMAT.md §11) rather than a
+/// whole one.
+pub(crate) fn is_table(bytes: &[u8]) -> bool {
+    bytes.starts_with(&super::table::format::TABLE_MAGIC)
+}

@@ -1,0 +1,263 @@
+//! Where a run keeps its units: in the engine's keyed state, one compact record
+//! per unit in a table snapshot, looked up by name. The rules
+//! (`transition.rs`) read and write units only through [`Units`], so the same
+//! rules run over this table-backed store and over a plain map (the whole
+//! [`RunDoc`], kept as the reference model and the materialized view).
+
+use super::clock::{format_rfc3339, parse_rfc3339};
+use super::doc::{RunDoc, Unit, UnitStatus};
+use super::transition::RuleError;
+use crate::engine::KeyedState;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A unit as a table stores it: timestamps in milliseconds since the epoch
+/// (rendered as RFC 3339 only on output); its name is the table key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnitRecord {
+    /// Its status.
+    pub status: UnitStatus,
+    /// Units that must be done first.
+    pub depends_on: Vec<String>,
+    /// A free-text note.
+    pub note: String,
+    /// How many times it went to `in_progress`.
+    pub attempts: u32,
+    /// When it was added (ms).
+    pub created: i64,
+    /// When it last changed (ms).
+    pub updated: i64,
+    /// When it last went to `in_progress` (ms).
+    pub started: Option<i64>,
+    /// When it went to `done` (ms).
+    pub finished: Option<i64>,
+}
+
+fn ms(what: &str, s: &str) -> Result<i64, RuleError> {
+    parse_rfc3339(s).ok_or_else(|| {
+        RuleError::Invalid(format!("{what} {s:?} is not an RFC 3339 UTC timestamp"))
+    })
+}
+
+impl UnitRecord {
+    /// The record of `u`; its timestamps must be RFC 3339 UTC.
+    pub fn from_unit(u: &Unit) -> Result<UnitRecord, RuleError> {
+        Ok(UnitRecord {
+            status: u.status,
+            depends_on: u.depends_on.clone(),
+            note: u.note.clone(),
+            attempts: u.attempts,
+            created: ms("createdAt", &u.created_at)?,
+            updated: ms("updatedAt", &u.updated_at)?,
+            started: u.started_at.as_deref().map(|s| ms("startedAt", s)).transpose()?,
+            finished: u
+                .finished_at
+                .as_deref()
+                .map(|s| ms("finishedAt", s))
+                .transpose()?,
+        })
+    }
+
+    /// The unit as the run document shows it.
+    pub fn to_unit(&self) -> Unit {
+        Unit {
+            status: self.status,
+            depends_on: self.depends_on.clone(),
+            note: self.note.clone(),
+            attempts: self.attempts,
+            created_at: format_rfc3339(self.created),
+            updated_at: format_rfc3339(self.updated),
+            started_at: self.started.map(format_rfc3339),
+            finished_at: self.finished.map(format_rfc3339),
+        }
+    }
+}
+
+/// How many units have each status: kept with every change, so `status` and
+/// the `finalize done` check never count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnitCounts {
+    /// `pending`.
+    pub pending: u64,
+    /// `in_progress`.
+    pub in_progress: u64,
+    /// `done`.
+    pub done: u64,
+    /// `blocked`.
+    pub blocked: u64,
+    /// `dep_blocked`.
+    pub dep_blocked: u64,
+}
+
+impl UnitCounts {
+    fn slot(&mut self, s: UnitStatus) -> &mut u64 {
+        match s {
+            UnitStatus::Pending => &mut self.pending,
+            UnitStatus::InProgress => &mut self.in_progress,
+            UnitStatus::Done => &mut self.done,
+            UnitStatus::Blocked => &mut self.blocked,
+            UnitStatus::DepBlocked => &mut self.dep_blocked,
+        }
+    }
+
+    /// Moves one unit from `from` (`None`: new) to `to`.
+    pub fn moved(&mut self, from: Option<UnitStatus>, to: UnitStatus) {
+        if let Some(f) = from {
+            let n = self.slot(f);
+            *n = n.saturating_sub(1);
+        }
+        *self.slot(to) += 1;
+    }
+
+    /// Every unit.
+    pub fn total(&self) -> u64 {
+        self.pending + self.in_progress + self.done + self.blocked + self.dep_blocked
+    }
+
+    /// Units not done.
+    pub fn open(&self) -> u64 {
+        self.total() - self.done
+    }
+
+    /// The counts of a whole map of units.
+    pub fn of<'a>(units: impl IntoIterator<Item = &'a Unit>) -> UnitCounts {
+        let mut c = UnitCounts::default();
+        for u in units {
+            c.moved(None, u.status);
+        }
+        c
+    }
+}
+
+/// A run's header as a table stores it: the document without its units, and
+/// the unit counts.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunHeader {
+    /// The run document; its `units` map is always empty here.
+    pub doc: RunDoc,
+    /// Units per status.
+    pub counts: UnitCounts,
+}
+
+/// What the rules need of a run's units.
+pub(crate) trait Units {
+    /// The unit called `name`. `Err` only for damage to the store.
+    fn unit(&self, name: &str) -> Result<Option<Unit>, RuleError>;
+    /// Adds or replaces a unit (`was`: its status before, `None` when new).
+    fn set(&mut self, name: &str, u: Unit, was: Option<UnitStatus>) -> Result<(), RuleError>;
+    /// How many units there are per status.
+    fn counts(&self) -> UnitCounts;
+    /// Every unit not done, with its status (a scan: only when finalizing).
+    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, RuleError>;
+}
+
+/// The units of a whole [`RunDoc`].
+pub(crate) struct MapUnits<'a>(pub &'a mut BTreeMap<String, Unit>);
+
+impl Units for MapUnits<'_> {
+    fn unit(&self, name: &str) -> Result<Option<Unit>, RuleError> {
+        Ok(self.0.get(name).cloned())
+    }
+
+    fn set(&mut self, name: &str, u: Unit, _: Option<UnitStatus>) -> Result<(), RuleError> {
+        self.0.insert(name.to_string(), u);
+        Ok(())
+    }
+
+    fn counts(&self) -> UnitCounts {
+        UnitCounts::of(self.0.values())
+    }
+
+    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, RuleError> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|(_, u)| u.status != UnitStatus::Done)
+            .map(|(n, u)| (n.clone(), u.status))
+            .collect())
+    }
+}
+
+/// The units of a table-backed run, and its counts (taken out of the header
+/// for the duration of one `apply`).
+pub(crate) struct TableUnits<'a> {
+    pub(crate) state: &'a mut KeyedState<super::transition::RunKeyed>,
+    pub(crate) counts: &'a mut UnitCounts,
+}
+
+fn damaged(e: impl std::fmt::Display) -> RuleError {
+    RuleError::Storage(e.to_string())
+}
+
+impl Units for TableUnits<'_> {
+    fn unit(&self, name: &str) -> Result<Option<Unit>, RuleError> {
+        Ok(self
+            .state
+            .get(name)
+            .map_err(damaged)?
+            .map(|r| r.to_unit()))
+    }
+
+    fn set(&mut self, name: &str, u: Unit, was: Option<UnitStatus>) -> Result<(), RuleError> {
+        let rec = UnitRecord::from_unit(&u)?;
+        self.state.put(name, rec).map_err(damaged)?;
+        self.counts.moved(was, u.status);
+        Ok(())
+    }
+
+    fn counts(&self) -> UnitCounts {
+        *self.counts
+    }
+
+    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, RuleError> {
+        let mut open = BTreeMap::new();
+        for e in self.state.iter() {
+            let (name, r) = e.map_err(damaged)?;
+            if r.status != UnitStatus::Done {
+                open.insert(name.into_owned(), r.status);
+            }
+        }
+        Ok(open)
+    }
+}
+
+/// The not-done dependencies among `deps` (unknown units count as not done).
+pub(crate) fn missing<'d>(units: &dyn Units, deps: &'d [String]) -> Result<Vec<&'d String>, RuleError> {
+    let mut out = vec![];
+    for d in deps {
+        if units.unit(d)?.is_none_or(|u| u.status != UnitStatus::Done) {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+/// The roots of the blocking chain of a unit with dependencies `deps`, by
+/// lookup (as [`super::resume::blocking_roots`] over a map): the not-done
+/// units reachable through not-done dependencies that have no not-done
+/// dependency themselves; when every chain ends in a cycle, the not-done units
+/// reached. Each unit is looked up at most once.
+pub(crate) fn roots(units: &dyn Units, deps: &[String]) -> Result<Vec<String>, RuleError> {
+    let mut roots = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    let mut stack: Vec<String> = missing(units, deps)?.into_iter().cloned().collect();
+    while let Some(d) = stack.pop() {
+        if !seen.insert(d.clone()) {
+            continue;
+        }
+        let next: Vec<String> = match units.unit(&d)? {
+            None => vec![],
+            Some(u) => missing(units, &u.depends_on)?.into_iter().cloned().collect(),
+        };
+        if next.is_empty() {
+            roots.insert(d);
+        }
+        stack.extend(next);
+    }
+    if roots.is_empty() {
+        return Ok(seen.into_iter().collect());
+    }
+    Ok(roots.into_iter().collect())
+}

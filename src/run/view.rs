@@ -1,0 +1,115 @@
+//! Reading a run without loading it: the document's run-level fields and the
+//! unit counts at once, one unit by lookup, every unit by iteration in name
+//! order. The whole [`RunDoc`] is built only when asked for.
+
+use super::doc::{RunDoc, Unit};
+use super::error::{Result, RunError};
+use super::transition::RunKeyed;
+use super::units::UnitCounts;
+use crate::engine::KeyedState;
+
+/// The state of a run as its store holds it.
+pub type RunState = KeyedState<RunKeyed>;
+
+/// A run's state, read by lookup.
+#[derive(Clone, Copy)]
+pub struct RunView<'a> {
+    id: &'a str,
+    state: &'a RunState,
+}
+
+impl std::fmt::Debug for RunView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunView")
+            .field("id", &self.id)
+            .field("counts", &self.counts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> RunView<'a> {
+    pub(crate) fn new(id: &'a str, state: &'a RunState) -> RunView<'a> {
+        RunView { id, state }
+    }
+
+    /// The run document without its units (`units` is empty): id, task,
+    /// status, timestamps, phases, items, budgets, fingerprint, checkpoint.
+    pub fn header(&self) -> &'a RunDoc {
+        &self.state.header().doc
+    }
+
+    /// How many units have each status.
+    pub fn counts(&self) -> UnitCounts {
+        self.state.header().counts
+    }
+
+    /// One unit, by name.
+    pub fn unit(&self, name: &str) -> Result<Option<Unit>> {
+        self.state
+            .get(name)
+            .map(|r| r.map(|r| r.to_unit()))
+            .map_err(|e| RunError::engine(self.id, e.0))
+    }
+
+    /// Every unit from `start` on (all with `None`), in name order, read as the
+    /// iteration goes: memory stays flat whatever the run's size.
+    pub fn units_from(
+        &self,
+        start: Option<&str>,
+    ) -> impl Iterator<Item = Result<(String, Unit)>> + 'a {
+        let id = self.id;
+        self.state.iter_from(start).map(move |e| {
+            e.map(|(n, r)| (n.into_owned(), r.to_unit()))
+                .map_err(|e| RunError::engine(id, e))
+        })
+    }
+
+    /// Every unit, in name order.
+    pub fn units(&self) -> impl Iterator<Item = Result<(String, Unit)>> + 'a {
+        self.units_from(None)
+    }
+
+    /// The resume set.
+    pub fn resume_set(&self) -> Result<super::resume::ResumeSet> {
+        let mut units = std::collections::BTreeMap::new();
+        for u in self.units() {
+            let (n, u) = u?;
+            units.insert(n, u);
+        }
+        Ok(super::resume::resume_set(&units))
+    }
+
+    /// The whole document, units included: memory in proportion to the run.
+    pub fn to_doc(&self) -> Result<RunDoc> {
+        let mut doc = self.header().clone();
+        for u in self.units() {
+            let (n, u) = u?;
+            doc.units.insert(n, u);
+        }
+        Ok(doc)
+    }
+}
+
+/// A run read lock-free: owns its state (a mapped table and the log's tail).
+pub struct RunRead {
+    pub(crate) id: String,
+    pub(crate) state: RunState,
+}
+
+impl std::fmt::Debug for RunRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.view().fmt(f)
+    }
+}
+
+impl RunRead {
+    /// The run's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The state, by lookup.
+    pub fn view(&self) -> RunView<'_> {
+        RunView::new(&self.id, &self.state)
+    }
+}
