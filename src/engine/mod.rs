@@ -15,6 +15,7 @@ pub mod scan;
 pub mod seal;
 pub mod sim;
 pub mod snapfile;
+pub mod table;
 mod store;
 mod tools;
 mod trim;

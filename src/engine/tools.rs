@@ -13,7 +13,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 
 /// A random suffix for temp names (std's SipHash keys come from the OS's randomness).
-fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     format!("{:016x}", h.finish())
