@@ -17,6 +17,7 @@ pub mod seal;
 pub mod sim;
 pub mod snapfile;
 mod snapshot;
+pub mod table;
 mod store;
 mod tools;
 mod trim;

@@ -21,6 +21,10 @@ pub const TAG_LEN: usize = 16;
 pub const RECORD_TAG_CONTEXT: &[u8] = b"runlog record v1";
 /// Prefix of every snapshot tag's input.
 pub const SNAPSHOT_TAG_CONTEXT: &[u8] = b"runlog snapshot v1";
+/// Prefix of every table block tag's input (FORMAT.md §11).
+pub const TABLE_BLOCK_TAG_CONTEXT: &[u8] = b"runlog table block v1";
+/// Prefix of every whole-table tag's input (FORMAT.md §11).
+pub const TABLE_TAG_CONTEXT: &[u8] = b"runlog table v1";
 /// The longest key file accepted: 64 hex digits and a newline (`\n` or `\r\n`).
 const MAX_KEY_FILE: usize = 2 * KEY_LEN + 2;
 
@@ -140,6 +144,28 @@ pub fn record_tag(key: &Key, id: &StoreId, seq: u64, payload: &[u8]) -> Tag {
 pub fn snapshot_tag(key: &Key, id: &StoreId, seq: u64, payload: &[u8]) -> Tag {
     let mut h = key.hasher(SNAPSHOT_TAG_CONTEXT, id, seq);
     h.update(payload);
+    truncate(&h)
+}
+
+/// The tag of data block `block_no` of a table snapshot: the first 16 bytes of
+/// keyed BLAKE3 over `"runlog table block v1" ‖ store id ‖ seq (u64 LE) ‖
+/// block_no (u64 LE) ‖ body` (the block's entries, without its checksum).
+pub fn block_tag(key: &Key, id: &StoreId, seq: u64, block_no: u64, body: &[u8]) -> Tag {
+    let mut h = key.hasher(TABLE_BLOCK_TAG_CONTEXT, id, seq);
+    h.update(&block_no.to_le_bytes());
+    h.update(body);
+    truncate(&h)
+}
+
+/// The tag of a whole table snapshot: the first 16 bytes of keyed BLAKE3 over
+/// `"runlog table v1" ‖ store id ‖ seq (u64 LE) ‖ parts…` where the parts are,
+/// in order, the file header, the index body, the header body and the footer
+/// fields before the tag.
+pub fn table_tag(key: &Key, id: &StoreId, seq: u64, parts: &[&[u8]]) -> Tag {
+    let mut h = key.hasher(TABLE_TAG_CONTEXT, id, seq);
+    for p in parts {
+        h.update(p);
+    }
     truncate(&h)
 }
 
@@ -284,6 +310,12 @@ mod tests {
         assert_ne!(t, record_tag(&k, &id, 6, b"x"));
         assert_ne!(t, record_tag(&k, &id, 5, b"y"));
         assert_ne!(t, snapshot_tag(&k, &id, 5, b"x"));
+        assert_ne!(t, block_tag(&k, &id, 5, 0, b"x"));
+        assert_ne!(t, table_tag(&k, &id, 5, &[b"x"]));
+        let b = block_tag(&k, &id, 5, 0, b"x");
+        assert_ne!(b, block_tag(&k, &id, 5, 1, b"x"));
+        assert_ne!(b, block_tag(&k, &id, 6, 0, b"x"));
+        assert_ne!(b, block_tag(&key(2), &id, 5, 0, b"x"));
         assert!(tags_equal(&t, &record_tag(&k, &id, 5, b"x")));
     }
 

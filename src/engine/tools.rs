@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A random suffix for temp names (std's SipHash keys come from the OS's randomness).
-fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     format!("{:016x}", h.finish())

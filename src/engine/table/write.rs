@@ -1,0 +1,335 @@
+//! The streaming table writer: entries in key order go into data blocks that
+//! are flushed at increasing offsets of a temp file; `finish` appends the
+//! index, the caller's header and the footer, then installs the file
+//! atomically. Memory stays O(block + index).
+
+use super::format::*;
+use crate::engine::error::{Error, Result};
+use crate::engine::format::{Codec, TEMP_MARKER, masked_crc};
+use crate::engine::seal::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag};
+use crate::engine::tools::random_suffix;
+use crate::engine::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Bytes buffered before a write to the temp file.
+const WRITE_BUFFER_BYTES: usize = 64 << 10;
+
+/// What a table records besides its entries.
+#[derive(Debug, Clone)]
+pub struct TableSpec {
+    /// The store's codec, carried only to be checked by the reader.
+    pub codec: Codec,
+    /// The seq the snapshot covers.
+    pub seq: u64,
+    /// A keyed store's key and id: block tags and a table tag are written.
+    pub seal: Option<(Key, StoreId)>,
+    /// Target size of a data block body ([`TABLE_BLOCK_BYTES`] by default, at
+    /// most [`MAX_TABLE_BLOCK_BYTES`]); an entry larger than it gets a block of
+    /// its own.
+    pub block_bytes: usize,
+}
+
+impl TableSpec {
+    /// A spec with the default block size.
+    pub fn new(codec: Codec, seq: u64, seal: Option<(Key, StoreId)>) -> TableSpec {
+        TableSpec {
+            codec,
+            seq,
+            seal,
+            block_bytes: TABLE_BLOCK_BYTES,
+        }
+    }
+}
+
+/// Streams a table to `<name>.tmp-<16 hex>` and installs it as `name` on
+/// [`finish`](TableWriter::finish). Dropped unfinished, it removes its temp file.
+#[derive(Debug)]
+pub struct TableWriter {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    target: PathBuf,
+    temp: PathBuf,
+    file: Box<dyn VfsFile>,
+    spec: TableSpec,
+    file_header: [u8; TABLE_HEADER_LEN],
+    /// Bytes not yet written; they start at file offset `flushed`.
+    buf: Vec<u8>,
+    flushed: u64,
+    /// The open block's body and entry count.
+    block: Vec<u8>,
+    block_entries: u32,
+    blocks: u64,
+    index: Vec<u8>,
+    last_key: Option<Vec<u8>>,
+    entries: u64,
+    /// Set once a write failed: nothing more is accepted.
+    failed: bool,
+    /// Set once installed: the temp file is gone.
+    done: bool,
+}
+
+impl TableWriter {
+    /// Creates the temp file (exclusively, never through a symlink) in `dir`.
+    pub fn create(
+        vfs: Arc<dyn Vfs>,
+        dir: &Path,
+        name: &str,
+        spec: TableSpec,
+    ) -> Result<TableWriter> {
+        let temp = dir.join(format!("{name}{TEMP_MARKER}{}", random_suffix()));
+        if spec.block_bytes > MAX_TABLE_BLOCK_BYTES {
+            return Err(Error::TooLarge {
+                what: "table block target",
+                len: spec.block_bytes as u64,
+                max: MAX_TABLE_BLOCK_BYTES as u64,
+            });
+        }
+        let file = vfs
+            .create_new(&temp)
+            .map_err(|e| Error::io("create table temp file", &temp, e))?;
+        let flags = if spec.seal.is_some() {
+            TABLE_FLAG_KEYED
+        } else {
+            0
+        };
+        let file_header = encode_file_header(spec.codec.id(), flags, spec.seq);
+        let mut buf = Vec::with_capacity(WRITE_BUFFER_BYTES);
+        buf.extend_from_slice(&file_header);
+        Ok(TableWriter {
+            target: dir.join(name),
+            dir: dir.to_path_buf(),
+            vfs,
+            temp,
+            file,
+            spec,
+            file_header,
+            buf,
+            flushed: 0,
+            block: Vec::new(),
+            block_entries: 0,
+            blocks: 0,
+            index: Vec::new(),
+            last_key: None,
+            entries: 0,
+            failed: false,
+            done: false,
+        })
+    }
+
+    /// Entries added so far.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Adds one entry. Keys must be strictly increasing (bytewise), else
+    /// `Error::Mismatch` naming the key; over-limit lengths are `Error::TooLarge`.
+    /// A refused entry leaves the writer as it was.
+    pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        if key.len() > MAX_TABLE_KEY_LEN {
+            return Err(Error::TooLarge {
+                what: "table key",
+                len: key.len() as u64,
+                max: MAX_TABLE_KEY_LEN as u64,
+            });
+        }
+        if value.len() > MAX_TABLE_VALUE_LEN {
+            return Err(Error::TooLarge {
+                what: "table value",
+                len: value.len() as u64,
+                max: MAX_TABLE_VALUE_LEN as u64,
+            });
+        }
+        if let Some(last) = &self.last_key
+            && key <= last.as_slice()
+        {
+            return Err(Error::Mismatch {
+                path: self.target.clone(),
+                reason: format!(
+                    "table key {} is not after the previous key {} (keys must be strictly increasing)",
+                    show_key(key),
+                    show_key(last)
+                ),
+            });
+        }
+        let size = TABLE_ENTRY_HEADER_LEN + key.len() + value.len();
+        if self.block_entries > 0 && self.block.len() + size > self.spec.block_bytes {
+            self.close_block()?;
+        }
+        encode_entry(&mut self.block, key, value);
+        self.block_entries += 1;
+        self.entries += 1;
+        match &mut self.last_key {
+            Some(k) => {
+                k.clear();
+                k.extend_from_slice(key);
+            }
+            None => self.last_key = Some(key.to_vec()),
+        }
+        Ok(())
+    }
+
+    /// Writes the index, the header block (`header`, opaque) and the footer;
+    /// fsyncs the temp file, renames it over `name` and fsyncs the directory.
+    /// Returns the file's size. On any error the temp file is removed.
+    pub fn finish(mut self, header: &[u8]) -> Result<u64> {
+        let r = self.finish_inner(header);
+        if r.is_err() {
+            // Drop removes the temp file.
+            self.failed = true;
+        }
+        r
+    }
+
+    fn finish_inner(&mut self, header: &[u8]) -> Result<u64> {
+        self.check_usable()?;
+        if header.len() > MAX_TABLE_HEADER_LEN {
+            return Err(Error::TooLarge {
+                what: "table header",
+                len: header.len() as u64,
+                max: MAX_TABLE_HEADER_LEN as u64,
+            });
+        }
+        if self.block_entries > 0 {
+            self.close_block()?;
+        }
+        let index_offset = self.offset();
+        let index = std::mem::take(&mut self.index);
+        self.push(&index)?;
+        self.push(&masked_crc(&[&index]).to_le_bytes())?;
+        let header_offset = self.offset();
+        self.push(header)?;
+        self.push(&masked_crc(&[header]).to_le_bytes())?;
+        let mut footer = Footer {
+            entries: self.entries,
+            blocks: self.blocks,
+            index_offset,
+            // Both bounded by their MAX_* (under 4 GiB) plus a checksum.
+            index_len: (index.len() + TABLE_CRC_LEN) as u32,
+            header_offset,
+            header_len: (header.len() + TABLE_CRC_LEN) as u32,
+            store_id: [0; STORE_ID_LEN],
+            tag: [0; TAG_LEN],
+        };
+        if let Some((key, id)) = &self.spec.seal {
+            footer.store_id = *id;
+            let prefix = footer_prefix(&footer);
+            footer.tag = table_tag(
+                key,
+                id,
+                self.spec.seq,
+                &[&self.file_header, &index, header, &prefix[..TF_TAG_AT]],
+            );
+        }
+        self.push(&encode_footer(&footer))?;
+        self.flush()?;
+        let size = self.offset();
+        let temp = &self.temp;
+        retry_interrupted(|| self.file.sync_all())
+            .map_err(|e| Error::io("fsync table temp file", temp, e))?;
+        self.vfs
+            .rename(temp, &self.target)
+            .map_err(|e| Error::io("rename table temp file", &self.target, e))?;
+        self.done = true;
+        // Until the directory is synced the rename may not survive a crash; the
+        // caller must not delete what this file replaces before Ok.
+        retry_interrupted(|| self.vfs.sync_dir(&self.dir))
+            .map_err(|e| Error::io("fsync directory after rename", &self.dir, e))?;
+        Ok(size)
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Poisoned {
+                cause: format!(
+                    "an earlier write to table temp file {} failed",
+                    self.temp.display()
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// The file offset of the next byte pushed.
+    fn offset(&self) -> u64 {
+        self.flushed + self.buf.len() as u64
+    }
+
+    fn close_block(&mut self) -> Result<()> {
+        let offset = self.offset();
+        let crc = masked_crc(&[&self.block]);
+        let tag = self
+            .spec
+            .seal
+            .as_ref()
+            .map(|(key, id)| block_tag(key, id, self.spec.seq, self.blocks, &self.block));
+        let last_key = self.last_key.as_deref().unwrap_or_default();
+        // A block holds at most the target or one entry: under MAX_TABLE_BLOCK_LEN.
+        let len = (self.block.len() + TABLE_CRC_LEN) as u32;
+        let before = self.index.len();
+        encode_index_entry(
+            &mut self.index,
+            offset,
+            len,
+            self.block_entries,
+            last_key,
+            tag.as_ref(),
+        );
+        if self.index.len() > MAX_TABLE_INDEX_LEN {
+            let len = self.index.len() as u64;
+            self.index.truncate(before);
+            return Err(Error::TooLarge {
+                what: "table index",
+                len,
+                max: MAX_TABLE_INDEX_LEN as u64,
+            });
+        }
+        let block = std::mem::take(&mut self.block);
+        let r = self
+            .push(&block)
+            .and_then(|()| self.push(&crc.to_le_bytes()));
+        self.block = block;
+        self.block.clear();
+        self.block_entries = 0;
+        self.blocks += 1;
+        r
+    }
+
+    fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= WRITE_BUFFER_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if let Err(e) = write_all_at(self.file.as_ref(), &self.buf, self.flushed) {
+            self.failed = true;
+            return Err(Error::io("write table temp file", &self.temp, e));
+        }
+        self.flushed += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl Drop for TableWriter {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.vfs.remove(&self.temp);
+        }
+    }
+}
+
+/// A key for an error message: text when printable, else hex; long keys cut.
+pub(crate) fn show_key(key: &[u8]) -> String {
+    const SHOWN: usize = 64;
+    let cut = &key[..key.len().min(SHOWN)];
+    let more = if key.len() > SHOWN { "…" } else { "" };
+    match std::str::from_utf8(cut) {
+        Ok(s) if s.chars().all(|c| !c.is_control()) => format!("{s:?}{more}"),
+        _ => format!("0x{}{more}", crate::engine::seal::to_hex(cut)),
+    }
+}
