@@ -99,7 +99,13 @@ fn next_unit(s: &Shared) -> Option<String> {
         if board.failed.is_some() {
             return None;
         }
-        let rs = s.run.resume_set();
+        let rs = match s.run.resume_set() {
+            Ok(rs) => rs,
+            Err(e) => {
+                board.failed = Some(e.to_string());
+                return None;
+            }
+        };
         if let Some(u) = rs.eligible.iter().find(|u| !board.claimed.contains(*u)) {
             board.claimed.insert(u.clone());
             return Some(u.clone());
@@ -172,7 +178,7 @@ fn orchestrate() -> Result<(), String> {
     for w in &started.warnings {
         eprintln!("orchestrator: warning: {}", w.message);
     }
-    let rs = started.run.resume_set();
+    let rs = started.run.resume_set().map_err(|e| e.to_string())?;
     println!(
         "run {}: {}, {} done, {} to go",
         args.run,
@@ -206,7 +212,7 @@ fn orchestrate() -> Result<(), String> {
     if let Some(f) = shared.board.lock().unwrap().failed.take() {
         return Err(f);
     }
-    let rs = shared.run.resume_set();
+    let rs = shared.run.resume_set().map_err(|e| e.to_string())?;
     if !(rs.eligible.is_empty() && rs.dep_blocked.is_empty()) {
         return Err(format!("units left undone: {rs:?}"));
     }

@@ -100,7 +100,7 @@ fn both_codecs_round_trip_transitions_and_document() {
                 t
             );
         }
-        let live = run.doc();
+        let live = run.doc().unwrap();
         drop(run);
         let read = r.read("rt").unwrap();
         assert_eq!(read, live, "{codec:?}: replay differs from the live state");
@@ -134,7 +134,7 @@ fn rules_refuse_without_touching_state_and_closure_survives_reopen() {
     let (r, _) = runs(d.path(), Codec::Jsonl);
     let run = r.init(spec("rules")).unwrap();
     run.set_unit("a", UnitStatus::Done, None, None).unwrap();
-    let before = run.doc();
+    let before = run.doc().unwrap();
     let refusals: Vec<Change> = vec![
         Change::Unit {
             unit: "a".into(),
@@ -181,7 +181,7 @@ fn rules_refuse_without_touching_state_and_closure_survives_reopen() {
     for c in refusals {
         let e = run.apply(c.clone()).unwrap_err();
         assert!(e.is_refused() && e.exit_code() == 2, "{c:?}: {e}");
-        assert_eq!(run.doc(), before, "{c:?} changed the state");
+        assert_eq!(run.doc().unwrap(), before, "{c:?} changed the state");
     }
     run.finalize(RunStatus::Aborted, Some("stop")).unwrap();
     drop(run);
@@ -204,7 +204,7 @@ fn rules_refuse_without_touching_state_and_closure_survives_reopen() {
         assert!(e.to_string().contains("closed"), "{e}");
     }
     // The machine itself refuses without mutation too.
-    let mut doc = run.doc();
+    let mut doc = run.doc().unwrap();
     let snapshot = doc.clone();
     let t = run.stamp(Change::Items {
         items: vec![Json(json!({}))],
@@ -260,7 +260,10 @@ fn checkpoints_restore_and_stop_only_after_saving() {
     let got = r
         .restore::<serde_json::Value>("job", "t", fp.clone(), StopFlag::new())
         .unwrap();
-    assert_eq!(got.checkpoints.run().doc().budgets["calls"].spent, 3.0);
+    assert_eq!(
+        got.checkpoints.run().doc().unwrap().budgets["calls"].spent,
+        3.0
+    );
     drop(got);
 
     let changed = fingerprint::parse_parts("size=6").unwrap();

@@ -37,8 +37,11 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn from_run(run: &Run) -> Schedule {
-        run.read(|doc| {
+    fn from_run(run: &Run) -> Result<Schedule, RunError> {
+        // The demo's runs are small: the worker plans from the whole document.
+        let doc = run.doc()?;
+        Ok({
+            let doc = &doc;
             let mut children: HashMap<String, Vec<String>> = HashMap::new();
             let mut deps_left = HashMap::new();
             let mut ready = VecDeque::new();
@@ -112,8 +115,8 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
     let run = runs.open(&o.run)?;
     let recovery_us = started.elapsed().as_micros() as u64;
     let replayed = run.store().recovery().records_replayed;
-    let schedule = Schedule::from_run(&run);
-    let done = run.read(|d| d.units.len()) - schedule.remaining;
+    let schedule = Schedule::from_run(&run)?;
+    let done = run.counts().total() as usize - schedule.remaining;
     say(&Line::Ready {
         recovery_us,
         replayed,
@@ -176,7 +179,7 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
         return Err(RunError::Invalid(format!("a worker thread failed: {e}")));
     }
     // A previous incarnation may have finalized just before it was killed.
-    if !run.read(|d| d.status.is_terminal()) {
+    if !run.read(|d| d.header().status.is_terminal()) {
         run.finalize(RunStatus::Done, Some("every unit done"))?;
     }
     say(&Line::Finished { fsyncs: fsyncs() });

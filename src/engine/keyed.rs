@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 /// A state machine over a keyed state: a header that is always in memory and
 /// a sorted map of string keys to values that is looked up.
-pub trait KeyedMachine: Send + Sync + 'static {
+pub trait KeyedMachine: Sized + Send + Sync + 'static {
     /// Run-level fields and running counters: small, always in memory.
     type Header: Serialize + DeserializeOwned + Default + Clone + Send + Sync + 'static;
     /// One entry's value (stored with `postcard` in tables).
@@ -168,10 +168,7 @@ impl<M: KeyedMachine> KeyedState<M> {
         }
         let in_table = match &self.table {
             None => false,
-            Some(t) => t
-                .get(key.as_bytes())
-                .map_err(|e| self.record(e))?
-                .is_some(),
+            Some(t) => t.get(key.as_bytes()).map_err(|e| self.record(e))?.is_some(),
         };
         if !in_table {
             self.len += 1;

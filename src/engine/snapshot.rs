@@ -6,8 +6,8 @@
 
 use super::error::{Error, Result};
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
-use super::table::format::TABLE_BLOCK_BYTES;
 use super::seal::{Key, StoreId};
+use super::table::format::TABLE_BLOCK_BYTES;
 use super::table::{Table, TableSpec, TableWriter};
 use super::tools::write_file_atomic;
 use super::vfs::Vfs;

@@ -132,7 +132,7 @@ impl Runs {
             fingerprint,
             ..InitSpec::default()
         })?;
-        let saved = started.run.read(|d| d.checkpoint.clone());
+        let saved = started.run.read(|d| d.header().checkpoint.clone());
         let state = match saved {
             Some(c) => Some(serde_json::from_value(c.state.0).map_err(|e| {
                 RunError::Invalid(format!("run {id}: saved checkpoint does not decode: {e}"))
@@ -161,7 +161,8 @@ impl Checkpoints {
             return Ok(Flow::Stop(r));
         }
         let exhausted = self.run.read(|d| {
-            d.exhausted_budget()
+            d.header()
+                .exhausted_budget()
                 .map(|(n, b)| (n.clone(), b.owner.clone()))
         });
         Ok(match exhausted {

@@ -40,8 +40,7 @@ pub use open::{CHECKPOINT_DISCARDED, Started, Warning, read_dir_state};
 pub use resume::{ResumeSet, blocking_roots, resume_set};
 pub use runs::{
     ARCHIVE_SUBDIR, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport, MAX_RUN_ID_BYTES,
-    RUN_COMPACTION,
-    RUNS_SUBDIR, RunSummary, Runs, check_run_id, locate_root,
+    RUN_COMPACTION, RUNS_SUBDIR, RunSummary, Runs, check_run_id, locate_root,
 };
 pub use transition::{
     BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, RuleError, RunKeyed, RunMachine, Transition,

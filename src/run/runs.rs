@@ -280,7 +280,10 @@ impl Runs {
         let mut out = vec![];
         for id in self.ids()? {
             let read = self.read_run(&id).ok();
-            let doc = read.as_ref().map(|r| r.view().header().clone()).unwrap_or_default();
+            let doc = read
+                .as_ref()
+                .map(|r| r.view().header().clone())
+                .unwrap_or_default();
             let counts = read.map(|r| r.view().counts()).unwrap_or_default();
             out.push(RunSummary {
                 status: doc.is_initialized().then_some(doc.status),
@@ -349,7 +352,8 @@ impl Runs {
             // is mid-transition in it; then delete it outside `runs/`.
             let dir = self.run_dir(&id)?;
             let store =
-                match engine::Store::<Keyed<RunKeyed>>::open(&dir, self.store_options(false, None)) {
+                match engine::Store::<Keyed<RunKeyed>>::open(&dir, self.store_options(false, None))
+                {
                     Ok(s) => s,
                     Err(engine::Error::Locked { .. }) => {
                         report.skipped_locked.push(id);

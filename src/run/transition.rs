@@ -2,10 +2,12 @@
 //! transition writes nothing. Timestamps travel inside each transition (read
 //! from the clock by the caller), so replay is deterministic.
 
+use super::clock::{format_rfc3339, parse_rfc3339};
 use super::doc::*;
 use super::json::Json;
-use super::clock::{format_rfc3339, parse_rfc3339};
-use super::units::{MapUnits, RunHeader, TableUnits, UnitCounts, UnitRecord, Units, missing, roots};
+use super::units::{
+    MapUnits, RunHeader, TableUnits, UnitCounts, UnitRecord, Units, missing, roots,
+};
 use crate::engine::{Codec, KeyedMachine, KeyedState, Machine, decode_payload};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -541,7 +543,6 @@ fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> Result<(), 
             doc.finished_at = Some(at.to_string());
         }
     }
-    }
     doc.updated_at = at.to_string();
     Ok(())
 }
@@ -617,9 +618,12 @@ fn set_unit(
         });
     }
     let empty = Vec::new();
-    let effective_deps = deps.unwrap_or_else(|| existing.as_ref().map_or(&empty, |u| &u.depends_on));
+    let effective_deps =
+        deps.unwrap_or_else(|| existing.as_ref().map_or(&empty, |u| &u.depends_on));
     let starting = matches!(status, UnitStatus::InProgress | UnitStatus::Done);
-    let already_done = existing.as_ref().is_some_and(|u| u.status == UnitStatus::Done);
+    let already_done = existing
+        .as_ref()
+        .is_some_and(|u| u.status == UnitStatus::Done);
     if starting && !already_done && !missing(&*units, effective_deps)?.is_empty() {
         return Err(RuleError::DepsNotDone {
             unit: name.to_string(),

@@ -34,9 +34,8 @@ pub struct UnitRecord {
 }
 
 fn ms(what: &str, s: &str) -> Result<i64, RuleError> {
-    parse_rfc3339(s).ok_or_else(|| {
-        RuleError::Invalid(format!("{what} {s:?} is not an RFC 3339 UTC timestamp"))
-    })
+    parse_rfc3339(s)
+        .ok_or_else(|| RuleError::Invalid(format!("{what} {s:?} is not an RFC 3339 UTC timestamp")))
 }
 
 impl UnitRecord {
@@ -49,7 +48,11 @@ impl UnitRecord {
             attempts: u.attempts,
             created: ms("createdAt", &u.created_at)?,
             updated: ms("updatedAt", &u.updated_at)?,
-            started: u.started_at.as_deref().map(|s| ms("startedAt", s)).transpose()?,
+            started: u
+                .started_at
+                .as_deref()
+                .map(|s| ms("startedAt", s))
+                .transpose()?,
             finished: u
                 .finished_at
                 .as_deref()
@@ -193,11 +196,7 @@ fn damaged(e: impl std::fmt::Display) -> RuleError {
 
 impl Units for TableUnits<'_> {
     fn unit(&self, name: &str) -> Result<Option<Unit>, RuleError> {
-        Ok(self
-            .state
-            .get(name)
-            .map_err(damaged)?
-            .map(|r| r.to_unit()))
+        Ok(self.state.get(name).map_err(damaged)?.map(|r| r.to_unit()))
     }
 
     fn set(&mut self, name: &str, u: Unit, was: Option<UnitStatus>) -> Result<(), RuleError> {
@@ -224,7 +223,10 @@ impl Units for TableUnits<'_> {
 }
 
 /// The not-done dependencies among `deps` (unknown units count as not done).
-pub(crate) fn missing<'d>(units: &dyn Units, deps: &'d [String]) -> Result<Vec<&'d String>, RuleError> {
+pub(crate) fn missing<'d>(
+    units: &dyn Units,
+    deps: &'d [String],
+) -> Result<Vec<&'d String>, RuleError> {
     let mut out = vec![];
     for d in deps {
         if units.unit(d)?.is_none_or(|u| u.status != UnitStatus::Done) {
@@ -249,7 +251,10 @@ pub(crate) fn roots(units: &dyn Units, deps: &[String]) -> Result<Vec<String>, R
         }
         let next: Vec<String> = match units.unit(&d)? {
             None => vec![],
-            Some(u) => missing(units, &u.depends_on)?.into_iter().cloned().collect(),
+            Some(u) => missing(units, &u.depends_on)?
+                .into_iter()
+                .cloned()
+                .collect(),
         };
         if next.is_empty() {
             roots.insert(d);
