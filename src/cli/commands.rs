@@ -6,7 +6,7 @@ use crate::engine::{self, Codec, Integrity, RealFs};
 use crate::run::fingerprint::parse_parts;
 use crate::run::json::parse_json_limited;
 use crate::run::ops::items_from_json;
-use crate::run::render::{render_list, render_status};
+use crate::run::render::{render_list, render_status, status_json};
 use crate::run::{
     Change, InitSpec, Launch, PhaseStatus, RunError, RunMachine, RunStatus, Runs, Transition,
     UnitStatus, resume_set,
@@ -307,11 +307,11 @@ fn status(
     if let Some(interval) = watch {
         return super::watch::watch(runs, &id, json, interval);
     }
-    let doc = runs.read(&id)?;
+    let read = runs.read_run(&id)?;
     if json {
-        print_json(&doc, true)?;
+        print_json(&status_json(&read.view()), true)?;
     } else {
-        print!("{}", render_status(&doc));
+        print!("{}", render_status(&read.view())?);
     }
     Ok(EXIT_DONE)
 }

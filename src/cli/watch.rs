@@ -8,7 +8,8 @@
 //! With `--json` every changed document is printed as one JSON line.
 
 use super::EXIT_DONE;
-use crate::run::render::render_status;
+use crate::run::RunView;
+use crate::run::render::{render_status, status_json};
 use crate::run::{RunDoc, RunError, Runs};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -60,12 +61,12 @@ pub fn frame_output(
     }
 }
 
-fn render(screen: Screen, doc: &RunDoc) -> Result<String, RunError> {
+fn render(screen: Screen, view: &RunView<'_>) -> Result<String, RunError> {
     match screen {
-        Screen::JsonLines => serde_json::to_string(doc)
+        Screen::JsonLines => serde_json::to_string(&status_json(view))
             .map(|s| s + "\n")
             .map_err(|e| RunError::Invalid(format!("cannot print JSON: {e}"))),
-        Screen::Terminal | Screen::Stream => Ok(render_status(doc)),
+        Screen::Terminal | Screen::Stream => render_status(view),
     }
 }
 
@@ -84,8 +85,10 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
     loop {
         // `read` takes no lock and writes nothing: a watcher never slows or
         // blocks the writer, and leaves every byte of the run as it was.
-        let doc = runs.read(id)?;
-        let frame = render(screen, &doc)?;
+        let read = runs.read_run(id)?;
+        let view = read.view();
+        let doc = view.header();
+        let frame = render(screen, &view)?;
         if let Some(text) = frame_output(screen, &header, &frame, prev.as_deref()) {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())

@@ -1,9 +1,10 @@
 //! The human `status` view: pure functions from a document to text, so a later
 //! `--watch` only has to call them again every second.
 
-use super::doc::{RunDoc, UnitStatus};
-use super::resume::resume_set;
+use super::doc::UnitStatus;
+use super::error::Result;
 use super::runs::RunSummary;
+use super::view::RunView;
 use std::fmt::Write;
 
 const BAR_WIDTH: usize = 30;
@@ -18,12 +19,33 @@ pub fn progress_bar(done: usize, total: usize) -> String {
     )
 }
 
-/// Renders one run: header, phases, units with a progress bar, open items,
-/// budgets, and how to resume.
-pub fn render_status(doc: &RunDoc) -> String {
+/// Runs with at most this many units list every unit in `status`; larger
+/// ones show counts only, so `status` costs the same at any size.
+pub const STATUS_LIST_UNITS: u64 = 50;
+
+/// `status --json`: the run document without its units, and the unit counts
+/// (`unitCounts`). `get` prints the units.
+pub fn status_json(view: &RunView<'_>) -> serde_json::Value {
+    let mut v = serde_json::to_value(view.header()).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("units");
+        o.insert(
+            "unitCounts".into(),
+            serde_json::to_value(view.counts()).unwrap_or_default(),
+        );
+    }
+    v
+}
+
+/// Renders one run: header, phases, unit counts with a progress bar (and each
+/// unit, in small runs), open items, budgets, and how to resume. Reads the
+/// header and the counts; units only up to [`STATUS_LIST_UNITS`].
+pub fn render_status(view: &RunView<'_>) -> Result<String> {
+    let doc = view.header();
+    let counts = view.counts();
     let mut s = String::new();
     if !doc.is_initialized() {
-        return "run store exists but was never initialized\n".to_string();
+        return Ok("run store exists but was never initialized\n".to_string());
     }
     let _ = writeln!(s, "run {}  [{}]", doc.id, doc.status);
     let _ = writeln!(s, "task: {}", doc.task);
@@ -41,24 +63,41 @@ pub fn render_status(doc: &RunDoc) -> String {
             let _ = writeln!(s, "  {:<12} {n}", p.status.as_str());
         }
     }
-    let done = doc
-        .units
-        .values()
-        .filter(|u| u.status == UnitStatus::Done)
-        .count();
-    let _ = writeln!(s, "\nunits {}", progress_bar(done, doc.units.len()));
-    for (n, u) in &doc.units {
-        let mut line = format!("  {:<12} {n}", u.status.as_str());
-        if u.attempts > 1 {
-            let _ = write!(line, "  (attempts {})", u.attempts);
+    let _ = writeln!(
+        s,
+        "\nunits {}",
+        progress_bar(counts.done as usize, counts.total() as usize)
+    );
+    let small = counts.total() <= STATUS_LIST_UNITS;
+    if small {
+        for u in view.units() {
+            let (n, u) = u?;
+            let mut line = format!("  {:<12} {n}", u.status.as_str());
+            if u.attempts > 1 {
+                let _ = write!(line, "  (attempts {})", u.attempts);
+            }
+            if !u.depends_on.is_empty() {
+                let _ = write!(line, "  after {}", u.depends_on.join(", "));
+            }
+            if !u.note.is_empty() {
+                let _ = write!(line, "  — {}", u.note);
+            }
+            let _ = writeln!(s, "{line}");
         }
-        if !u.depends_on.is_empty() {
-            let _ = write!(line, "  after {}", u.depends_on.join(", "));
+    } else {
+        for st in UnitStatus::ALL {
+            let n = match st {
+                UnitStatus::Pending => counts.pending,
+                UnitStatus::InProgress => counts.in_progress,
+                UnitStatus::Done => counts.done,
+                UnitStatus::Blocked => counts.blocked,
+                UnitStatus::DepBlocked => counts.dep_blocked,
+            };
+            if n > 0 {
+                let _ = writeln!(s, "  {:<12} {n}", st.as_str());
+            }
         }
-        if !u.note.is_empty() {
-            let _ = write!(line, "  — {}", u.note);
-        }
-        let _ = writeln!(s, "{line}");
+        let _ = writeln!(s, "  (one unit: runlog get {} --unit NAME)", doc.id);
     }
     if !doc.budgets.is_empty() {
         let _ = writeln!(s, "\nbudgets:");
@@ -77,15 +116,24 @@ pub fn render_status(doc: &RunDoc) -> String {
     if doc.is_closed() {
         let _ = writeln!(s, "\nclosed: a new run is needed to continue");
     } else {
-        let r = resume_set(&doc.units);
-        let _ = writeln!(
-            s,
-            "\nresume: {} to skip, {} eligible ({}), {} held back",
-            r.skip.len(),
-            r.eligible.len(),
-            r.eligible.join(", "),
-            r.dep_blocked.len()
-        );
+        if small {
+            let r = view.resume_set()?;
+            let _ = writeln!(
+                s,
+                "\nresume: {} to skip, {} eligible ({}), {} held back",
+                r.skip.len(),
+                r.eligible.len(),
+                r.eligible.join(", "),
+                r.dep_blocked.len()
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "\nresume: {} to skip, {} not done",
+                counts.done,
+                counts.open()
+            );
+        }
         let _ = writeln!(s, "  runlog resume {}", doc.id);
         if let Some(l) = &doc.launch {
             let args = l
@@ -95,7 +143,7 @@ pub fn render_status(doc: &RunDoc) -> String {
             let _ = writeln!(s, "  relaunch: {}{args}", l.script_path);
         }
     }
-    s
+    Ok(s)
 }
 
 /// Renders `status --list`: one line per run, newest first.
