@@ -6,7 +6,7 @@
 //! `start` (or a re-`init` over a finished run).
 
 use super::clock::{Clock, SystemClock, parse_rfc3339};
-use super::doc::{RunDoc, RunStatus};
+use super::doc::{RunDoc, RunStatus, Unit};
 use super::error::{Result, RunError};
 use super::transition::RunMachine;
 use crate::engine::{self, Codec, Key, RealFs, SyncPolicy};
@@ -254,6 +254,14 @@ impl Runs {
             Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
             Err(e) => Err(RunError::engine(id, e)),
         }
+    }
+
+    /// Reads unit `unit` of run `id` (exact), without a lock and without
+    /// modifying anything: `None` when the run has no such unit. Today it reads
+    /// the whole document; a paged run will look the one unit up.
+    pub fn unit(&self, id: &str, unit: &str) -> Result<Option<Unit>> {
+        let mut doc = self.read(id)?;
+        Ok(doc.units.remove(unit))
     }
 
     /// Resolves a prefix and reads that run: (id, document).
