@@ -3,14 +3,18 @@
 //! interrupted `in_progress` included); any other is held back, pointing at the
 //! not-done units at the root of its blocking chain.
 //!
-//! The whole set is computed in one pass over the graph of not-done units, in
-//! O(units + dependencies) plus the size of the sets it builds: Tarjan's
-//! strongly connected components, run iteratively (a million-long chain needs
-//! no call stack), closes each component after every component it reaches, so
-//! a component's roots are the union of its successors' roots, computed once.
-//! Root sets are hash-consed: units sharing a root set share one copy, and a
-//! union over successors that all hold the same set costs one look-up per
-//! edge. Only the per-unit lists handed back are copies (the output size).
+//! The whole set is computed in one pass over the graph of not-done units.
+//! Tarjan's strongly connected components, run iteratively (a million-long
+//! chain needs no call stack), closes each component after every component it
+//! reaches, so a component's roots are the union of its successors' roots,
+//! computed once. Root sets are hash-consed: units sharing a root set share one
+//! copy, and a union over successors that all hold the same set costs one
+//! look-up per edge. The cost is O(units + deps) plus, per component, the sizes
+//! of its successors' distinct root sets, plus the output (each held-back unit
+//! gets its own list). That is linear in the output for chains, fans, trees and
+//! layers sharing their roots; only units whose dependencies hold many
+//! different, overlapping root sets pay more, the price of the question itself
+//! (a transitive closure).
 
 use super::doc::{Unit, UnitStatus};
 use serde::{Deserialize, Serialize};
@@ -465,8 +469,7 @@ impl<'g> Solver<'g> {
             }
         }
         let beyond = self.sets.union(&self.scratch, &[]);
-        let mut own: Vec<usize> = self.members.iter().map(|&m| self.rank[m]).collect();
-        own.sort_unstable();
+        let own: Vec<usize> = self.members.iter().map(|&m| self.rank[m]).collect();
         let reach = self.sets.union(&[beyond], &own);
         self.reach.push(reach);
         // A unit on a cycle reaches itself; one off it reaches only what lies beyond.
