@@ -160,10 +160,13 @@ pub enum Command {
         /// The run id.
         run: String,
     },
-    /// Print the run document.
+    /// Print the run document, or one unit of it with --unit.
     Get {
         /// The run id (a unique prefix will do).
         run: String,
+        /// Print only this unit: its fields as in the document's `units`, plus `name` (exit 2 if the run has no such unit).
+        #[arg(long, value_name = "UNIT")]
+        unit: Option<String>,
     },
     /// Print the resume set: skip, eligible, dep_blocked.
     Resume {

@@ -200,9 +200,25 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             )
         }
         Command::Apply { run } => super::apply::apply_stdin(runs, &run),
-        Command::Get { run } => {
+        Command::Get { run, unit: None } => {
             let (_, doc) = runs.read_prefix(&run)?;
             print_json(&doc, json)?;
+            Ok(EXIT_DONE)
+        }
+        Command::Get {
+            run,
+            unit: Some(name),
+        } => {
+            let id = runs.resolve(&run)?;
+            let unit = runs
+                .unit(&id, &name)?
+                .ok_or_else(|| invalid(format!("run {id} has no unit {name:?}")))?;
+            let mut value = serde_json::to_value(&unit)
+                .map_err(|e| invalid(format!("cannot print JSON: {e}")))?;
+            if let Some(fields) = value.as_object_mut() {
+                fields.insert("name".into(), name.into());
+            }
+            print_json(&value, json)?;
             Ok(EXIT_DONE)
         }
         Command::Resume { run } => {

@@ -6,7 +6,7 @@
 //! `start` (or a re-`init` over a finished run).
 
 use super::clock::{Clock, SystemClock, parse_rfc3339};
-use super::doc::{RunDoc, RunStatus};
+use super::doc::{RunDoc, RunStatus, Unit};
 use super::error::{Result, RunError};
 use super::transition::RunKeyed;
 use super::view::RunRead;
@@ -266,6 +266,12 @@ impl Runs {
     /// [`Runs::read_run`] looks things up instead).
     pub fn read(&self, id: &str) -> Result<RunDoc> {
         self.read_run(id)?.view().to_doc()
+    }
+
+    /// Reads unit `unit` of run `id` (exact) by lookup, without a lock and
+    /// without modifying anything: `None` when the run has no such unit.
+    pub fn unit(&self, id: &str, unit: &str) -> Result<Option<Unit>> {
+        self.read_run(id)?.view().unit(unit)
     }
 
     /// Resolves a prefix and reads that run: (id, document).

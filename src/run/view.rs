@@ -69,14 +69,22 @@ impl<'a> RunView<'a> {
         self.units_from(None)
     }
 
-    /// The resume set.
+    /// The resume set, computed from the units as they are read (names kept
+    /// once, the graph as integer ids).
     pub fn resume_set(&self) -> Result<super::resume::ResumeSet> {
-        let mut units = std::collections::BTreeMap::new();
-        for u in self.units() {
-            let (n, u) = u?;
-            units.insert(n, u);
+        let mut damage = None;
+        let rows = self.units().map_while(|r| match r {
+            Ok((name, u)) => Some((name, u.status, u.depends_on)),
+            Err(e) => {
+                damage = Some(e);
+                None
+            }
+        });
+        let set = super::resume::resume_set_from_rows(rows);
+        match damage {
+            Some(e) => Err(e),
+            None => Ok(set),
         }
-        Ok(super::resume::resume_set(&units))
     }
 
     /// The whole document, units included: memory in proportion to the run.
