@@ -2,14 +2,14 @@
 
 use super::args::{Command, NewRun, parse_amount, parse_budgets, parse_deps, parse_list};
 use super::{EXIT_DONE, EXIT_FAILED};
-use crate::engine::{self, Codec, Integrity, RealFs};
+use crate::engine::{self, Codec, Integrity, Keyed, RealFs};
 use crate::run::fingerprint::parse_parts;
 use crate::run::json::parse_json_limited;
 use crate::run::ops::items_from_json;
 use crate::run::render::{render_list, render_status, status_json};
 use crate::run::{
-    Change, InitSpec, Launch, PhaseStatus, RunError, RunMachine, RunStatus, Runs, Transition,
-    UnitStatus, resume_set,
+    Change, InitSpec, Launch, PhaseStatus, RunError, RunKeyed, RunStatus, Runs, Transition,
+    UnitStatus,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -28,6 +28,28 @@ fn print_json<T: Serialize>(value: &T, compact: bool) -> Result<(), RunError> {
     }
     .map_err(|e| invalid(format!("cannot print JSON: {e}")))?;
     println_out(&text)
+}
+
+/// Writes `value` as JSON straight to stdout (one line with `--json`, else
+/// pretty), without building the text first: a large run's document streams.
+fn write_json<T: Serialize>(value: &T, compact: bool) -> Result<(), RunError> {
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
+    let r = if compact {
+        serde_json::to_writer(&mut out, value)
+    } else {
+        serde_json::to_writer_pretty(&mut out, value)
+    };
+    let io = |e: std::io::Error| RunError::Io {
+        op: "write stdout",
+        path: "-".into(),
+        source: e,
+    };
+    match r {
+        Err(e) if e.is_io() => return Err(io(e.into())),
+        Err(e) => return Err(invalid(format!("cannot print JSON: {e}"))),
+        Ok(()) => {}
+    }
+    writeln!(out).and_then(|_| out.flush()).map_err(io)
 }
 
 fn println_out(text: &str) -> Result<(), RunError> {
@@ -201,8 +223,11 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         }
         Command::Apply { run } => super::apply::apply_stdin(runs, &run),
         Command::Get { run, unit: None } => {
-            let (_, doc) = runs.read_prefix(&run)?;
-            print_json(&doc, json)?;
+            let id = runs.resolve(&run)?;
+            let read = runs.read_run(&id)?;
+            let doc = read.view().doc_streamed();
+            // A damaged unit stops the output part-way: report the damage itself.
+            write_json(&doc, json).map_err(|e| doc.take_damage().unwrap_or(e))?;
             Ok(EXIT_DONE)
         }
         Command::Get {
@@ -222,8 +247,9 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             Ok(EXIT_DONE)
         }
         Command::Resume { run } => {
-            let (_, doc) = runs.read_prefix(&run)?;
-            print_json(&resume_set(&doc.units), json)?;
+            let id = runs.resolve(&run)?;
+            let read = runs.read_run(&id)?;
+            write_json(&read.view().resume_set()?, json)?;
             Ok(EXIT_DONE)
         }
         Command::Status {
@@ -244,7 +270,7 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
                 key: runs.key().cloned(),
                 ..engine::Options::default()
             };
-            let (rec, c) = engine::rebuild_snapshot::<RunMachine>(&dir, opts).map_err(|e| {
+            let (rec, c) = engine::rebuild_snapshot::<Keyed<RunKeyed>>(&dir, opts).map_err(|e| {
                 RunError::Engine {
                     id: id.clone(),
                     source: e,

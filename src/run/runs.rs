@@ -110,6 +110,7 @@ pub struct Runs {
     pub(crate) codec: Codec,
     pub(crate) sync: SyncPolicy,
     pub(crate) key: Option<Key>,
+    pub(crate) compaction: engine::CompactionPolicy,
 }
 
 impl std::fmt::Debug for Runs {
@@ -132,6 +133,7 @@ impl Runs {
             codec: Codec::Jsonl,
             sync: SyncPolicy::Always,
             key: None,
+            compaction: RUN_COMPACTION,
         }
     }
 
@@ -165,6 +167,14 @@ impl Runs {
     /// How long writers wait for another writer (`None`: fail at once).
     pub fn with_lock_wait(mut self, wait: Option<Duration>) -> Runs {
         self.lock_wait = wait;
+        self
+    }
+
+    /// When runs opened for writing from now on compact by themselves
+    /// (default [`RUN_COMPACTION`]; `Manual` for a bulk load compacted once
+    /// at the end).
+    pub fn with_compaction(mut self, policy: engine::CompactionPolicy) -> Runs {
+        self.compaction = policy;
         self
     }
 
@@ -406,7 +416,7 @@ impl Runs {
             lock_wait: lock_wait.unwrap_or(self.lock_wait),
             sync: self.sync,
             key: self.key.clone(),
-            compaction: RUN_COMPACTION,
+            compaction: self.compaction,
             ..engine::Options::default()
         }
     }

@@ -87,6 +87,16 @@ impl<'a> RunView<'a> {
         }
     }
 
+    /// The whole document for printing: serializes exactly as
+    /// [`RunView::to_doc`] would, but reads the units as it writes them, so
+    /// printing a run of any size holds one unit at a time.
+    pub fn doc_streamed(&self) -> StreamedDoc<'a> {
+        StreamedDoc {
+            view: *self,
+            damage: std::cell::RefCell::new(None),
+        }
+    }
+
     /// The whole document, units included: memory in proportion to the run.
     pub fn to_doc(&self) -> Result<RunDoc> {
         let mut doc = self.header().clone();
@@ -119,5 +129,69 @@ impl RunRead {
     /// The state, by lookup.
     pub fn view(&self) -> RunView<'_> {
         RunView::new(&self.id, &self.state)
+    }
+}
+
+/// A run document serialized with its units read as they are written
+/// ([`RunView::doc_streamed`]).
+pub struct StreamedDoc<'a> {
+    view: RunView<'a>,
+    damage: std::cell::RefCell<Option<RunError>>,
+}
+
+impl StreamedDoc<'_> {
+    /// The damage that stopped serialization part-way, if any.
+    pub fn take_damage(&self) -> Option<RunError> {
+        self.damage.borrow_mut().take()
+    }
+}
+
+impl serde::Serialize for StreamedDoc<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeStruct};
+        struct Units<'a, 'b>(&'b StreamedDoc<'a>);
+        impl serde::Serialize for Units<'_, '_> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                let view = self.0.view;
+                let mut m = s.serialize_map(Some(view.counts().total() as usize))?;
+                for u in view.units() {
+                    let (n, u) = match u {
+                        Ok(x) => x,
+                        Err(e) => {
+                            let msg = e.to_string();
+                            *self.0.damage.borrow_mut() = Some(e);
+                            return Err(serde::ser::Error::custom(msg));
+                        }
+                    };
+                    m.serialize_entry(&n, &u)?;
+                }
+                m.end()
+            }
+        }
+        // The fields of `RunDoc`, in its order (a test compares the two).
+        let d = self.view.header();
+        let mut st = s.serialize_struct("RunDoc", 18)?;
+        st.serialize_field("schemaVersion", &d.schema_version)?;
+        st.serialize_field("id", &d.id)?;
+        st.serialize_field("task", &d.task)?;
+        st.serialize_field("status", &d.status)?;
+        st.serialize_field("createdAt", &d.created_at)?;
+        st.serialize_field("updatedAt", &d.updated_at)?;
+        st.serialize_field("finishedAt", &d.finished_at)?;
+        st.serialize_field("result", &d.result)?;
+        st.serialize_field("units", &Units(self))?;
+        st.serialize_field("phases", &d.phases)?;
+        st.serialize_field("openItems", &d.open_items)?;
+        st.serialize_field("resolvedItems", &d.resolved_items)?;
+        st.serialize_field("nextItem", &d.next_item)?;
+        st.serialize_field("launch", &d.launch)?;
+        st.serialize_field("fingerprint", &d.fingerprint)?;
+        st.serialize_field("budgets", &d.budgets)?;
+        st.serialize_field("openAtFinish", &d.open_at_finish)?;
+        st.serialize_field("checkpoint", &d.checkpoint)?;
+        st.end()
     }
 }
