@@ -30,7 +30,12 @@ fn key() -> Key {
 
 fn model() -> Model {
     (0u8..24)
-        .map(|i| (format!("unit-{i:02}").into_bytes(), vec![i; usize::from(i % 5) * 3]))
+        .map(|i| {
+            (
+                format!("unit-{i:02}").into_bytes(),
+                vec![i; usize::from(i % 5) * 3],
+            )
+        })
         .collect()
 }
 
@@ -116,7 +121,9 @@ fn check_damaged(bytes: Vec<u8>, keyed: bool, what: &str, out: &mut Outcomes) {
     for r in t.iter() {
         match r {
             Ok((k, v)) => {
-                let (wk, wv) = want.next().unwrap_or_else(|| panic!("{what}: extra entry {k:?}"));
+                let (wk, wv) = want
+                    .next()
+                    .unwrap_or_else(|| panic!("{what}: extra entry {k:?}"));
                 assert_eq!((k, v), (wk.as_slice(), wv.as_slice()), "{what}: iter");
             }
             Err(e) => {
@@ -127,7 +134,10 @@ fn check_damaged(bytes: Vec<u8>, keyed: bool, what: &str, out: &mut Outcomes) {
     }
     assert!(errors <= 1, "{what}: iter yielded {errors} errors");
     if errors == 0 {
-        assert!(want.next().is_none(), "{what}: iter ended early without an error");
+        assert!(
+            want.next().is_none(),
+            "{what}: iter ended early without an error"
+        );
     }
     // Every byte is covered by a checksum: the damage is found somewhere.
     let e = t.verify().expect_err(what);
@@ -146,7 +156,12 @@ fn every_bit_flipped_is_detected() {
             for bit in 0..8 {
                 let mut b = clean.clone();
                 b[i] ^= 1 << bit;
-                check_damaged(b, keyed, &format!("keyed={keyed} byte {i} bit {bit}"), &mut out);
+                check_damaged(
+                    b,
+                    keyed,
+                    &format!("keyed={keyed} byte {i} bit {bit}"),
+                    &mut out,
+                );
             }
         }
         // Both kinds of detection happened: data blocks are checked lazily.
@@ -216,14 +231,24 @@ fn parse_by_the_document(b: &[u8], keyed: bool) -> Vec<(usize, usize)> {
     let (index_at, index_len) = (u64_at(b, f + 24), u32_at(b, f + 32));
     let (header_at, header_len) = (u64_at(b, f + 36), u32_at(b, f + 44));
     assert_eq!(u32_at(b, f + 80) as u32, masked_crc(&[&b[f..f + 80]]));
-    assert_eq!(&b[header_at..header_at + header_len - 4], b"the machine's header");
+    assert_eq!(
+        &b[header_at..header_at + header_len - 4],
+        b"the machine's header"
+    );
     assert_eq!(header_at + header_len, f);
     let index = &b[index_at..index_at + index_len - TABLE_CRC_LEN];
-    assert_eq!(u32_at(b, index_at + index.len()) as u32, masked_crc(&[index]));
+    assert_eq!(
+        u32_at(b, index_at + index.len()) as u32,
+        masked_crc(&[index])
+    );
     let (mut pos, mut out, mut n) = (0, Vec::new(), 0);
     let mut all = Model::new();
     while pos < index.len() {
-        let (off, len, cnt) = (u64_at(index, pos), u32_at(index, pos + 8), u32_at(index, pos + 12));
+        let (off, len, cnt) = (
+            u64_at(index, pos),
+            u32_at(index, pos + 8),
+            u32_at(index, pos + 12),
+        );
         let klen = u16_at(index, pos + 16);
         let last = &index[pos + TABLE_INDEX_ENTRY_FIXED_LEN..][..klen];
         pos += TABLE_INDEX_ENTRY_FIXED_LEN + klen + if keyed { 16 } else { 0 };
@@ -273,10 +298,16 @@ fn keyed_changes_with_checksums_recomputed_are_tampering() {
     let t = open(b.clone(), true).expect("the block is read only at lookup");
     let first = b[off + TABLE_ENTRY_HEADER_LEN..][..klen].to_vec();
     let e = t.get(&first).unwrap_err();
-    assert!(matches!(&e, Error::Tampered { offset, .. } if *offset == off as u64), "{e}");
+    assert!(
+        matches!(&e, Error::Tampered { offset, .. } if *offset == off as u64),
+        "{e}"
+    );
     assert!(matches!(t.verify().unwrap_err(), Error::Tampered { .. }));
     let errs: Vec<_> = t.iter().filter_map(|r| r.err()).collect();
-    assert!(matches!(errs.as_slice(), [Error::Tampered { .. }]), "{errs:?}");
+    assert!(
+        matches!(errs.as_slice(), [Error::Tampered { .. }]),
+        "{errs:?}"
+    );
     // The header body changed, its checksum recomputed: found at open.
     let f = clean.len() - TABLE_FOOTER_LEN;
     let (h_at, h_len) = (u64_at(&clean, f + 36), u32_at(&clean, f + 44));

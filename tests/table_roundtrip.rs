@@ -7,7 +7,7 @@ mod common;
 use common::MemFs;
 
 use proptest::prelude::*;
-use runlog::engine::seal::{Key, KEY_LEN, StoreId};
+use runlog::engine::seal::{KEY_LEN, Key, StoreId};
 use runlog::engine::sim::{Fault, FaultKind, Op, SimFs};
 use runlog::engine::table::{
     MAX_TABLE_KEY_LEN, MAX_TABLE_VALUE_LEN, TABLE_BLOCK_BYTES, Table, TableSpec, TableWriter,
@@ -55,7 +55,11 @@ fn check(t: &Table, model: &Model, probes: &[Vec<u8>]) {
         assert_eq!(t.get(k).unwrap(), Some(v.as_slice()), "key {k:?}");
     }
     for p in probes {
-        assert_eq!(t.get(p).unwrap(), model.get(p).map(|v| v.as_slice()), "probe {p:?}");
+        assert_eq!(
+            t.get(p).unwrap(),
+            model.get(p).map(|v| v.as_slice()),
+            "probe {p:?}"
+        );
         let want: Vec<_> = model
             .range::<Vec<u8>, _>((Bound::Included(p), Bound::Unbounded))
             .map(|(k, v)| (k.as_slice(), v.as_slice()))
@@ -76,7 +80,13 @@ fn mem_round_trip(model: &Model, keyed: bool, block_bytes: usize, probes: &[Vec<
     let fs = MemFs::new();
     let dir = Path::new(DIR);
     let header = b"machine header".to_vec();
-    let size = write(Arc::new(fs.clone()), dir, model, spec(keyed, block_bytes), &header);
+    let size = write(
+        Arc::new(fs.clone()),
+        dir,
+        model,
+        spec(keyed, block_bytes),
+        &header,
+    );
     let names: Vec<_> = fs.files(dir).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, vec![NAME.to_string()], "no temp file left behind");
     let k = key();
@@ -124,12 +134,20 @@ fn empty_tables_unkeyed_and_keyed() {
 fn huge_entries_get_blocks_of_their_own() {
     let mut model = Model::new();
     model.insert(b"a".to_vec(), b"small".to_vec());
-    model.insert(vec![b'b'; MAX_TABLE_KEY_LEN], vec![0xee; MAX_TABLE_VALUE_LEN]);
+    model.insert(
+        vec![b'b'; MAX_TABLE_KEY_LEN],
+        vec![0xee; MAX_TABLE_VALUE_LEN],
+    );
     model.insert(b"c".to_vec(), b"small".to_vec());
     model.insert(b"d".to_vec(), vec![0x11; MAX_TABLE_VALUE_LEN]);
     model.insert(b"e".to_vec(), Vec::new());
     for keyed in [false, true] {
-        let t = mem_round_trip(&model, keyed, TABLE_BLOCK_BYTES, &[b"b".to_vec(), b"cc".to_vec()]);
+        let t = mem_round_trip(
+            &model,
+            keyed,
+            TABLE_BLOCK_BYTES,
+            &[b"b".to_vec(), b"cc".to_vec()],
+        );
         // a | huge b | c | huge d | e
         assert_eq!(t.blocks(), 5);
     }
@@ -138,7 +156,12 @@ fn huge_entries_get_blocks_of_their_own() {
 #[test]
 fn many_small_blocks() {
     let model: Model = (0u32..2000)
-        .map(|i| (format!("unit/{i:06}").into_bytes(), i.to_le_bytes().repeat(i as usize % 7)))
+        .map(|i| {
+            (
+                format!("unit/{i:06}").into_bytes(),
+                i.to_le_bytes().repeat(i as usize % 7),
+            )
+        })
         .collect();
     let probes = vec![b"unit/".to_vec(), b"unit/000999x".to_vec(), b"z".to_vec()];
     for keyed in [false, true] {
@@ -151,10 +174,21 @@ fn many_small_blocks() {
 fn real_fs_round_trip_through_a_memory_map() {
     let dir = tempfile::tempdir().unwrap();
     let model: Model = (0u32..5000)
-        .map(|i| (format!("k{i:08}").into_bytes(), format!("value {i}").into_bytes()))
+        .map(|i| {
+            (
+                format!("k{i:08}").into_bytes(),
+                format!("value {i}").into_bytes(),
+            )
+        })
         .collect();
     for keyed in [false, true] {
-        let size = write(Arc::new(RealFs), dir.path(), &model, spec(keyed, TABLE_BLOCK_BYTES), b"h");
+        let size = write(
+            Arc::new(RealFs),
+            dir.path(),
+            &model,
+            spec(keyed, TABLE_BLOCK_BYTES),
+            b"h",
+        );
         let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -184,13 +218,28 @@ fn the_key_must_fit_the_table() {
     let fs = MemFs::new();
     let path = PathBuf::from(DIR).join(NAME);
     let k = key();
-    write(Arc::new(fs.clone()), Path::new(DIR), &model, spec(true, 64), b"");
+    write(
+        Arc::new(fs.clone()),
+        Path::new(DIR),
+        &model,
+        spec(true, 64),
+        b"",
+    );
     let e = Table::open(&fs, &path, None).unwrap_err();
     assert!(matches!(e, Error::Key { .. }), "{e}");
     let wrong = Key::from_bytes([8; KEY_LEN]);
     let e = Table::open(&fs, &path, Some(&wrong)).unwrap_err();
-    assert!(matches!(&e, Error::Tampered { path: p, .. } if *p == path), "{e}");
-    write(Arc::new(fs.clone()), Path::new(DIR), &model, spec(false, 64), b"");
+    assert!(
+        matches!(&e, Error::Tampered { path: p, .. } if *p == path),
+        "{e}"
+    );
+    write(
+        Arc::new(fs.clone()),
+        Path::new(DIR),
+        &model,
+        spec(false, 64),
+        b"",
+    );
     let e = Table::open(&fs, &path, Some(&k)).unwrap_err();
     assert!(matches!(e, Error::Key { .. }), "{e}");
 }
@@ -210,14 +259,36 @@ fn writer_refuses_bad_keys_and_stays_usable() {
     }
     let long_key = vec![b'c'; MAX_TABLE_KEY_LEN + 1];
     let e = w.add(&long_key, b"x").unwrap_err();
-    assert!(matches!(e, Error::TooLarge { what: "table key", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::TooLarge {
+                what: "table key",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = w.add(b"c", &vec![0; MAX_TABLE_VALUE_LEN + 1]).unwrap_err();
-    assert!(matches!(e, Error::TooLarge { what: "table value", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::TooLarge {
+                what: "table value",
+                ..
+            }
+        ),
+        "{e}"
+    );
     w.add(b"c", b"2").unwrap();
     assert_eq!(w.entries(), 2);
     w.finish(b"").unwrap();
     let t = Table::open(&fs, &dir.join(NAME), None).unwrap();
-    let model: Model = [(b"b".to_vec(), b"1".to_vec()), (b"c".to_vec(), b"2".to_vec())].into();
+    let model: Model = [
+        (b"b".to_vec(), b"1".to_vec()),
+        (b"c".to_vec(), b"2".to_vec()),
+    ]
+    .into();
     check(&t, &model, &[long_key]);
 }
 
@@ -252,40 +323,76 @@ fn every_failing_operation_leaves_no_temp_and_no_target() {
     assert!(writes >= 3, "{ops:?}");
     let mut failed = 0;
     for at in 0..ops.len() as u64 {
-        for kind in [FaultKind::Eio, FaultKind::Enospc, FaultKind::ShortWrite, FaultKind::Eintr] {
+        for kind in [
+            FaultKind::Eio,
+            FaultKind::Enospc,
+            FaultKind::ShortWrite,
+            FaultKind::Eintr,
+        ] {
             if !ops[at as usize].accepts(kind) {
                 continue;
             }
             let fs = SimFs::new();
-            fs.inject(Some(Fault { at, kind, persistent: false }));
+            fs.inject(Some(Fault {
+                at,
+                kind,
+                persistent: false,
+            }));
             let r = sim_write(&fs);
             let files = fs.with_state(|s| s.live_files());
-            let temps = files.keys().filter(|p| p.to_string_lossy().contains(".tmp-")).count();
-            assert_eq!(temps, 0, "fault {kind:?} at op {at} ({:?}) left a temp file", ops[at as usize]);
+            let temps = files
+                .keys()
+                .filter(|p| p.to_string_lossy().contains(".tmp-"))
+                .count();
+            assert_eq!(
+                temps, 0,
+                "fault {kind:?} at op {at} ({:?}) left a temp file",
+                ops[at as usize]
+            );
             let target = files.get(Path::new(&format!("/{NAME}")));
             match (&r, kind) {
                 // Retried, or a short write continued: the table is whole.
                 (Ok(n), FaultKind::ShortWrite | FaultKind::Eintr) => {
                     assert_eq!(*n, size);
-                    let t = Table::from_bytes(NAME.into(), Box::new(target.unwrap().clone()), Some(&key())).unwrap();
+                    let t = Table::from_bytes(
+                        NAME.into(),
+                        Box::new(target.unwrap().clone()),
+                        Some(&key()),
+                    )
+                    .unwrap();
                     t.verify().unwrap();
                 }
-                (Ok(_), _) => panic!("fault {kind:?} at op {at} ({:?}) not reported", ops[at as usize]),
+                (Ok(_), _) => panic!(
+                    "fault {kind:?} at op {at} ({:?}) not reported",
+                    ops[at as usize]
+                ),
                 (Err(_), _) if ops[at as usize] == Op::SyncDir => {
                     // After the rename: the table is installed and whole, but
                     // not known durable; the caller must not rely on it.
                     failed += 1;
-                    let t = Table::from_bytes(NAME.into(), Box::new(target.unwrap().clone()), Some(&key())).unwrap();
+                    let t = Table::from_bytes(
+                        NAME.into(),
+                        Box::new(target.unwrap().clone()),
+                        Some(&key()),
+                    )
+                    .unwrap();
                     t.verify().unwrap();
                 }
                 (Err(_), _) => {
                     failed += 1;
-                    assert!(target.is_none(), "fault {kind:?} at op {at} left the target");
+                    assert!(
+                        target.is_none(),
+                        "fault {kind:?} at op {at} left the target"
+                    );
                 }
             }
         }
     }
-    assert!(failed >= ops.len(), "{failed} failures over {} ops", ops.len());
+    assert!(
+        failed >= ops.len(),
+        "{failed} failures over {} ops",
+        ops.len()
+    );
 }
 
 #[test]

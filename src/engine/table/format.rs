@@ -170,7 +170,10 @@ pub(crate) fn footer_prefix(f: &Footer) -> [u8; TABLE_FOOTER_LEN] {
 /// Decodes a footer of exactly [`TABLE_FOOTER_LEN`] bytes (magic and checksum).
 pub(crate) fn decode_footer(b: &[u8]) -> Result<Footer, String> {
     if b.len() != TABLE_FOOTER_LEN {
-        return Err(format!("footer is {} bytes, not {TABLE_FOOTER_LEN}", b.len()));
+        return Err(format!(
+            "footer is {} bytes, not {TABLE_FOOTER_LEN}",
+            b.len()
+        ));
     }
     if b[..TF_ENTRIES_AT] != TABLE_FOOTER_MAGIC {
         return Err("bad magic".into());
@@ -330,7 +333,10 @@ mod tests {
         let mut b = Vec::new();
         encode_entry(&mut b, b"k", b"value");
         let e = decode_entry(&b).unwrap();
-        assert_eq!((e.key, e.value, e.size), (&b"k"[..], &b"value"[..], b.len()));
+        assert_eq!(
+            (e.key, e.value, e.size),
+            (&b"k"[..], &b"value"[..], b.len())
+        );
         assert!(decode_entry(&b[..b.len() - 1]).is_err());
         let mut big = Vec::new();
         big.extend_from_slice(&(MAX_TABLE_KEY_LEN as u16 + 1).to_le_bytes());

@@ -103,7 +103,9 @@ impl Table {
             return Err(corrupt(
                 file_len,
                 seq,
-                format!("table footer: file is {file_len} bytes, shorter than the smallest table ({min_len} bytes)"),
+                format!(
+                    "table footer: file is {file_len} bytes, shorter than the smallest table ({min_len} bytes)"
+                ),
             ));
         }
         let footer_at = file_len - TABLE_FOOTER_LEN;
@@ -154,7 +156,9 @@ impl Table {
             return Err(corrupt(
                 header_at,
                 seq,
-                format!("table header block (offset {header_at}, {header_len} bytes): checksum mismatch"),
+                format!(
+                    "table header block (offset {header_at}, {header_len} bytes): checksum mismatch"
+                ),
             ));
         }
         // Every byte outside the data blocks now passes a checksum: a keyed
@@ -262,7 +266,9 @@ impl Table {
 
     /// The caller's header given to [`TableWriter::finish`](super::TableWriter::finish).
     pub fn header(&self) -> &[u8] {
-        self.file().get(self.header_at..self.header_end).unwrap_or_default()
+        self.file()
+            .get(self.header_at..self.header_end)
+            .unwrap_or_default()
     }
 
     /// The value of `key`: a binary search of the index, then one block, whose
@@ -424,9 +430,7 @@ impl Table {
             )));
         }
         if prev != Some(ix.last_key) {
-            return Err(damaged(
-                "last key differs from the index's last key".into(),
-            ));
+            return Err(damaged("last key differs from the index's last key".into()));
         }
         Ok(Block { body })
     }
@@ -484,7 +488,9 @@ fn walk_index(
         if !(MIN_TABLE_BLOCK_LEN..=MAX_TABLE_BLOCK_LEN).contains(&len) {
             return Err((
                 pos,
-                format!("block {i} length {len} outside {MIN_TABLE_BLOCK_LEN}..={MAX_TABLE_BLOCK_LEN}"),
+                format!(
+                    "block {i} length {len} outside {MIN_TABLE_BLOCK_LEN}..={MAX_TABLE_BLOCK_LEN}"
+                ),
             ));
         }
         let most = (len - TABLE_CRC_LEN) / TABLE_ENTRY_HEADER_LEN;
