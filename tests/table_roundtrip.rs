@@ -116,8 +116,10 @@ proptest! {
         block_bytes in prop::sample::select(vec![0usize, 1, 64, 300, TABLE_BLOCK_BYTES]),
     ) {
         let t = mem_round_trip(&model, keyed, block_bytes, &probes);
-        if block_bytes <= 64 && model.len() > 1 {
-            prop_assert!(t.blocks() > 1);
+        let total: usize = model.iter().map(|(k, v)| 6 + k.len() + v.len()).sum();
+        prop_assert!(t.blocks() <= model.len() as u64);
+        if total > block_bytes && model.len() > 1 {
+            prop_assert!(t.blocks() > 1, "{} bytes of entries in one block", total);
         }
     }
 }
