@@ -153,6 +153,61 @@ fn regenerate_seed_corpus() {
     drop(s);
     let seg = fs.get(&dir.join("seg-00000000000000000001.log")).unwrap();
     write("record_decode", "engine_written_segment", &seg);
+    table_seeds();
+}
+
+#[test]
+fn table_decode_corpus() {
+    replay("table_decode", checks::table_decode);
+}
+
+/// Table snapshots written by `TableWriter`: multi-block unkeyed and keyed (with
+/// `checks::TABLE_FUZZ_KEY`), empty, one huge entry, a flipped and a truncated one.
+fn table_seeds() {
+    use runlog::engine::Key;
+    use runlog::engine::table::{TableSpec, TableWriter};
+    use std::sync::Arc;
+    let fs = MemFs::new();
+    let dir = Path::new("/mem");
+    let table = |keyed: bool, entries: &[(Vec<u8>, Vec<u8>)], block_bytes: usize| {
+        let spec = TableSpec {
+            codec: Codec::Binary,
+            seq: 9,
+            seal: keyed.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
+            block_bytes,
+        };
+        let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec).unwrap();
+        for (k, v) in entries {
+            w.add(k, v).unwrap();
+        }
+        w.finish(b"hdr").unwrap();
+        fs.get(&dir.join("t")).unwrap()
+    };
+    let units: Vec<_> = (0u8..30)
+        .map(|i| {
+            (
+                format!("unit-{i:02}").into_bytes(),
+                vec![i; usize::from(i % 4) * 5],
+            )
+        })
+        .collect();
+    let plain = table(false, &units, 64);
+    write("table_decode", "unkeyed_blocks", &plain);
+    write("table_decode", "keyed_blocks", &table(true, &units, 64));
+    write("table_decode", "empty", &table(false, &[], 64));
+    write(
+        "table_decode",
+        "one_large_entry",
+        &table(false, &[(b"a".to_vec(), vec![1; 5000])], 64),
+    );
+    let mut flipped = plain.clone();
+    flipped[40] ^= 0x04;
+    write("table_decode", "unkeyed_flipped_block", &flipped);
+    write(
+        "table_decode",
+        "unkeyed_truncated",
+        &plain[..plain.len() - 1],
+    );
 }
 
 #[test]

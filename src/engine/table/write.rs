@@ -9,6 +9,7 @@ use crate::engine::format::{Codec, TEMP_MARKER, masked_crc};
 use crate::engine::seal::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag};
 use crate::engine::tools::random_suffix;
 use crate::engine::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -25,8 +26,8 @@ pub struct TableSpec {
     /// A keyed store's key and id: block tags and a table tag are written.
     pub seal: Option<(Key, StoreId)>,
     /// Target size of a data block body ([`TABLE_BLOCK_BYTES`] by default, at
-    /// most [`MAX_TABLE_BLOCK_BYTES`]); an entry larger than it gets a block of
-    /// its own.
+    /// most [`MAX_TABLE_BLOCK_BYTES`], else `Error::TooLarge`); an entry larger
+    /// than it gets a block of its own (so 0 puts every entry in its own block).
     pub block_bytes: usize,
 }
 
@@ -44,7 +45,6 @@ impl TableSpec {
 
 /// Streams a table to `<name>.tmp-<16 hex>` and installs it as `name` on
 /// [`finish`](TableWriter::finish). Dropped unfinished, it removes its temp file.
-#[derive(Debug)]
 pub struct TableWriter {
     vfs: Arc<dyn Vfs>,
     dir: PathBuf,
@@ -67,6 +67,19 @@ pub struct TableWriter {
     failed: bool,
     /// Set once installed: the temp file is gone.
     done: bool,
+}
+
+impl fmt::Debug for TableWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableWriter")
+            .field("temp", &self.temp)
+            .field("seq", &self.spec.seq)
+            .field("keyed", &self.spec.seal.is_some())
+            .field("entries", &self.entries)
+            .field("blocks", &self.blocks)
+            .field("offset", &self.offset())
+            .finish()
+    }
 }
 
 impl TableWriter {

@@ -1,0 +1,13 @@
+//! Fuzz target `table_decode`: see `checks::table_decode`.
+#![no_main]
+
+mod cap_alloc;
+mod checks;
+#[path = "../../tests/common/memfs.rs"]
+mod memfs;
+use memfs::MemFs;
+
+#[global_allocator]
+static ALLOC: cap_alloc::CapAlloc = cap_alloc::CapAlloc;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::table_decode(data));
