@@ -86,7 +86,9 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
     let (head, tail) = changes.split_at(changes.len() - 200);
     let run = {
         let c = &head[0];
-        let Change::Init(spec) = c else { unreachable!() };
+        let Change::Init(spec) = c else {
+            unreachable!()
+        };
         runs.init(spec.clone()).unwrap()
     };
     for c in &head[1..] {
@@ -95,8 +97,11 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
     }
     let compacted = run.compact().unwrap();
     assert!(compacted.snapshot_bytes > 0);
-    let snap = std::fs::read(run.dir().join(format!("snap-{:020}.snap", compacted.snapshot_seq)))
-        .unwrap();
+    let snap = std::fs::read(
+        run.dir()
+            .join(format!("snap-{:020}.snap", compacted.snapshot_seq)),
+    )
+    .unwrap();
     assert_eq!(&snap[..8], b"RUNLOGtb", "compaction writes a table");
     // Bytes per unit on disk: the target is 64 B for a 12-byte name.
     let per_unit = snap.len() as f64 / n as f64;
@@ -108,8 +113,17 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
     let want = reference(&changes, T0);
     assert_eq!(run.doc().unwrap(), want, "live");
     assert_eq!(run.counts().total(), n as u64);
-    assert_eq!(run.counts().done, want.units.values().filter(|u| u.status == UnitStatus::Done).count() as u64);
-    assert_eq!(run.resume_set().unwrap(), runlog::run::resume_set(&want.units));
+    assert_eq!(
+        run.counts().done,
+        want.units
+            .values()
+            .filter(|u| u.status == UnitStatus::Done)
+            .count() as u64
+    );
+    assert_eq!(
+        run.resume_set().unwrap(),
+        runlog::run::resume_set(&want.units)
+    );
     drop(run);
 
     // Lock-free: the table mapped and the tail replayed.
@@ -155,7 +169,11 @@ fn a_long_lived_writer_hands_its_overlay_to_each_new_table() {
         })
         .unwrap();
     let overlay = |run: &runlog::run::Run| run.store().read(|s| s.overlay_len());
-    assert_eq!(overlay(&run), 500, "before any table, the overlay holds all");
+    assert_eq!(
+        overlay(&run),
+        500,
+        "before any table, the overlay holds all"
+    );
     run.compact().unwrap();
     assert_eq!(overlay(&run), 0, "the table holds them now");
     run.set_unit(&name(3), UnitStatus::InProgress, None, None)
@@ -211,12 +229,16 @@ fn a_v1_run_opens_and_its_first_compaction_writes_a_table() {
         v.sort();
         v.iter().map(|p| std::fs::read(p).unwrap()).collect()
     };
-    assert!(!snaps(&run_dir)[0].starts_with(b"RUNLOGtb"), "a v1 snapshot");
+    assert!(
+        !snaps(&run_dir)[0].starts_with(b"RUNLOGtb"),
+        "a v1 snapshot"
+    );
     assert_eq!(runs.read("old").unwrap(), want, "v1 read lock-free");
     let run = runs.open("old").unwrap();
     assert_eq!(run.doc().unwrap(), want, "v1 opened for writing");
     clock.set_millis(T0 + 10_000);
-    run.set_unit("extra", UnitStatus::Pending, None, None).unwrap();
+    run.set_unit("extra", UnitStatus::Pending, None, None)
+        .unwrap();
     run.compact().unwrap();
     assert!(
         snaps(&run_dir).last().unwrap().starts_with(b"RUNLOGtb"),
@@ -275,7 +297,9 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
         .unwrap()
         .integrity
     {
-        engine::Integrity::Corrupt { path: p, reason, .. } => {
+        engine::Integrity::Corrupt {
+            path: p, reason, ..
+        } => {
             assert_eq!(p, path);
             assert!(reason.contains("block"), "{reason}");
         }
@@ -285,10 +309,7 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
     // and writes nothing.
     let run = runs.open("dmg").unwrap();
     let before = std::fs::read_dir(run.dir()).unwrap().count();
-    let victim = (0..n)
-        .map(name)
-        .find(|u| view.unit(u).is_err())
-        .unwrap();
+    let victim = (0..n).map(name).find(|u| view.unit(u).is_err()).unwrap();
     let err = run
         .set_unit(&victim, UnitStatus::Done, None, None)
         .unwrap_err();

@@ -270,12 +270,13 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
                 key: runs.key().cloned(),
                 ..engine::Options::default()
             };
-            let (rec, c) = engine::rebuild_snapshot::<Keyed<RunKeyed>>(&dir, opts).map_err(|e| {
-                RunError::Engine {
-                    id: id.clone(),
-                    source: e,
-                }
-            })?;
+            let (rec, c) =
+                engine::rebuild_snapshot::<Keyed<RunKeyed>>(&dir, opts).map_err(|e| {
+                    RunError::Engine {
+                        id: id.clone(),
+                        source: e,
+                    }
+                })?;
             let v = json!({
                 "id": id,
                 "lastSeq": rec.last_seq,

@@ -10,7 +10,7 @@
 use super::EXIT_DONE;
 use crate::run::RunView;
 use crate::run::render::{render_status, status_json};
-use crate::run::{RunDoc, RunError, Runs};
+use crate::run::{RunError, Runs};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
