@@ -373,19 +373,46 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
     }
 
     fn write_snapshot(state: &KeyedState<M>, sink: SnapshotSink<'_>) -> Result<u64> {
+        let vfs = sink.vfs.clone();
+        let key = sink.seal.map(|s| s.0.clone());
         let mut w = sink.table()?;
+        let mut old = state
+            .table
+            .as_ref()
+            .map(|t| TableChunks::new(vfs.as_ref(), t.path(), key.as_ref()));
+        let mut overlay = state.overlay.iter().peekable();
         let mut value = Vec::new();
-        for entry in state.iter() {
-            let (k, v) = entry?;
-            value.clear();
-            super::codec::encode_payload(Codec::Binary, &v, &mut value).map_err(|reason| {
-                Error::Codec {
-                    path: None,
-                    seq: Some(state.seq),
-                    reason,
+        let encode = |v: &M::Value, out: &mut Vec<u8>| {
+            super::codec::encode_payload(Codec::Binary, v, out).map_err(|reason| Error::Codec {
+                path: None,
+                seq: Some(state.seq),
+                reason,
+            })
+        };
+        // A merge in key order: the old table's entries are copied as they are
+        // (never decoded), the overlay's encoded; on the same key the overlay wins.
+        loop {
+            let next_old = match old.as_mut() {
+                Some(c) => c.peek()?,
+                None => None,
+            };
+            let next_new = overlay.peek().map(|(k, _)| k.as_bytes());
+            match (next_old, next_new) {
+                (None, None) => break,
+                (Some(o), n) if n.is_none_or(|n| o < n) => {
+                    let (k, v) = old.as_mut().and_then(|c| c.pop()).unwrap_or_default();
+                    w.add(&k, &v)?;
                 }
-            })?;
-            w.add(k.as_bytes(), &value)?;
+                (o, Some(n)) => {
+                    if o == Some(n) {
+                        old.as_mut().and_then(|c| c.pop());
+                    }
+                    let (k, wr) = overlay.next().expect("peeked");
+                    encode(&wr.value, &mut value)?;
+                    w.add(k.as_bytes(), &value)?;
+                }
+                (Some(_), None) => unreachable!("handled by the first arm"),
+            }
         }
         let mut header = Vec::new();
         super::codec::encode_payload(Codec::Binary, &state.header, &mut header).map_err(
@@ -451,5 +478,119 @@ impl<'de, M: KeyedMachine> Deserialize<'de> for KeyedState<M> {
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         entries.dedup_by(|a, b| a.0 == b.0);
         Ok(KeyedState::from_parts(w.header, entries, 0))
+    }
+}
+
+/// Bytes of table entries copied per chunk of a merge.
+const MERGE_CHUNK_BYTES: usize = 8 << 20;
+
+/// A table's entries in key order, read a chunk at a time through a fresh map
+/// of the (immutable) file that is dropped before the next chunk: a merge of a
+/// table of any size keeps only one chunk's pages, not the whole file's.
+struct TableChunks<'a> {
+    vfs: &'a dyn super::vfs::Vfs,
+    path: std::path::PathBuf,
+    key: Option<&'a super::seal::Key>,
+    /// The last key copied: the next chunk starts after it.
+    after: Option<Vec<u8>>,
+    buf: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
+    exhausted: bool,
+    chunk: usize,
+}
+
+impl<'a> TableChunks<'a> {
+    fn new(
+        vfs: &'a dyn super::vfs::Vfs,
+        path: &std::path::Path,
+        key: Option<&'a super::seal::Key>,
+    ) -> Self {
+        TableChunks {
+            vfs,
+            path: path.to_path_buf(),
+            key,
+            after: None,
+            buf: Default::default(),
+            exhausted: false,
+            chunk: MERGE_CHUNK_BYTES,
+        }
+    }
+
+    fn fill(&mut self) -> Result<()> {
+        let t = Table::open(self.vfs, &self.path, self.key)?;
+        let it = match &self.after {
+            None => t.iter(),
+            Some(k) => t.iter_from(k),
+        };
+        let mut bytes = 0;
+        let mut more = false;
+        for e in it {
+            let (k, v) = e?;
+            if self.after.as_deref() == Some(k) {
+                continue;
+            }
+            if bytes >= self.chunk && !self.buf.is_empty() {
+                more = true;
+                break;
+            }
+            bytes += k.len() + v.len();
+            self.buf.push_back((k.to_vec(), v.to_vec()));
+        }
+        self.exhausted = !more;
+        if let Some((k, _)) = self.buf.back() {
+            self.after = Some(k.clone());
+        }
+        Ok(())
+    }
+
+    fn peek(&mut self) -> Result<Option<&[u8]>> {
+        if self.buf.is_empty() && !self.exhausted {
+            self.fill()?;
+        }
+        Ok(self.buf.front().map(|(k, _)| k.as_slice()))
+    }
+
+    fn pop(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.buf.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::table::{TableSpec, TableWriter};
+    use crate::engine::vfs::{RealFs, Vfs};
+
+    #[test]
+    fn chunked_reads_of_a_table_yield_every_entry_once_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+        let mut w = TableWriter::create(
+            vfs.clone(),
+            dir.path(),
+            "t",
+            TableSpec::new(Codec::Binary, 1, None),
+        )
+        .unwrap();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = (0..1000u32)
+            .map(|i| {
+                (
+                    format!("k{i:05}").into_bytes(),
+                    vec![i as u8; (i % 13) as usize],
+                )
+            })
+            .collect();
+        for (k, v) in &want {
+            w.add(k, v).unwrap();
+        }
+        w.finish(b"h").unwrap();
+        for chunk in [0, 1, 7, 100, 5000, 1 << 20] {
+            let mut c = TableChunks::new(vfs.as_ref(), &dir.path().join("t"), None);
+            c.chunk = chunk;
+            let mut got = vec![];
+            while c.peek().unwrap().is_some() {
+                got.push(c.pop().unwrap());
+            }
+            assert_eq!(got, want, "chunk {chunk}");
+        }
     }
 }
