@@ -9,7 +9,7 @@
 //!     units: vec!["a".into(), "b".into()], ..Default::default() })?;
 //! run.set_unit("a", UnitStatus::InProgress, None, None)?;
 //! run.set_unit("a", UnitStatus::Done, Some("ok"), None)?;
-//! println!("{:?}", run.resume_set());
+//! println!("{:?}", run.resume_set()?);
 //! # Ok::<(), runlog::run::RunError>(())
 //! ```
 

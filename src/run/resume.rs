@@ -86,7 +86,7 @@ pub fn blocking_roots(units: &BTreeMap<String, Unit>, deps: &[String]) -> Vec<St
 ///     ..InitSpec::default()
 /// })?;
 /// run.set_unit("a", UnitStatus::InProgress, None, None)?; // then killed, say
-/// let set = run.resume_set();
+/// let set = run.resume_set()?;
 /// assert_eq!(set.eligible, ["a"]); // interrupted: eligible again
 /// assert_eq!(set.dep_blocked["b"], ["a"]); // held back, pointing at its root
 /// # Ok::<(), Box<dyn std::error::Error>>(())
