@@ -1,0 +1,316 @@
+//! What opening a run costs against run size. For each size N a run of N units
+//! is built through the library (a snapshot plus a 1,000-record tail), then
+//! every way a process touches it is measured from outside, in a child process:
+//! opening it for writing, a one-shot `runlog unit`, `status`, `apply` to its
+//! first ack, `resume`, a compaction, and eight one-shot writers at once beside
+//! the bare cost of spawning `runlog --version`.
+//!
+//! ```text
+//! cargo build --release
+//! cargo run --release --example scale -- [--units 1000,100000,1000000] [--reps 5]
+//!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic]
+//!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
+//! ```
+//!
+//! Times are wall clock from the parent (spawn to reap); peak RSS is the
+//! child's `ru_maxrss` from `wait4`. Per-call rows are medians of `--reps`
+//! calls, interleaved (one of each per round). The fsyncs of one one-shot
+//! call are counted under `strace -f -c` when strace is installed, else null.
+//! The 8-writer row spawns `--spawns` calls, fewer at sizes where one call is
+//! slow (about `--concurrent-budget` seconds of work on the machine's cores),
+//! and is skipped, saying why, when eight such processes would not fit in the
+//! memory available. A failed measurement is reported in its place.
+
+mod atomic;
+mod build;
+mod child;
+mod measure;
+mod report;
+
+use build::{Pool, RUN_ID};
+use measure::{Ctx, Samples};
+use runlog::engine::Codec;
+use runlog::run::Runs;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Settings from the command line.
+#[derive(Debug)]
+pub struct Config {
+    pub units: Vec<u64>,
+    pub reps: usize,
+    pub json: bool,
+    pub out: Option<PathBuf>,
+    pub bin: PathBuf,
+    pub codec: Codec,
+    pub atomic: bool,
+    pub writers: usize,
+    pub spawns: u64,
+    pub concurrent_budget: f64,
+    pub tail: u64,
+    pub batch: usize,
+}
+
+fn default_bin() -> PathBuf {
+    // target/<profile>/examples/scale -> target/<profile>/runlog
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.parent()?.parent()?.join("runlog")))
+        .unwrap_or_else(|| PathBuf::from("target/release/runlog"))
+}
+
+fn parse_args(args: &[String]) -> Result<Config, String> {
+    let mut c = Config {
+        units: vec![1_000, 100_000, 1_000_000],
+        reps: 5,
+        json: false,
+        out: None,
+        bin: default_bin(),
+        codec: Codec::Jsonl,
+        atomic: false,
+        writers: 8,
+        spawns: 400,
+        concurrent_budget: 60.0,
+        tail: 1_000,
+        batch: 10_000,
+    };
+    let mut it = args.iter();
+    let num = |v: Option<&String>, flag: &str| -> Result<u64, String> {
+        v.ok_or(format!("{flag} needs a value"))?
+            .replace('_', "")
+            .parse::<u64>()
+            .map_err(|e| format!("{flag}: {e}"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--units" => {
+                let v = it.next().ok_or("--units needs a value")?;
+                c.units = v
+                    .split(',')
+                    .map(|s| num(Some(&s.to_string()), "--units"))
+                    .collect::<Result<_, _>>()?;
+            }
+            "--reps" => c.reps = num(it.next(), a)?.max(1) as usize,
+            "--json" => c.json = true,
+            "--atomic" => c.atomic = true,
+            "--out" => c.out = Some(it.next().ok_or("--out needs a path")?.into()),
+            "--bin" => c.bin = it.next().ok_or("--bin needs a path")?.into(),
+            "--codec" => {
+                c.codec = match it.next().map(String::as_str) {
+                    Some("jsonl") => Codec::Jsonl,
+                    Some("binary") => Codec::Binary,
+                    other => return Err(format!("--codec: jsonl or binary, not {other:?}")),
+                }
+            }
+            "--writers" => c.writers = num(it.next(), a)?.max(1) as usize,
+            "--spawns" => c.spawns = num(it.next(), a)?,
+            "--concurrent-budget" => {
+                c.concurrent_budget = it
+                    .next()
+                    .ok_or("--concurrent-budget needs seconds")?
+                    .parse()
+                    .map_err(|e| format!("--concurrent-budget: {e}"))?
+            }
+            "--tail" => c.tail = num(it.next(), a)?,
+            "--batch" => c.batch = num(it.next(), a)?.max(1) as usize,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if let Some(&n) = c.units.iter().find(|&&n| n < 2) {
+        return Err(format!("--units: {n} is too few (at least 2)"));
+    }
+    Ok(c)
+}
+
+/// `--child open|compact ROOT`: the process whose cost the parent measures.
+fn child_main(mode: &str, root: &Path) -> Result<Value, String> {
+    let run = Runs::new(root)
+        .open(RUN_ID)
+        .map_err(|e| format!("open: {e}"))?;
+    let units = run.read(|d| d.units.len());
+    match mode {
+        "open" => Ok(json!({"units": units, "last_seq": run.store().last_seq()})),
+        "compact" => {
+            let c = run.compact().map_err(|e| format!("compact: {e}"))?;
+            Ok(json!({
+                "units": units,
+                "compact_secs": c.elapsed.as_secs_f64(),
+                "snapshot_bytes": c.snapshot_bytes,
+            }))
+        }
+        other => Err(format!("unknown child mode {other:?}")),
+    }
+}
+
+fn result(r: Result<Value, String>) -> Value {
+    r.unwrap_or_else(|e| json!({"error": e}))
+}
+
+/// MemAvailable from /proc/meminfo, MiB.
+fn mem_available_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// How many one-shot spawns the 8-writer row makes at this size.
+fn concurrent_spawns(cfg: &Config, oneshot_secs: Option<f64>) -> u64 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let floor = 2 * cfg.writers as u64;
+    let n = match oneshot_secs {
+        Some(s) if s > 0.0 => {
+            ((cfg.concurrent_budget * cores / s) as u64).clamp(floor, cfg.spawns.max(floor))
+        }
+        _ => cfg.spawns,
+    };
+    n - n % 2
+}
+
+/// Every measurement at one size, in a fresh temp root.
+fn measure_size(cfg: &Config, me: &Path, n: u64) -> Value {
+    let tmp = match tempfile::tempdir() {
+        Ok(t) => t,
+        Err(e) => return json!({"units": n, "error": format!("tempdir: {e}")}),
+    };
+    let root = tmp.path().join("root");
+    let mut pool = Pool::new(n);
+    let reserved = pool.reserved();
+    eprintln!("{n} units: building");
+    let built = match build::build(&root, n, cfg.codec, cfg.batch, cfg.tail, &mut pool) {
+        Ok(b) => b,
+        Err(e) => return json!({"units": n, "error": format!("build: {e}")}),
+    };
+    let snapshot_bytes = build::newest_snapshot_bytes(&root);
+    let ctx = Ctx {
+        bin: &cfg.bin,
+        me,
+        root: &root,
+    };
+    eprintln!("{n} units: built in {:.1} s; measuring", built.secs);
+    let fsyncs = measure::oneshot_fsyncs(&ctx, &reserved, tmp.path());
+    let mut open = Samples::default();
+    let mut oneshot = Samples::default();
+    let mut status = Samples::default();
+    let mut apply = Samples::default();
+    let mut resume = Samples::default();
+    for _ in 0..cfg.reps {
+        open.push(measure::open(&ctx, n));
+        oneshot.push(measure::oneshot(&ctx, &reserved));
+        status.push(measure::reader(&ctx, &["status", RUN_ID]));
+        apply.push(measure::apply_first_ack(&ctx, &reserved));
+        resume.push(measure::reader(&ctx, &["--json", "resume", RUN_ID]));
+    }
+    let mut oneshot_json = oneshot.to_json();
+    oneshot_json["fsyncs"] = match fsyncs {
+        None => Value::Null,
+        Some(Ok(k)) => json!(k),
+        Some(Err(e)) => {
+            oneshot_json["fsyncs_error"] = json!(e);
+            Value::Null
+        }
+    };
+    eprintln!("{n} units: concurrent writers");
+    let spawns = concurrent_spawns(cfg, oneshot.median_secs());
+    let need = oneshot.median_rss_mib().unwrap_or(0.0) * cfg.writers as f64;
+    let concurrent = match mem_available_mib() {
+        Some(avail) if need > 0.7 * avail => json!({
+            "writers": cfg.writers,
+            "error": format!("skipped: {} writers x {:.0} MiB each would need {need:.0} MiB of {avail:.0} MiB available", cfg.writers, need / cfg.writers as f64),
+        }),
+        _ => measure::concurrent(&ctx, cfg.writers, spawns, &mut pool),
+    };
+    eprintln!("{n} units: compaction");
+    let compaction = result(
+        build::append_tail(&root, cfg.tail, cfg.batch, &mut pool)
+            .and_then(|_| measure::compaction(&ctx, n)),
+    );
+    let atomic = if cfg.atomic {
+        eprintln!("{n} units: atomic rewrite");
+        result(atomic::measure(tmp.path(), n, cfg.reps))
+    } else {
+        Value::Null
+    };
+    json!({
+        "units": n,
+        "build": {"secs": built.secs, "compact_secs": built.compact_secs, "records": built.records},
+        "open": open.to_json(),
+        "oneshot": oneshot_json,
+        "status": status.to_json(),
+        "apply_first_ack": apply.to_json(),
+        "resume": resume.to_json(),
+        "compaction": compaction,
+        "snapshot_bytes": snapshot_bytes.as_ref().ok(),
+        "snapshot_bytes_per_unit": snapshot_bytes.as_ref().ok().map(|&b| b as f64 / n as f64),
+        "snapshot_error": snapshot_bytes.err(),
+        "concurrent": concurrent,
+        "atomic_rewrite": atomic,
+    })
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, mode, root] = args.as_slice()
+        && flag == "--child"
+    {
+        return match child_main(mode, Path::new(root)) {
+            Ok(v) => {
+                println!("{v}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("scale --child {mode}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let cfg = match parse_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("scale: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if !cfg.bin.is_file() {
+        eprintln!(
+            "scale: no runlog binary at {} (run `cargo build --release` first, or pass --bin)",
+            cfg.bin.display()
+        );
+        return ExitCode::from(2);
+    }
+    let me = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("scale: cannot find this example's own path: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let started = std::time::Instant::now();
+    let sizes: Vec<Value> = cfg
+        .units
+        .iter()
+        .map(|&n| measure_size(&cfg, &me, n))
+        .collect();
+    let out = json!({
+        "machine": report::machine(),
+        "codec": match cfg.codec { Codec::Jsonl => "jsonl", _ => "binary" },
+        "reps": cfg.reps,
+        "tail": cfg.tail,
+        "elapsed_secs": started.elapsed().as_secs_f64(),
+        "sizes": sizes,
+    });
+    let text = serde_json::to_string_pretty(&out).unwrap_or_default();
+    if let Some(path) = &cfg.out
+        && let Err(e) = std::fs::write(path, format!("{text}\n"))
+    {
+        eprintln!("scale: write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    if cfg.json {
+        println!("{text}");
+    } else {
+        report::print(&out);
+    }
+    ExitCode::SUCCESS
+}
