@@ -34,6 +34,17 @@ impl Pool {
         Pool { n, next: 0 }
     }
 
+    /// A pool over `n` units whose first `next` handouts are already made (a
+    /// child process continuing the parent's pool).
+    pub fn at(n: u64, next: u64) -> Pool {
+        Pool { n, next }
+    }
+
+    /// How many handouts were made (to continue the pool elsewhere).
+    pub fn next_index(&self) -> u64 {
+        self.next
+    }
+
     /// The unit the repeated `in_progress` calls use.
     pub fn reserved(&self) -> String {
         unit_name(self.n - 1)

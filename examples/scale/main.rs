@@ -123,8 +123,59 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
     Ok(c)
 }
 
-/// `--child open|compact ROOT`: the process whose cost the parent measures.
-fn child_main(mode: &str, root: &Path) -> Result<Value, String> {
+fn arg<T: std::str::FromStr>(rest: &[String], i: usize, what: &str) -> Result<T, String> {
+    rest.get(i)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("child: argument {i} ({what}) missing or malformed"))
+}
+
+fn codec_name(c: Codec) -> &'static str {
+    match c {
+        Codec::Jsonl => "jsonl",
+        _ => "binary",
+    }
+}
+
+/// `--child MODE ROOT [ARGS…]`: work done in a child process, so that this
+/// (parent) process never grows. On Linux a spawned child's `ru_maxrss` starts
+/// at its parent's peak (the spawn shares the parent's memory until `exec`),
+/// so a parent that had built a large run in-process would hide every child's
+/// own peak under its own.
+fn child_main(mode: &str, root: &Path, rest: &[String]) -> Result<Value, String> {
+    match mode {
+        "build" => {
+            let n: u64 = arg(rest, 0, "units")?;
+            let codec = match rest.get(1).map(String::as_str) {
+                Some("binary") => Codec::Binary,
+                _ => Codec::Jsonl,
+            };
+            let mut pool = Pool::new(n);
+            let b = build::build(
+                root,
+                n,
+                codec,
+                arg(rest, 2, "batch")?,
+                arg(rest, 3, "tail")?,
+                &mut pool,
+            )?;
+            return Ok(json!({
+                "secs": b.secs, "compact_secs": b.compact_secs, "records": b.records,
+                "next": pool.next_index(),
+            }));
+        }
+        "tail" => {
+            let mut pool = Pool::at(arg(rest, 0, "units")?, arg(rest, 3, "next")?);
+            let written = build::append_tail(
+                root,
+                arg(rest, 1, "count")?,
+                arg(rest, 2, "batch")?,
+                &mut pool,
+            )?;
+            return Ok(json!({"written": written, "next": pool.next_index()}));
+        }
+        "atomic" => return atomic::measure(root, arg(rest, 0, "units")?, arg(rest, 1, "reps")?),
+        _ => {}
+    }
     let run = Runs::new(root)
         .open(RUN_ID)
         .map_err(|e| format!("open: {e}"))?;
@@ -143,8 +194,25 @@ fn child_main(mode: &str, root: &Path) -> Result<Value, String> {
     }
 }
 
+/// Runs `--child MODE ROOT ARGS…` and parses the JSON it prints.
+fn in_child(me: &Path, mode: &str, root: &Path, args: &[String]) -> Result<Value, String> {
+    let mut cmd = std::process::Command::new(me);
+    cmd.args(["--child", mode]).arg(root).args(args);
+    let f = child::run(&mut cmd)?.ok(&format!("child {mode}"))?;
+    serde_json::from_slice(&f.stdout).map_err(|e| format!("child {mode} output: {e}"))
+}
+
 fn result(r: Result<Value, String>) -> Value {
     r.unwrap_or_else(|e| json!({"error": e}))
+}
+
+/// This process's own peak RSS (VmHWM), MiB: the floor under every child's
+/// `ru_maxrss` (see `child_main`).
+fn parent_peak_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 /// MemAvailable from /proc/meminfo, MiB.
@@ -178,17 +246,27 @@ fn measure_size(cfg: &Config, me: &Path, n: u64) -> Value {
     let mut pool = Pool::new(n);
     let reserved = pool.reserved();
     eprintln!("{n} units: building");
-    let built = match build::build(&root, n, cfg.codec, cfg.batch, cfg.tail, &mut pool) {
+    let build_args = [
+        n.to_string(),
+        codec_name(cfg.codec).into(),
+        cfg.batch.to_string(),
+        cfg.tail.to_string(),
+    ];
+    let built = match in_child(me, "build", &root, &build_args) {
         Ok(b) => b,
         Err(e) => return json!({"units": n, "error": format!("build: {e}")}),
     };
+    pool = Pool::at(n, built["next"].as_u64().unwrap_or(0));
     let snapshot_bytes = build::newest_snapshot_bytes(&root);
     let ctx = Ctx {
         bin: &cfg.bin,
         me,
         root: &root,
     };
-    eprintln!("{n} units: built in {:.1} s; measuring", built.secs);
+    eprintln!(
+        "{n} units: built in {:.1} s; measuring",
+        built["secs"].as_f64().unwrap_or(0.0)
+    );
     let fsyncs = measure::oneshot_fsyncs(&ctx, &reserved, tmp.path());
     let mut open = Samples::default();
     let mut oneshot = Samples::default();
@@ -222,19 +300,28 @@ fn measure_size(cfg: &Config, me: &Path, n: u64) -> Value {
         _ => measure::concurrent(&ctx, cfg.writers, spawns, &mut pool),
     };
     eprintln!("{n} units: compaction");
-    let compaction = result(
-        build::append_tail(&root, cfg.tail, cfg.batch, &mut pool)
-            .and_then(|_| measure::compaction(&ctx, n)),
-    );
+    let tail_args = [
+        n.to_string(),
+        cfg.tail.to_string(),
+        cfg.batch.to_string(),
+        pool.next_index().to_string(),
+    ];
+    let compaction =
+        result(in_child(me, "tail", &root, &tail_args).and_then(|_| measure::compaction(&ctx, n)));
     let atomic = if cfg.atomic {
         eprintln!("{n} units: atomic rewrite");
-        result(atomic::measure(tmp.path(), n, cfg.reps))
+        result(in_child(
+            me,
+            "atomic",
+            tmp.path(),
+            &[n.to_string(), cfg.reps.to_string()],
+        ))
     } else {
         Value::Null
     };
     json!({
         "units": n,
-        "build": {"secs": built.secs, "compact_secs": built.compact_secs, "records": built.records},
+        "build": built,
         "open": open.to_json(),
         "oneshot": oneshot_json,
         "status": status.to_json(),
@@ -251,10 +338,10 @@ fn measure_size(cfg: &Config, me: &Path, n: u64) -> Value {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if let [flag, mode, root] = args.as_slice()
+    if let [flag, mode, root, rest @ ..] = args.as_slice()
         && flag == "--child"
     {
-        return match child_main(mode, Path::new(root)) {
+        return match child_main(mode, Path::new(root), rest) {
             Ok(v) => {
                 println!("{v}");
                 ExitCode::SUCCESS
@@ -286,6 +373,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Other tenants of the machine skew every figure: say how busy it was.
+    let loadavg = std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .ok();
     let started = std::time::Instant::now();
     let sizes: Vec<Value> = cfg
         .units
@@ -294,7 +385,9 @@ fn main() -> ExitCode {
         .collect();
     let out = json!({
         "machine": report::machine(),
-        "codec": match cfg.codec { Codec::Jsonl => "jsonl", _ => "binary" },
+        "loadavg_at_start": loadavg,
+        "codec": codec_name(cfg.codec),
+        "parent_peak_rss_mib": parent_peak_mib(),
         "reps": cfg.reps,
         "tail": cfg.tail,
         "elapsed_secs": started.elapsed().as_secs_f64(),
