@@ -105,7 +105,7 @@ def main():
         xs, ys = zip(*pts)
         all_units.update(xs)
         ax.plot(xs, ys, ":", marker="^", color=ATOMIC_COLOR,
-                label=f"atomic JSON rewrite per checkpoint ({source})")
+                label=f"atomic JSON rewrite per checkpoint, in a live process ({source})")
     if not all_units:
         sys.exit("no measured points in " + ", ".join(p for p in args.inputs))
 
@@ -122,7 +122,8 @@ def main():
         "What a process that opens a run pays, against run size\n"
         f"{m.get('cores', '?')} cores, Linux {m.get('kernel', '?')}, "
         f"{m.get('temp_fs', '?')} on {m.get('temp_device', '?')}; "
-        f"median of {files[0][1].get('reps', '?')} calls; codec {files[0][1].get('codec', '?')}",
+        f"median of {files[0][1].get('reps', '?')} calls; codec {files[0][1].get('codec', '?')}; "
+        f"load average at start {files[0][1].get('loadavg_at_start', '?')}",
         fontsize=11,
     )
     ax.grid(True, which="major", color="#ddd")
