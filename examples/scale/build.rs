@@ -47,12 +47,12 @@ impl Pool {
 
     /// The unit the repeated `in_progress` calls use.
     pub fn reserved(&self) -> String {
-        unit_name(self.n - 1)
+        unit_name(self.n.saturating_sub(1))
     }
 
     /// The next unit and the two statuses it goes through.
     pub fn next_pair(&mut self) -> (String, [UnitStatus; 2]) {
-        let pool = self.n - 1;
+        let pool = self.n.saturating_sub(1).max(1);
         let i = self.next;
         self.next += 1;
         if i < pool {

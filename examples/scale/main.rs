@@ -52,6 +52,10 @@ pub struct Config {
     pub batch: usize,
 }
 
+const USAGE: &str = "usage: scale [--units 1000,100000,1000000] [--reps 5] [--json] [--out FILE]
+    [--bin PATH] [--codec jsonl|binary] [--atomic] [--writers 8] [--spawns 400]
+    [--concurrent-budget SECS] [--tail 1000] [--batch 10000]";
+
 fn default_bin() -> PathBuf {
     // target/<profile>/examples/scale -> target/<profile>/runlog
     std::env::current_exe()
@@ -114,7 +118,7 @@ fn parse_args(args: &[String]) -> Result<Config, String> {
             }
             "--tail" => c.tail = num(it.next(), a)?,
             "--batch" => c.batch = num(it.next(), a)?.max(1) as usize,
-            other => return Err(format!("unknown argument {other:?}")),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
     if let Some(&n) = c.units.iter().find(|&&n| n < 2) {
@@ -142,6 +146,9 @@ fn codec_name(c: Codec) -> &'static str {
 /// so a parent that had built a large run in-process would hide every child's
 /// own peak under its own.
 fn child_main(mode: &str, root: &Path, rest: &[String]) -> Result<Value, String> {
+    if matches!(mode, "build" | "tail" | "atomic") && arg::<u64>(rest, 0, "units")? < 2 {
+        return Err("child: at least 2 units".into());
+    }
     match mode {
         "build" => {
             let n: u64 = arg(rest, 0, "units")?;
@@ -351,6 +358,10 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
     }
     let cfg = match parse_args(&args) {
         Ok(c) => c,
