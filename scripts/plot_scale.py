@@ -123,7 +123,7 @@ def main():
         f"{m.get('cores', '?')} cores, Linux {m.get('kernel', '?')}, "
         f"{m.get('temp_fs', '?')} on {m.get('temp_device', '?')}; "
         f"median of {files[0][1].get('reps', '?')} calls; codec {files[0][1].get('codec', '?')}; "
-        f"load average at start {files[0][1].get('loadavg_at_start', '?')}",
+        f"1-min load at start {(files[0][1].get('loadavg_at_start') or '?').split()[0]}",
         fontsize=11,
     )
     ax.grid(True, which="major", color="#ddd")
