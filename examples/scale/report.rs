@@ -1,0 +1,150 @@
+//! The human table (one row per size) and the machine description both outputs carry.
+
+use serde_json::{Value, json};
+
+/// Cores, kernel, CPU and the filesystem holding the temp directory.
+pub fn machine() -> Value {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let tmp = std::env::temp_dir()
+        .canonicalize()
+        .unwrap_or_else(|_| std::env::temp_dir());
+    let (mut fs, mut dev, mut best) = ("unknown".to_string(), String::new(), 0usize);
+    if let Ok(mounts) = std::fs::read_to_string("/proc/self/mounts") {
+        for l in mounts.lines() {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() >= 3 && tmp.starts_with(f[1]) && f[1].len() >= best {
+                best = f[1].len();
+                dev = f[0].to_string();
+                fs = f[2].to_string();
+            }
+        }
+    }
+    json!({
+        "cores": cores,
+        "kernel": kernel,
+        "cpu": cpu,
+        "temp_dir": tmp.display().to_string(),
+        "temp_fs": fs,
+        "temp_device": dev,
+    })
+}
+
+fn ms(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |s| format!("{:.1}", s * 1e3))
+}
+
+fn secs(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |s| format!("{s:.2}"))
+}
+
+fn mib(v: &Value) -> String {
+    v.as_f64().map_or("-".into(), |m| format!("{m:.0}"))
+}
+
+fn num(v: &Value, digits: usize) -> String {
+    v.as_f64().map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// Prints one row per size, then every error met, so none goes unseen.
+pub fn print(out: &Value) {
+    let m = &out["machine"];
+    println!(
+        "machine: {} cores ({}), Linux {}, temp dir {} on {} ({}); codec {}; medians of {} calls",
+        m["cores"],
+        m["cpu"].as_str().unwrap_or("?"),
+        m["kernel"].as_str().unwrap_or("?"),
+        m["temp_dir"].as_str().unwrap_or("?"),
+        m["temp_fs"].as_str().unwrap_or("?"),
+        m["temp_device"].as_str().unwrap_or("?"),
+        out["codec"].as_str().unwrap_or("?"),
+        out["reps"]
+    );
+    let head = [
+        ("units", 9),
+        ("build s", 8),
+        ("open ms", 9),
+        ("MiB", 6),
+        ("unit ms", 9),
+        ("MiB", 6),
+        ("fsyncs", 6),
+        ("status ms", 9),
+        ("apply ack ms", 12),
+        ("resume s", 8),
+        ("MiB", 6),
+        ("compact s", 9),
+        ("MiB", 6),
+        ("snap B/unit", 11),
+        ("8w ckpt/s", 9),
+        ("floor/s", 8),
+        ("ratio", 6),
+        ("atomic ms", 9),
+    ];
+    let line = |cells: &[String]| {
+        let row: Vec<String> = cells
+            .iter()
+            .zip(head.iter())
+            .map(|(c, (_, w))| format!("{c:>w$}"))
+            .collect();
+        println!("| {} |", row.join(" | "));
+    };
+    line(&head.iter().map(|(h, _)| h.to_string()).collect::<Vec<_>>());
+    line(&head.iter().map(|(_, w)| "-".repeat(*w)).collect::<Vec<_>>());
+    let mut errors = vec![];
+    for s in out["sizes"].as_array().into_iter().flatten() {
+        let n = s["units"].clone();
+        collect_errors(s, &format!("{n} units"), &mut errors);
+        if s.get("error").is_some() {
+            continue;
+        }
+        let c = &s["concurrent"];
+        line(&[
+            n.to_string(),
+            secs(&s["build"]["secs"]),
+            ms(&s["open"]["secs"]),
+            mib(&s["open"]["rss_mib"]),
+            ms(&s["oneshot"]["secs"]),
+            mib(&s["oneshot"]["rss_mib"]),
+            num(&s["oneshot"]["fsyncs"], 0),
+            ms(&s["status"]["secs"]),
+            ms(&s["apply_first_ack"]["secs"]),
+            secs(&s["resume"]["secs"]),
+            mib(&s["resume"]["rss_mib"]),
+            secs(&s["compaction"]["secs"]),
+            mib(&s["compaction"]["rss_mib"]),
+            num(&s["snapshot_bytes_per_unit"], 1),
+            num(&c["checkpoints_per_sec"], 1),
+            num(&c["version_per_sec"], 1),
+            num(&c["ratio_to_floor"], 3),
+            ms(&s["atomic_rewrite"]["secs"]),
+        ]);
+    }
+    for e in errors {
+        println!("{e}");
+    }
+}
+
+/// Every `"error"` string anywhere under `v`, with where it was.
+fn collect_errors(v: &Value, at: &str, out: &mut Vec<String>) {
+    if let Value::Object(map) = v {
+        for (k, x) in map {
+            match (k.as_str(), x) {
+                ("error" | "fsyncs_error" | "snapshot_error", Value::String(e)) => {
+                    out.push(format!("{at}: {e}"))
+                }
+                _ => collect_errors(x, &format!("{at} {k}"), out),
+            }
+        }
+    }
+}
