@@ -3,7 +3,7 @@
 //! compaction, then a tail of unit transitions so every measurement opens a
 //! snapshot plus a log tail, as a run in progress would.
 
-use runlog::engine::{Codec, SyncPolicy};
+use runlog::engine::{Codec, CompactionPolicy, SyncPolicy};
 use runlog::run::{Change, InitSpec, Runs, UnitStatus};
 use std::path::Path;
 use std::time::Instant;
@@ -86,9 +86,12 @@ pub fn unit_change(unit: &str, status: UnitStatus) -> Change {
 }
 
 fn runs(root: &Path, codec: Codec) -> Runs {
+    // A bulk load: no fsync per batch, and one compaction at the end rather
+    // than the automatic ones a live run makes.
     Runs::new(root)
         .with_codec(codec)
         .with_sync(SyncPolicy::Never)
+        .with_compaction(CompactionPolicy::Manual)
 }
 
 /// What building the run took.
