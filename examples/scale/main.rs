@@ -96,7 +96,7 @@ fn child_main(mode: &str, root: &Path, rest: &[String]) -> Result<Value, String>
     let run = Runs::new(root)
         .open(RUN_ID)
         .map_err(|e| format!("open: {e}"))?;
-    let units = run.read(|d| d.units.len());
+    let units = run.counts().total();
     match mode {
         "open" => Ok(json!({"units": units, "last_seq": run.store().last_seq()})),
         "compact" => {
