@@ -48,11 +48,17 @@ pub trait KeyedMachine: Sized + Send + Sync + 'static {
     fn decode_whole(
         codec: Codec,
         payload: &[u8],
-    ) -> std::result::Result<(Self::Header, Vec<(String, Self::Value)>), String> {
+    ) -> std::result::Result<WholeState<Self>, String> {
         let _ = (codec, payload);
         Err("a whole-state snapshot, but this machine keeps its state in a table".into())
     }
 }
+
+/// A keyed state read whole: its header and every entry.
+pub type WholeState<M> = (
+    <M as KeyedMachine>::Header,
+    Vec<(String, <M as KeyedMachine>::Value)>,
+);
 
 /// The [`Machine`] of a keyed store: `Store<Keyed<M>>`.
 pub struct Keyed<M>(PhantomData<M>);

@@ -27,7 +27,7 @@ pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
 pub use error::{Error, Result};
 pub use format::Codec;
-pub use keyed::{Keyed, KeyedMachine, KeyedState};
+pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use seal::Key;
 pub use snapshot::{SnapshotData, SnapshotSink};

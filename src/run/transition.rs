@@ -8,7 +8,7 @@ use super::json::Json;
 use super::units::{
     MapUnits, RunHeader, TableUnits, UnitCounts, UnitRecord, Units, missing, roots,
 };
-use crate::engine::{Codec, KeyedMachine, KeyedState, Machine, decode_payload};
+use crate::engine::{Codec, KeyedMachine, KeyedState, Machine, WholeState, decode_payload};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -374,7 +374,7 @@ impl KeyedMachine for RunKeyed {
     fn decode_whole(
         codec: Codec,
         payload: &[u8],
-    ) -> Result<(RunHeader, Vec<(String, UnitRecord)>), String> {
+    ) -> Result<WholeState<RunKeyed>, String> {
         // A run written before format 2: its snapshot is the whole document.
         let mut doc: RunDoc = decode_payload(codec, payload)?;
         let units = std::mem::take(&mut doc.units);
