@@ -45,10 +45,7 @@ pub trait KeyedMachine: Sized + Send + Sync + 'static {
 
     /// Reads a whole-state snapshot written before this machine kept its state
     /// in a table: the header and every entry. The default refuses it.
-    fn decode_whole(
-        codec: Codec,
-        payload: &[u8],
-    ) -> std::result::Result<WholeState<Self>, String> {
+    fn decode_whole(codec: Codec, payload: &[u8]) -> std::result::Result<WholeState<Self>, String> {
         let _ = (codec, payload);
         Err("a whole-state snapshot, but this machine keeps its state in a table".into())
     }

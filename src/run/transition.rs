@@ -371,10 +371,7 @@ impl KeyedMachine for RunKeyed {
         r
     }
 
-    fn decode_whole(
-        codec: Codec,
-        payload: &[u8],
-    ) -> Result<WholeState<RunKeyed>, String> {
+    fn decode_whole(codec: Codec, payload: &[u8]) -> Result<WholeState<RunKeyed>, String> {
         // A run written before format 2: its snapshot is the whole document.
         let mut doc: RunDoc = decode_payload(codec, payload)?;
         let units = std::mem::take(&mut doc.units);
