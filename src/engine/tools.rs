@@ -4,7 +4,9 @@
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
-use super::load::{LoadSpec, RecoveryReport, is_vanished, list_store, load, record_payload};
+use super::load::{
+    LoadSpec, RecoveryReport, is_vanished, list_store, load_every_segment, record_payload,
+};
 use super::scan::scan_segment;
 use super::seal::{Key, StoreId, id_mismatch};
 use super::store::check_dir;
@@ -180,7 +182,7 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
     let r = with_retries(|| {
         let mut decode_state = |_: Codec, _: &[u8]| Ok(());
         let mut apply = |_: &mut (), _: Codec, _: &[u8]| Ok(());
-        load::<()>(
+        load_every_segment::<()>(
             vfs,
             dir,
             LoadSpec {
