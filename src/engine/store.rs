@@ -315,30 +315,17 @@ fn take_lock(vfs: &dyn Vfs, dir: &Path, wait: Option<Duration>) -> Result<Box<dy
     let path = dir.join(LOCK_FILE);
     let holder = format!("pid {}", std::process::id());
     let started = Instant::now();
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match vfs
-            .try_lock(&path, &holder)
-            .map_err(|e| Error::io("lock store", &path, e))?
-        {
-            LockAttempt::Acquired(g) => return Ok(g),
-            LockAttempt::Busy(h) => {
-                let waited = started.elapsed();
-                match wait {
-                    Some(limit) if waited < limit => {
-                        std::thread::sleep(pause.min(limit - waited));
-                        pause = (pause * 2).min(Duration::from_millis(50));
-                    }
-                    _ => {
-                        return Err(Error::Locked {
-                            path,
-                            holder: h,
-                            waited: wait.map(|_| waited),
-                        });
-                    }
-                }
-            }
-        }
+    let attempt = match wait {
+        None => vfs.try_lock(&path, &holder),
+        Some(limit) => vfs.lock_wait(&path, &holder, limit),
+    };
+    match attempt.map_err(|e| Error::io("lock store", &path, e))? {
+        LockAttempt::Acquired(g) => Ok(g),
+        LockAttempt::Busy(h) => Err(Error::Locked {
+            path,
+            holder: h,
+            waited: wait.map(|_| started.elapsed()),
+        }),
     }
 }
 

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::io;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// An open file, positioned writes only.
 pub trait VfsFile: Send + Sync + fmt::Debug {
@@ -58,7 +59,32 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Tries to take the exclusive writer lock at `path`, recording `holder` in it.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt>;
+    /// Takes the lock as [`Vfs::try_lock`] does, waiting up to `timeout` for its
+    /// holder to release it; `Busy` when it did not. A `Busy` result leaves the
+    /// lock not held by this call, now or later. Real filesystems block in the
+    /// kernel and get the lock the moment it is released; this default, for
+    /// simulated ones, polls `try_lock` with sleeps up to [`LOCK_POLL_MAX`].
+    fn lock_wait(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<LockAttempt> {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match self.try_lock(path, holder)? {
+                LockAttempt::Busy(h) => {
+                    let waited = started.elapsed();
+                    if waited >= timeout {
+                        return Ok(LockAttempt::Busy(h));
+                    }
+                    std::thread::sleep(pause.min(timeout - waited));
+                    pause = (pause * 2).min(LOCK_POLL_MAX);
+                }
+                acquired => return Ok(acquired),
+            }
+        }
+    }
 }
+
+/// The longest sleep between two attempts of the default [`Vfs::lock_wait`].
+pub const LOCK_POLL_MAX: Duration = Duration::from_millis(50);
 
 /// Writes all of `buf` at `offset`, retrying interrupted and short writes.
 pub fn write_all_at(f: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::Result<()> {

@@ -9,7 +9,7 @@ use super::clock::{Clock, SystemClock, parse_rfc3339};
 use super::doc::{RunDoc, RunStatus};
 use super::error::{Result, RunError};
 use super::transition::RunMachine;
-use crate::engine::{self, Codec, Key, RealFs, SyncPolicy};
+use crate::engine::{self, Codec, Key, RealFs, SyncPolicy, Vfs};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -108,6 +108,7 @@ pub struct Runs {
     pub(crate) codec: Codec,
     pub(crate) sync: SyncPolicy,
     pub(crate) key: Option<Key>,
+    pub(crate) vfs: Arc<dyn Vfs>,
 }
 
 impl std::fmt::Debug for Runs {
@@ -130,7 +131,16 @@ impl Runs {
             codec: Codec::Jsonl,
             sync: SyncPolicy::Always,
             key: None,
+            vfs: Arc::new(RealFs),
         }
+    }
+
+    /// The filesystem runs are read and written through (default [`RealFs`]);
+    /// tests substitute a counting or simulated one. The runs root's layout and
+    /// archive moves still use the real filesystem.
+    pub fn with_vfs(mut self, vfs: Arc<dyn Vfs>) -> Runs {
+        self.vfs = vfs;
+        self
     }
 
     /// The key runs are read and written with (`None`: unkeyed runs). A run
@@ -249,7 +259,7 @@ impl Runs {
     /// Reads run `id` (exact) without a lock and without modifying anything.
     pub fn read(&self, id: &str) -> Result<RunDoc> {
         let dir = self.run_dir(id)?;
-        match engine::read_state_with_key::<RunMachine>(&RealFs, &dir, self.key()) {
+        match engine::read_state_with_key::<RunMachine>(self.vfs.as_ref(), &dir, self.key()) {
             Ok((doc, _)) => Ok(doc),
             Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
             Err(e) => Err(RunError::engine(id, e)),
@@ -379,6 +389,7 @@ impl Runs {
             lock_wait: lock_wait.unwrap_or(self.lock_wait),
             sync: self.sync,
             key: self.key.clone(),
+            vfs: self.vfs.clone(),
             ..engine::Options::default()
         }
     }
