@@ -191,41 +191,39 @@ pub fn is_vanished(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
 }
 
-/// What `detect_codec` read: (index in `Listing::segments`, bytes), reused by
-/// the replay instead of reading the segment again.
-type Read = Option<(usize, FileBytes)>;
+/// Bytes read from the start of a segment to decode its header: the longest
+/// header of either codec (FORMAT.md §3, §10.3).
+const SEGMENT_HEAD_READ: usize = if MAX_JSONL_HEADER_LEN > KEYED_SEGMENT_HEADER_LEN {
+    MAX_JSONL_HEADER_LEN
+} else {
+    KEYED_SEGMENT_HEADER_LEN
+};
 
-/// Detects the codec (and a keyed store's id) of a store from its newest
-/// segment with a readable header (the newest is always replayed, so this reads
-/// nothing the replay does not), else from its newest readable snapshot. Every
-/// file the load reads must then carry that id; `verify` reads them all.
+/// Detects the codec (and a keyed store's id) of a store from its oldest
+/// segment with a readable header (reading only the header: the segment may be
+/// one the replay does not need), else from its newest readable snapshot.
 fn detect_codec(
     vfs: &dyn Vfs,
     dir: &Path,
     l: &Listing,
-    mapped: bool,
-) -> Result<(Option<(Codec, Option<StoreId>)>, Read)> {
-    let mut kept: Read = None;
-    for (i, (_, name)) in l.segments.iter().enumerate().rev() {
+) -> Result<Option<(Codec, Option<StoreId>)>> {
+    for (_, name) in &l.segments {
         let path = dir.join(name);
-        let bytes = read(vfs, &path, mapped, "read segment")?;
-        let header = decode_segment_header((*bytes).as_ref()).ok();
-        if kept.is_none() {
-            // The newest segment: replayed in any case.
-            kept = Some((i, bytes));
-        }
-        if let Some(h) = header {
-            return Ok((Some((h.codec, h.store_id)), kept));
+        let head = vfs
+            .read_head(&path, SEGMENT_HEAD_READ)
+            .map_err(|e| Error::io("read segment header", &path, e))?;
+        if let Ok(h) = decode_segment_header(&head) {
+            return Ok(Some((h.codec, h.store_id)));
         }
     }
     for (_, name) in l.snapshots.iter().rev() {
         let path = dir.join(name);
-        let bytes = read(vfs, &path, mapped, "read snapshot")?;
+        let bytes = read(vfs, &path, false, "read snapshot")?;
         if let Ok(v) = decode_snapshot((*bytes).as_ref()) {
-            return Ok((Some((v.codec, v.seal.map(|s| s.0))), kept));
+            return Ok(Some((v.codec, v.seal.map(|s| s.0))));
         }
     }
-    Ok((None, kept))
+    Ok(None)
 }
 
 /// Refuses a key for an unkeyed store and no key for a keyed one.
@@ -280,8 +278,8 @@ fn load_scoped<S: Default>(
             path: dir.to_path_buf(),
         });
     }
-    let (detected, mut kept) = detect_codec(vfs, dir, &listing, spec.mapped)?;
-    // The newest readable header names the store; every file read must carry its id.
+    let detected = detect_codec(vfs, dir, &listing)?;
+    // The oldest readable header names the store; every file read must carry its id.
     let store_id = detected.and_then(|d| d.1);
     if detected.is_some() {
         check_key(dir, spec.key, store_id.as_ref())?;
@@ -427,13 +425,7 @@ fn load_scoped<S: Default>(
     let mut replayed = 0u64;
     for (i, (_, name)) in segments.iter().enumerate() {
         let path = dir.join(name);
-        let bytes = match kept.take() {
-            Some((k, b)) if k == first_scanned + i => b,
-            other => {
-                kept = other;
-                read(vfs, &path, spec.mapped, "read segment")?
-            }
-        };
+        let bytes = read(vfs, &path, spec.mapped, "read segment")?;
         let bytes: &[u8] = (*bytes).as_ref();
         if detected.is_some()
             && let Ok(h) = decode_segment_header(bytes)

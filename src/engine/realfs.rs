@@ -116,6 +116,13 @@ impl Vfs for RealFs {
         Ok(Box::new(v))
     }
 
+    fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
+        let f = regular(nofollow().read(true).open(path)?, path)?;
+        let mut v = Vec::with_capacity(len);
+        f.take(len as u64).read_to_end(&mut v)?;
+        Ok(v)
+    }
+
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
         let f = regular(nofollow().read(true).open(path)?, path)?;
         if f.metadata()?.len() == 0 {

@@ -51,6 +51,13 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
         self.read(path)
     }
+    /// Reads at most the first `len` bytes of a regular file (never through a
+    /// symlink): a segment's header, without the records after it.
+    fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
+        let b = self.read(path)?;
+        let b: &[u8] = (*b).as_ref();
+        Ok(b[..b.len().min(len)].to_vec())
+    }
     /// Atomically renames `from` over `to`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Unlinks a file.

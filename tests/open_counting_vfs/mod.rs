@@ -22,6 +22,8 @@ pub struct Counts {
     pub set_lens: Vec<(PathBuf, u64)>,
     /// (file, bytes) of every whole-file read, mapped or not.
     pub reads: Vec<(PathBuf, usize)>,
+    /// (file, bytes) of every read of a file's first bytes (a segment header).
+    pub heads: Vec<(PathBuf, usize)>,
     pub creates: Vec<PathBuf>,
     pub removes: Vec<PathBuf>,
     pub renames: u64,
@@ -138,6 +140,11 @@ impl Vfs for CountingFs {
         let b = RealFs.read(path)?;
         let n = (*b).as_ref().len();
         self.with(|c| c.reads.push((path.to_path_buf(), n)));
+        Ok(b)
+    }
+    fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
+        let b = RealFs.read_head(path, len)?;
+        self.with(|c| c.heads.push((path.to_path_buf(), b.len())));
         Ok(b)
     }
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
