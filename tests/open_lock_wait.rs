@@ -61,8 +61,13 @@ fn a_timed_out_wait_is_locked_and_leaves_the_lock_free() {
         ..Options::default()
     };
     match Store::<Ledger>::open(&dir, o) {
-        Err(Error::Locked { holder: h, waited, .. }) => {
-            assert_eq!(h.as_deref(), Some(format!("pid {}", std::process::id()).as_str()));
+        Err(Error::Locked {
+            holder: h, waited, ..
+        }) => {
+            assert_eq!(
+                h.as_deref(),
+                Some(format!("pid {}", std::process::id()).as_str())
+            );
             assert!(waited.is_some());
         }
         other => panic!("expected Locked, got {:?}", other.map(|_| ())),
@@ -70,7 +75,10 @@ fn a_timed_out_wait_is_locked_and_leaves_the_lock_free() {
     // The same through the seam directly, several abandoned waiters at once.
     let lock = dir.join("LOCK");
     for _ in 0..3 {
-        match RealFs.lock_wait(&lock, "w", Duration::from_millis(20)).unwrap() {
+        match RealFs
+            .lock_wait(&lock, "w", Duration::from_millis(20))
+            .unwrap()
+        {
             LockAttempt::Busy(_) => {}
             LockAttempt::Acquired(_) => panic!("acquired a held lock"),
         }

@@ -65,7 +65,11 @@ fn an_accepted_one_shot_change_replays_once_and_fsyncs_once() {
         fs.reset();
         runs.change("r", done("u2")).unwrap();
         let c = fs.counts();
-        assert_eq!(c.reads_of("seg-"), ["seg-00000000000000000001.log"], "{codec:?}: one replay");
+        assert_eq!(
+            c.reads_of("seg-"),
+            ["seg-00000000000000000001.log"],
+            "{codec:?}: one replay"
+        );
         assert!(c.reads_of("snap-").is_empty(), "{codec:?}");
         assert_eq!(
             (c.sync_data, c.sync_all, c.sync_dir),

@@ -70,7 +70,10 @@ fn opening_reads_no_segment_at_or_below_the_newest_snapshot() {
         let fs = CountingFs::new();
         let (_tmp, dir, _, newest) = build(codec, &fs);
         let (below, above) = split_segments(&dir, newest);
-        assert!(below.len() >= 2, "{codec:?}: the scenario keeps log below the snapshot: {below:?}");
+        assert!(
+            below.len() >= 2,
+            "{codec:?}: the scenario keeps log below the snapshot: {below:?}"
+        );
         fs.reset();
         let s = reopen(&dir, &fs);
         assert_eq!(s.read(|st| st.values.len()), 130, "{codec:?}");
@@ -78,13 +81,19 @@ fn opening_reads_no_segment_at_or_below_the_newest_snapshot() {
         drop(s);
         let mut read = fs.counts().reads_of("seg-");
         read.sort();
-        assert_eq!(read, above, "{codec:?}: only the segments above the snapshot");
+        assert_eq!(
+            read, above,
+            "{codec:?}: only the segments above the snapshot"
+        );
         // A lock-free read too.
         fs.reset();
         let (st, _) = read_state::<Ledger>(&fs, &dir).unwrap();
         assert_eq!(st.values.len(), 130);
         assert!(
-            fs.counts().reads_of("seg-").iter().all(|n| !below.contains(n)),
+            fs.counts()
+                .reads_of("seg-")
+                .iter()
+                .all(|n| !below.contains(n)),
             "{codec:?}"
         );
         // verify reads every segment.
@@ -113,7 +122,10 @@ fn a_damaged_newest_snapshot_falls_back_and_reads_the_older_log() {
         let s = reopen(&dir, &fs);
         assert_eq!(s.recovery().snapshot_seq, Some(older), "{codec:?}");
         assert_eq!(s.recovery().snapshot_fallbacks.len(), 1, "{codec:?}");
-        assert_eq!(s.read(|st| st.values.clone()), (1..=130).collect::<Vec<_>>());
+        assert_eq!(
+            s.read(|st| st.values.clone()),
+            (1..=130).collect::<Vec<_>>()
+        );
         let read = fs.counts().reads_of("seg-");
         for n in newer_below.iter().filter(|n| !older_below.contains(n)) {
             assert!(read.contains(n), "{codec:?}: the fallback needs {n}");

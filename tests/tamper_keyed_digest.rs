@@ -146,7 +146,12 @@ fn assert_tampered(fs: &MemFs, codec: Codec, k: &Key, name: &str, offset: u64, s
 fn assert_verify_tampered(fs: &MemFs, k: &Key, name: &str, offset: u64, seq: u64) {
     let v = verify_with_key(fs, dir(), Some(k)).unwrap();
     match &v.integrity {
-        Integrity::Tampered { path, offset: o, seq: s, .. } => assert_eq!(
+        Integrity::Tampered {
+            path,
+            offset: o,
+            seq: s,
+            ..
+        } => assert_eq!(
             (path.as_path(), *o, *s),
             (dir().join(name).as_path(), offset, Some(seq))
         ),

@@ -202,7 +202,9 @@ impl Vfs for RealFs {
                 claim(&f, holder)?;
                 Ok(LockAttempt::Acquired(Box::new(f)))
             }
-            None => Ok(LockAttempt::Busy(open_lock(path).ok().and_then(|f| read_holder(&f)))),
+            None => Ok(LockAttempt::Busy(
+                open_lock(path).ok().and_then(|f| read_holder(&f)),
+            )),
         }
     }
 }

@@ -346,7 +346,11 @@ mod tests {
             // Records 1..=5; the last was written when 3 was durable.
             let (b, offs) = segment_synced(codec, &[0, 0, 2, 2, 3]);
             let t = tail(&b);
-            assert_eq!((t.watermark, t.from), (Some(3), offs[3] as u64), "{codec:?}");
+            assert_eq!(
+                (t.watermark, t.from),
+                (Some(3), offs[3] as u64),
+                "{codec:?}"
+            );
             // Every record written under watermark s-1 (one fsync each): only the last.
             let (b, offs) = segment_synced(codec, &[0, 1, 2, 3]);
             assert_eq!(tail(&b).from, offs[3] as u64, "{codec:?}");
