@@ -137,3 +137,38 @@ fn after_a_compaction_the_first_one_shot_change_also_fsyncs_the_directory() {
     // The segments the snapshot covers are not read.
     assert_eq!(c.reads_of("seg-").len(), 1, "{c:?}");
 }
+
+#[test]
+fn the_rewrite_of_one_shot_changes_stays_bounded() {
+    // Each one-shot record carries the watermark its open could prove, so the
+    // part not known durable grows by one record per open until a bound (32
+    // records), where an open makes it durable on its own: one fdatasync more,
+    // once per 32 opens, and never more than 33 records rewritten.
+    let (_tmp, runs, fs) = setup(Codec::Jsonl);
+    let (mut syncs, mut two, mut widest) = (0, 0, 0);
+    for i in 2..100 {
+        fs.reset();
+        runs.change("r", done(&format!("u{i}"))).unwrap();
+        let c = fs.counts();
+        assert_eq!((c.sync_all, c.sync_dir), (0, 0), "{c:?}");
+        syncs += c.sync_data;
+        two += u64::from(c.sync_data == 2);
+        let written: usize = c
+            .writes
+            .iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "log"))
+            .map(|(_, n)| n)
+            .sum();
+        widest = widest.max(written);
+    }
+    // Every change acknowledged is there (a watermark raised past the new
+    // record would have skipped its write).
+    assert!(runs.read("r").unwrap().open_units().is_empty());
+    assert!(
+        (1..=4).contains(&two),
+        "{two} opens of 98 needed a second fdatasync"
+    );
+    assert_eq!(syncs, 98 + two);
+    let record = 200; // a JSONL `unit` record is under 200 bytes
+    assert!(widest <= 34 * record, "a one-shot wrote {widest} bytes");
+}

@@ -163,6 +163,13 @@ pub(crate) struct Inner<M: Machine> {
     pending: Option<Box<Pending>>,
 }
 
+/// A deferred open rewrites the bytes not known durable together with the first
+/// records appended, under their fdatasync, when they are at most this many
+/// records and bytes; else it makes them durable on their own first (FORMAT.md §5.5).
+const MAX_MERGED_TAIL_RECORDS: u64 = 32;
+/// See [`MAX_MERGED_TAIL_RECORDS`].
+const MAX_MERGED_TAIL_BYTES: u64 = 64 << 10;
+
 /// What a writer's open leaves for [`Shared::prepare`], done before the first
 /// write (FORMAT.md §5.5 steps 3–5). Until then nothing in the store has changed.
 pub(crate) struct Pending {
@@ -171,6 +178,9 @@ pub(crate) struct Pending {
     last: Option<LastSegment>,
     /// Leftover temp files of an interrupted snapshot install.
     temps: Vec<PathBuf>,
+    /// The seq after the replayed history. The first batch is staged (and its
+    /// seqs taken) before `prepare` runs: `Inner::next_seq` may be past it.
+    next_seq: u64,
 }
 
 struct TornPlan {
@@ -187,6 +197,8 @@ struct LastSegment {
     /// Where the bytes not known durable begin, and those bytes (up to `end`).
     from: u64,
     tail: Vec<u8>,
+    /// Records in `tail`.
+    records: u64,
     /// The history ends in it: appends continue there.
     continues: bool,
     /// The watermark its records prove durable.
@@ -553,16 +565,18 @@ impl<M: Machine> Store<M> {
                 let from = tail.from.min(end);
                 let mut bytes = unsynced_bytes;
                 bytes.truncate((end - from) as usize);
+                // Every record up to the last one's `synced`, and every record of
+                // the closed segments before this one, is durable.
+                let durable = tail.watermark.unwrap_or(0).max(first - 1);
                 Some(LastSegment {
                     path: dir.join(segment_name(first)),
                     first_seq: first,
                     end,
                     from,
                     tail: bytes,
+                    records: (next_seq - 1).saturating_sub(durable),
                     continues: first + scan.count == next_seq,
-                    // Every record up to the last one's `synced`, and every
-                    // record of the closed segments before this one, is durable.
-                    durable: tail.watermark.unwrap_or(0).max(first - 1),
+                    durable,
                 })
             }
             _ => None,
@@ -577,6 +591,7 @@ impl<M: Machine> Store<M> {
             torn,
             last,
             temps: listing.temps.iter().map(|n| dir.join(n)).collect(),
+            next_seq,
         };
         let first_seq = segments.last().copied().unwrap_or(next_seq);
         let inner = Inner {
@@ -708,13 +723,19 @@ impl<M: Machine> Store<M> {
                     last = Some(*seq);
                 }
             }
-            g.payload = payload;
             let written = if batch.is_empty() {
                 Ok(())
             } else {
-                s.prepare_or_poison(&mut g)
-                    .and_then(|_| s.write_frames(&mut g, &batch, first))
+                s.prepare_or_poison(&mut g).and_then(|_| {
+                    // A deferred open that made the replayed tail durable on its
+                    // own raised the watermark: the records carry the new one.
+                    if s.durable() > synced {
+                        reframe(s, ts, &results, s.durable(), &mut payload, &mut batch)?;
+                    }
+                    s.write_frames(&mut g, &batch, first)
+                })
             };
+            g.payload = payload;
             g.frame = batch;
             if let Err(e) = written {
                 let cause = e.to_string();
@@ -836,6 +857,33 @@ fn stage<M: Machine>(
     Ok(seq)
 }
 
+/// Frames the accepted transitions of `ts` again under the watermark `synced`.
+fn reframe<M: Machine>(
+    s: &Shared<M>,
+    ts: &[M::Transition],
+    results: &[Result<u64>],
+    synced: u64,
+    payload: &mut Vec<u8>,
+    batch: &mut Vec<u8>,
+) -> Result<()> {
+    batch.clear();
+    for (t, r) in ts.iter().zip(results) {
+        if let Ok(seq) = r {
+            encode_payload(s.codec, t, payload).map_err(|reason| Error::Codec {
+                path: None,
+                seq: Some(*seq),
+                reason,
+            })?;
+            let tag = s
+                .seal
+                .as_ref()
+                .map(|(key, id)| record_tag(key, id, *seq, payload));
+            encode_record_tagged(s.codec, *seq, synced, payload, tag.as_ref(), batch);
+        }
+    }
+    Ok(())
+}
+
 impl<M: Machine> Shared<M> {
     /// Finishes a deferred open before anything is written (nothing to do once
     /// done). Returns where a torn tail's bytes were kept. A failure poisons.
@@ -895,20 +943,6 @@ impl<M: Machine> Shared<M> {
                     retry_interrupted(|| vfs.sync_dir(dir))
                         .map_err(|e| Error::io("fsync store directory", dir, e))?;
                 }
-                if !l.tail.is_empty() {
-                    if self.stages() {
-                        // Ends where the records begin: the next fsync leader writes
-                        // both with one pwrite and one fdatasync. Until then the
-                        // watermark stays at what the disk proves (`durable`), so no
-                        // record claims the tail durable before it is.
-                        let mut staged = l.tail;
-                        staged.extend_from_slice(&g.staged);
-                        g.staged = staged;
-                    } else {
-                        write_all_at(file.as_ref(), &l.tail, l.from)
-                            .map_err(|e| Error::io("rewrite last segment", &l.path, e))?;
-                    }
-                }
                 // Cut to the records (dropping preallocated zeros; the next append
                 // preallocates again), even when the cache shows none: a rotation
                 // whose fsync failed may have cut them in the cache only, and
@@ -917,6 +951,30 @@ impl<M: Machine> Shared<M> {
                 // that a later rotation closes.
                 retry_interrupted(|| file.set_len(l.end))
                     .map_err(|e| Error::io("trim last segment", &l.path, e))?;
+                // Records appended next carry the watermark the disk proves, which a
+                // merged rewrite does not raise: each open of a one-shot writer
+                // would owe one record more. Past a bound, the tail is made durable
+                // on its own first (one more fdatasync, once per that many opens),
+                // so the records appended next carry a watermark past it.
+                let merge = l.records <= MAX_MERGED_TAIL_RECORDS
+                    && l.tail.len() as u64 <= MAX_MERGED_TAIL_BYTES;
+                if !l.tail.is_empty() && merge && self.stages() {
+                    // Ends where the records begin: the next fsync leader writes
+                    // both with one pwrite and one fdatasync. Until then the
+                    // watermark stays at what the disk proves (`durable`), so no
+                    // record claims the tail durable before it is.
+                    let mut staged = l.tail;
+                    staged.extend_from_slice(&g.staged);
+                    g.staged = staged;
+                } else if !l.tail.is_empty() {
+                    write_all_at(file.as_ref(), &l.tail, l.from)
+                        .map_err(|e| Error::io("rewrite last segment", &l.path, e))?;
+                    if !merge {
+                        retry_interrupted(|| file.sync_data())
+                            .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
+                        self.group.advance(p.next_seq - 1);
+                    }
+                }
                 g.active = Arc::new(Active {
                     file,
                     path: l.path,
@@ -940,12 +998,12 @@ impl<M: Machine> Shared<M> {
                     retry_interrupted(|| f.sync_all())
                         .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
                 }
-                let (a, len) = create_segment(vfs, dir, self.codec, g.next_seq, id)?;
-                g.segments.push(g.next_seq);
+                let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;
+                g.segments.push(p.next_seq);
                 g.active = Arc::new(a);
                 g.active_len = len;
                 g.active_alloc = len;
-                self.group.advance(g.next_seq - 1);
+                self.group.advance(p.next_seq - 1);
             }
         }
         // Step 5. No directory fsync when nothing was created or removed: every
