@@ -3,6 +3,15 @@
 mod cli_support;
 use cli_support::*;
 
+/// Every file's bytes but the `LOCK` files' (a refused change may take the
+/// writer lock, which records its holder there; FORMAT.md §2).
+fn tree_bytes(root: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    cli_support::tree_bytes(root)
+        .into_iter()
+        .filter(|(p, _)| !p.ends_with("LOCK"))
+        .collect()
+}
+
 fn assert_refused(root: &std::path::Path, args: &[&str], why: &str) {
     let before = tree_bytes(root);
     let o = runlog(root, args);

@@ -7,7 +7,7 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
 use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify};
-use super::scan::{ScanEnd, SegmentScan, scan_segment};
+use super::scan::{ScanEnd, SegmentScan, UnsyncedTail, scan_segment_tracked};
 use super::seal::{Key, StoreId, id_mismatch, open_record, snapshot_tag, tags_equal};
 use super::snapfile::decode_snapshot;
 use super::snapshot::{SnapshotData, is_table};
@@ -159,7 +159,16 @@ pub struct Loaded<S> {
     /// The snapshot recovery started from.
     #[allow(dead_code)]
     pub base: BaseChoice,
+    /// Scans of `listing.segments[first_scanned..]` (segments wholly at or below
+    /// the base snapshot are not read, except by [`load_every_segment`]).
     pub scans: Vec<SegmentScan>,
+    /// Index in `listing.segments` of the segment `scans[0]` describes.
+    pub first_scanned: usize,
+    /// Where the last scanned segment's records stop being known durable.
+    pub unsynced: Option<UnsyncedTail>,
+    /// A writer's load (`mapped`): the last scanned segment's bytes from
+    /// `unsynced.from` to its valid end, for the rewrite at open (FORMAT.md §5.5).
+    pub unsynced_bytes: Vec<u8>,
     pub verdict: Verdict,
     pub codec: Codec,
     /// The store id of a keyed store (`None`: unkeyed, or no header was readable).
@@ -186,19 +195,29 @@ pub fn is_vanished(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
 }
 
-/// Detects the codec (and a keyed store's id) of a store from its first
-/// segment's header.
+/// Bytes read from the start of a segment to decode its header: the longest
+/// header of either codec (FORMAT.md §3, §10.3).
+const SEGMENT_HEAD_READ: usize = if MAX_JSONL_HEADER_LEN > KEYED_SEGMENT_HEADER_LEN {
+    MAX_JSONL_HEADER_LEN
+} else {
+    KEYED_SEGMENT_HEADER_LEN
+};
+
+/// Detects the codec (and a keyed store's id) of a store from its oldest
+/// segment with a readable header (reading only the header: the segment may be
+/// one the replay does not need), else from its newest readable snapshot.
 fn detect_codec(
     vfs: &dyn Vfs,
     dir: &Path,
     l: &Listing,
-    mapped: bool,
     key: Option<&Key>,
 ) -> Result<Option<(Codec, Option<StoreId>)>> {
     for (_, name) in &l.segments {
         let path = dir.join(name);
-        let bytes = read(vfs, &path, mapped, "read segment")?;
-        if let Ok(h) = decode_segment_header((*bytes).as_ref()) {
+        let head = vfs
+            .read_head(&path, SEGMENT_HEAD_READ)
+            .map_err(|e| Error::io("read segment header", &path, e))?;
+        if let Ok(h) = decode_segment_header(&head) {
             return Ok(Some((h.codec, h.store_id)));
         }
     }
@@ -238,7 +257,31 @@ fn check_key(dir: &Path, key: Option<&Key>, store_id: Option<&StoreId>) -> Resul
 /// Loads a store: chooses the base snapshot, replays the log, classifies what it
 /// found. Corruption is an error naming file, offset and seq; a torn tail is
 /// reported in the verdict and left on disk (the writer decides what to do).
+///
+/// Reads the base snapshot and the segments that hold records above it, only:
+/// a segment whose records are all at or below the base (its successor starts at
+/// or below `base + 1`) is kept on disk for the fallback to an older snapshot,
+/// and is read only when that fallback happens (the base is then older).
 pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Result<Loaded<S>> {
+    load_scoped(vfs, dir, spec, false)
+}
+
+/// [`load`], reading and checking every segment, also those the base snapshot
+/// makes redundant (for `verify`).
+pub fn load_every_segment<S: Default>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    spec: LoadSpec<'_, S>,
+) -> Result<Loaded<S>> {
+    load_scoped(vfs, dir, spec, true)
+}
+
+fn load_scoped<S: Default>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    spec: LoadSpec<'_, S>,
+    every_segment: bool,
+) -> Result<Loaded<S>> {
     let started = Instant::now();
     let listing = list_store(vfs, dir)?;
     if listing.segments.is_empty() && listing.snapshots.is_empty() {
@@ -246,8 +289,8 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             path: dir.to_path_buf(),
         });
     }
-    let detected = detect_codec(vfs, dir, &listing, spec.mapped, spec.key)?;
-    // The oldest readable header names the store; every file must carry its id.
+    let detected = detect_codec(vfs, dir, &listing, spec.key)?;
+    // The oldest readable header names the store; every file read must carry its id.
     let store_id = detected.and_then(|d| d.1);
     if detected.is_some() {
         check_key(dir, spec.key, store_id.as_ref())?;
@@ -416,14 +459,24 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
     };
 
     // 2. Replay every record above the base, segment by segment.
-    let segments: Vec<&(u64, String)> = listing
-        .segments
+    let first_scanned = if every_segment {
+        0
+    } else {
+        listing
+            .segments
+            .windows(2)
+            .take_while(|w| w[1].0 <= base.seq + 1)
+            .count()
+    };
+    let segments: Vec<&(u64, String)> = listing.segments[first_scanned..]
         .iter()
         .filter(|(first, _)| spec.upto.is_none_or(|u| *first <= u))
         .collect();
     let mut scans = Vec::with_capacity(segments.len());
+    let mut unsynced = None;
+    let mut unsynced_bytes = Vec::new();
     let mut replayed = 0u64;
-    for (_, name) in &segments {
+    for (i, (_, name)) in segments.iter().enumerate() {
         let path = dir.join(name);
         let bytes = read(vfs, &path, spec.mapped, "read segment")?;
         let bytes: &[u8] = (*bytes).as_ref();
@@ -438,7 +491,7 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
                 what: id_mismatch("segment", h.store_id.as_ref(), store_id.as_ref()),
             });
         }
-        let scan = scan_segment(bytes, |seq, body, offset| {
+        let (scan, tail) = scan_segment_tracked(bytes, |seq, body, offset| {
             // A keyed store's record passed its checksum; its tag decides whether
             // it is what the writer wrote. Checked for every record, even those
             // the snapshot covers (a fallback may need them).
@@ -473,14 +526,24 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
             ScanEnd::Preallocated { offset } => offset,
             _ => bytes.len() as u64,
         };
+        if spec.mapped && i + 1 == segments.len() {
+            let end = (scan.valid_len as usize).min(bytes.len());
+            unsynced_bytes.clear();
+            unsynced_bytes.extend_from_slice(bytes.get(tail.from as usize..end).unwrap_or(&[]));
+        }
         scans.push(scan);
+        unsynced = Some(tail);
     }
     let name_seqs: Vec<u64> = segments.iter().map(|s| s.0).collect();
 
     // 3. The decision.
     let verdict = classify(&scans, &name_seqs, base.seq);
     if let Verdict::Corrupt(c) = &verdict {
-        return Err(corruption(dir, &listing, c.clone()));
+        let mut c = c.clone();
+        if let FileRef::Segment(i) = &mut c.file {
+            *i += first_scanned;
+        }
+        return Err(corruption(dir, &listing, c));
     }
     let mut next_seq = scans
         .last()
@@ -517,6 +580,9 @@ pub fn load<S: Default>(vfs: &dyn Vfs, dir: &Path, spec: LoadSpec<'_, S>) -> Res
         listing,
         base,
         scans,
+        first_scanned,
+        unsynced,
+        unsynced_bytes,
         verdict,
         codec,
         store_id,

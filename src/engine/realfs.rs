@@ -6,6 +6,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 /// The real filesystem.
 #[derive(Debug, Default, Clone, Copy)]
@@ -114,15 +116,25 @@ impl Vfs for RealFs {
         Ok(Box::new(v))
     }
 
+    fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
+        let f = regular(nofollow().read(true).open(path)?, path)?;
+        let mut v = Vec::with_capacity(len);
+        f.take(len as u64).read_to_end(&mut v)?;
+        Ok(v)
+    }
+
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
         let f = regular(nofollow().read(true).open(path)?, path)?;
         if f.metadata()?.len() == 0 {
             return Ok(Box::new(Vec::new()));
         }
         // SAFETY: a map is undefined behaviour only if the file shrinks under it.
-        // The engine calls this only while holding the writer lock, and nothing in
-        // runlog truncates a file without that lock; bytes past the end of a live
-        // segment are only ever appended, which a map of the older length ignores.
+        // The engine maps a segment only while holding the writer lock, and
+        // nothing in runlog truncates a file without that lock; bytes past the
+        // end of a live segment are only ever appended, which a map of the older
+        // length ignores. Snapshots are mapped by lock-free readers too: a
+        // snapshot is complete before it is renamed into place and is never
+        // written again, only unlinked (which leaves a map intact).
         #[allow(unsafe_code)]
         let map = unsafe { memmap2::Mmap::map(&f) }?;
         Ok(Box::new(Mapped(map)))
@@ -141,29 +153,88 @@ impl Vfs for RealFs {
     }
 
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
-        let mut f = nofollow()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)?;
-        let f_ref = regular(f.try_clone()?, path)?;
-        match f_ref.try_lock() {
+        let f = open_lock(path)?;
+        match f.try_lock() {
             Ok(()) => {
-                // Created under the umask like any file: 0600 exactly, as the others.
-                f.set_permissions(fs::Permissions::from_mode(0o600))?;
-                f.set_len(0)?;
-                f.write_all_at(holder.as_bytes(), 0)?;
-                Ok(LockAttempt::Acquired(Box::new(f_ref)))
+                claim(&f, holder)?;
+                Ok(LockAttempt::Acquired(Box::new(f)))
             }
-            Err(fs::TryLockError::WouldBlock) => {
-                let mut s = String::new();
-                let _ = f.by_ref().take(256).read_to_string(&mut s);
-                let s = s.trim().to_string();
-                Ok(LockAttempt::Busy((!s.is_empty()).then_some(s)))
-            }
+            Err(fs::TryLockError::WouldBlock) => Ok(LockAttempt::Busy(read_holder(&f))),
             Err(fs::TryLockError::Error(e)) => Err(e),
         }
     }
+
+    /// Blocks in the kernel (`flock`) on a waiter thread with its own open file
+    /// description, so the lock is taken the moment its holder releases it. On
+    /// timeout the waiter is told to give up: if it has the lock by then it is
+    /// handed over here anyway, otherwise it drops the lock the moment it gets it
+    /// (a thread left blocked until then; no signal handler, no polling).
+    fn lock_wait(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<LockAttempt> {
+        if let LockAttempt::Acquired(g) = self.try_lock(path, holder)? {
+            return Ok(LockAttempt::Acquired(g));
+        }
+        let f = open_lock(path)?;
+        let cancelled = Arc::new(Mutex::new(false));
+        let (tx, rx) = mpsc::sync_channel::<io::Result<File>>(1);
+        let flag = cancelled.clone();
+        std::thread::Builder::new()
+            .name("runlog-lock-wait".into())
+            .spawn(move || {
+                let r = f.lock().map(|()| f);
+                // Decided under the flag's mutex: either the caller has not given
+                // up and receives the lock, or it has and the lock is dropped here.
+                let gave_up = flag.lock().unwrap_or_else(|p| p.into_inner());
+                if !*gave_up {
+                    let _ = tx.send(r);
+                }
+            })?;
+        let got = match rx.recv_timeout(timeout) {
+            Ok(r) => Some(r),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                *cancelled.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                // Sent before the flag was set: it is ours, take it.
+                rx.try_recv().ok()
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(io::Error::other("lock waiter thread ended"));
+            }
+        };
+        match got {
+            Some(r) => {
+                let f = r?;
+                claim(&f, holder)?;
+                Ok(LockAttempt::Acquired(Box::new(f)))
+            }
+            None => Ok(LockAttempt::Busy(
+                open_lock(path).ok().and_then(|f| read_holder(&f)),
+            )),
+        }
+    }
+}
+
+fn open_lock(path: &Path) -> io::Result<File> {
+    let f = nofollow()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)?;
+    regular(f, path)
+}
+
+/// Records the new holder in the lock file (for error messages only).
+fn claim(f: &File, holder: &str) -> io::Result<()> {
+    // Created under the umask like any file: 0600 exactly, as the others.
+    f.set_permissions(fs::Permissions::from_mode(0o600))?;
+    f.set_len(0)?;
+    f.write_all_at(holder.as_bytes(), 0)
+}
+
+/// The holder recorded in a lock file, when readable.
+fn read_holder(f: &File) -> Option<String> {
+    let mut s = String::new();
+    let _ = f.take(256).read_to_string(&mut s);
+    let s = s.trim().to_string();
+    (!s.is_empty()).then_some(s)
 }

@@ -3,6 +3,7 @@
 
 use super::format::Codec;
 use super::frame::{Frame, decode_record, decode_segment_header, next_candidate};
+use std::collections::VecDeque;
 
 /// What ends the valid prefix of a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,12 +57,38 @@ pub struct SegmentScan {
     pub end: ScanEnd,
 }
 
+/// Where the part of a segment's valid prefix that is not known durable begins
+/// (FORMAT.md §3.1 `synced`, §5.5 step 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnsyncedTail {
+    /// The `synced` watermark of the last valid record (`None`: no valid record).
+    /// Every record with seq ≤ it had been fsynced by the writer that wrote it.
+    pub watermark: Option<u64>,
+    /// Offset of the first valid record whose seq is above `watermark` (the valid
+    /// prefix's end when there is none; 0, the header, when the segment holds no
+    /// record): from here to the valid end, the bytes may be in a page cache only.
+    pub from: u64,
+}
+
+/// At most this many records above the running watermark are remembered while
+/// scanning; past it the whole valid prefix counts as unsynced (a bound on
+/// memory for a log written with `SyncPolicy::Never`, never a loss of safety).
+pub const MAX_TRACKED_UNSYNCED: usize = 1 << 20;
+
 /// Scans `buf` (a whole segment file). `on_record(seq, payload, offset)` is called
 /// for every valid record in order; an error from it stops the scan and is returned.
 pub fn scan_segment<E>(
     buf: &[u8],
-    mut on_record: impl FnMut(u64, &[u8], u64) -> Result<(), E>,
+    on_record: impl FnMut(u64, &[u8], u64) -> Result<(), E>,
 ) -> Result<SegmentScan, E> {
+    scan_segment_tracked(buf, on_record).map(|(s, _)| s)
+}
+
+/// [`scan_segment`], also finding where its records stop being known durable.
+pub fn scan_segment_tracked<E>(
+    buf: &[u8],
+    mut on_record: impl FnMut(u64, &[u8], u64) -> Result<(), E>,
+) -> Result<(SegmentScan, UnsyncedTail), E> {
     let file_len = buf.len() as u64;
     let header = match decode_segment_header(buf) {
         Ok(h) => h,
@@ -76,7 +103,7 @@ pub fn scan_segment<E>(
             // The header is fsynced before any record is written, so any valid
             // record after a damaged header proves corruption.
             let resync = resync(codec, buf, 0, 0, 0).or_else(|| resync(other, buf, 0, 0, 0));
-            return Ok(SegmentScan {
+            let scan = SegmentScan {
                 first_seq: None,
                 codec: None,
                 count: 0,
@@ -88,18 +115,32 @@ pub fn scan_segment<E>(
                     problem,
                     resync,
                 },
-            });
+            };
+            let tail = UnsyncedTail {
+                watermark: None,
+                from: 0,
+            };
+            return Ok((scan, tail));
         }
     };
     let codec = header.codec;
     let mut at = header.len;
     let mut expected = header.first_seq;
     let mut count = 0u64;
+    // (seq, offset) of the records above the highest watermark seen so far.
+    let mut above: VecDeque<(u64, u64)> = VecDeque::new();
+    let mut watermark: Option<u64> = None;
+    // Watermarks only grow along a log; if one ever goes back, or too many
+    // records wait above it, every record counts as unsynced (the safe side).
+    let mut give_up = false;
     let end = loop {
         match decode_record(codec, buf, at) {
             Frame::End => break ScanEnd::Clean,
             Frame::Record {
-                seq, payload, next, ..
+                seq,
+                synced,
+                payload,
+                next,
             } => {
                 if seq != expected {
                     break ScanEnd::SeqBreak {
@@ -109,6 +150,17 @@ pub fn scan_segment<E>(
                     };
                 }
                 on_record(seq, payload, at as u64)?;
+                if watermark.is_some_and(|w| synced < w) || above.len() >= MAX_TRACKED_UNSYNCED {
+                    give_up = true;
+                    above.clear();
+                }
+                watermark = Some(synced);
+                if !give_up {
+                    above.push_back((seq, at as u64));
+                    while above.front().is_some_and(|&(s, _)| s <= synced) {
+                        above.pop_front();
+                    }
+                }
                 count += 1;
                 expected += 1;
                 at = next;
@@ -129,7 +181,16 @@ pub fn scan_segment<E>(
             }
         }
     };
-    Ok(SegmentScan {
+    let from = if count == 0 {
+        // No record proves the header durable (its writer fsyncs it before
+        // writing any record): a header alone counts as unsynced.
+        0
+    } else if give_up {
+        header.len as u64
+    } else {
+        above.front().map_or(at as u64, |&(_, o)| o)
+    };
+    let scan = SegmentScan {
         first_seq: Some(header.first_seq),
         codec: Some(codec),
         count,
@@ -137,7 +198,8 @@ pub fn scan_segment<E>(
         valid_len: at as u64,
         file_len,
         end,
-    })
+    };
+    Ok((scan, UnsyncedTail { watermark, from }))
 }
 
 fn guess_codec(buf: &[u8]) -> Codec {
@@ -262,6 +324,56 @@ mod tests {
                 "{codec:?}"
             );
         }
+    }
+
+    fn segment_synced(codec: Codec, synced: &[u64]) -> (Vec<u8>, Vec<usize>) {
+        let mut b = encode_segment_header(codec, 1);
+        let mut offs = vec![];
+        for (i, w) in synced.iter().enumerate() {
+            offs.push(b.len());
+            encode_record(codec, i as u64 + 1, *w, b"{}", &mut b);
+        }
+        (b, offs)
+    }
+
+    fn tail(b: &[u8]) -> UnsyncedTail {
+        scan_segment_tracked::<()>(b, |_, _, _| Ok(())).unwrap().1
+    }
+
+    #[test]
+    fn the_unsynced_tail_starts_after_the_last_watermark() {
+        for codec in [Codec::Binary, Codec::Jsonl] {
+            // Records 1..=5; the last was written when 3 was durable.
+            let (b, offs) = segment_synced(codec, &[0, 0, 2, 2, 3]);
+            let t = tail(&b);
+            assert_eq!(
+                (t.watermark, t.from),
+                (Some(3), offs[3] as u64),
+                "{codec:?}"
+            );
+            // Every record written under watermark s-1 (one fsync each): only the last.
+            let (b, offs) = segment_synced(codec, &[0, 1, 2, 3]);
+            assert_eq!(tail(&b).from, offs[3] as u64, "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn a_watermark_going_back_makes_every_record_unsynced() {
+        let (b, _) = segment_synced(Codec::Binary, &[0, 1, 2, 1]);
+        let header = encode_segment_header(Codec::Binary, 1).len() as u64;
+        assert_eq!(tail(&b).from, header);
+    }
+
+    #[test]
+    fn a_segment_without_records_has_its_header_unsynced() {
+        let b = encode_segment_header(Codec::Binary, 7);
+        assert_eq!(
+            tail(&b),
+            UnsyncedTail {
+                watermark: None,
+                from: 0
+            }
+        );
     }
 
     #[test]

@@ -159,6 +159,76 @@ pub(crate) struct Inner<M: Machine> {
     pub(crate) snapshots: Vec<u64>,
     pub(crate) log_bytes_since_snapshot: u64,
     pub(crate) last_snapshot_bytes: u64,
+    /// The rest of the open, until the first write (`None` once done).
+    pending: Option<Box<Pending>>,
+}
+
+/// A deferred open rewrites the bytes not known durable together with the first
+/// records appended, under their fdatasync, when they are at most this many
+/// records and bytes; else it makes them durable on their own first (FORMAT.md §5.5).
+const MAX_MERGED_TAIL_RECORDS: u64 = 32;
+/// See [`MAX_MERGED_TAIL_RECORDS`].
+const MAX_MERGED_TAIL_BYTES: u64 = 64 << 10;
+
+/// What a writer's open leaves for [`Shared::prepare`], done before the first
+/// write (FORMAT.md §5.5 steps 3–5). Until then nothing in the store has changed.
+pub(crate) struct Pending {
+    torn: Option<TornPlan>,
+    /// The last segment that survives the torn tail.
+    last: Option<LastSegment>,
+    /// Leftover temp files of an interrupted snapshot install.
+    temps: Vec<PathBuf>,
+    /// The seq after the replayed history. The first batch is staged (and its
+    /// seqs taken) before `prepare` runs: `Inner::next_seq` may be past it.
+    next_seq: u64,
+}
+
+struct TornPlan {
+    path: PathBuf,
+    offset: u64,
+    whole_file: bool,
+}
+
+struct LastSegment {
+    path: PathBuf,
+    first_seq: u64,
+    /// Where its valid records end (after a torn tail is cut).
+    end: u64,
+    /// Where the bytes not known durable begin, and those bytes (up to `end`).
+    from: u64,
+    tail: Vec<u8>,
+    /// Records in `tail`.
+    records: u64,
+    /// The history ends in it: appends continue there.
+    continues: bool,
+    /// The watermark its records prove durable.
+    durable: u64,
+}
+
+/// The active segment of a writer whose open is not finished: never written
+/// (every path that writes prepares first); an error, not a panic, if it were.
+#[derive(Debug)]
+struct NotOpened;
+
+impl NotOpened {
+    fn err() -> std::io::Error {
+        std::io::Error::other("segment not opened: the writer's open is not finished")
+    }
+}
+
+impl VfsFile for NotOpened {
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<usize> {
+        Err(Self::err())
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Err(Self::err())
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        Err(Self::err())
+    }
+    fn set_len(&self, _: u64) -> std::io::Result<()> {
+        Err(Self::err())
+    }
 }
 
 /// Counters since open.
@@ -257,30 +327,17 @@ fn take_lock(vfs: &dyn Vfs, dir: &Path, wait: Option<Duration>) -> Result<Box<dy
     let path = dir.join(LOCK_FILE);
     let holder = format!("pid {}", std::process::id());
     let started = Instant::now();
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match vfs
-            .try_lock(&path, &holder)
-            .map_err(|e| Error::io("lock store", &path, e))?
-        {
-            LockAttempt::Acquired(g) => return Ok(g),
-            LockAttempt::Busy(h) => {
-                let waited = started.elapsed();
-                match wait {
-                    Some(limit) if waited < limit => {
-                        std::thread::sleep(pause.min(limit - waited));
-                        pause = (pause * 2).min(Duration::from_millis(50));
-                    }
-                    _ => {
-                        return Err(Error::Locked {
-                            path,
-                            holder: h,
-                            waited: wait.map(|_| waited),
-                        });
-                    }
-                }
-            }
-        }
+    let attempt = match wait {
+        None => vfs.try_lock(&path, &holder),
+        Some(limit) => vfs.lock_wait(&path, &holder, limit),
+    };
+    match attempt.map_err(|e| Error::io("lock store", &path, e))? {
+        LockAttempt::Acquired(g) => Ok(g),
+        LockAttempt::Busy(h) => Err(Error::Locked {
+            path,
+            holder: h,
+            waited: wait.map(|_| started.elapsed()),
+        }),
     }
 }
 
@@ -320,6 +377,21 @@ impl<M: Machine> Store<M> {
     /// copied to a `.broken-<offset>` file beside its segment, then truncated away;
     /// any other damage fails the open with an [`Error::Corrupt`] and changes nothing.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store<M>> {
+        let mut store = Self::open_deferred(dir, opts)?;
+        store.finish_open()?;
+        Ok(store)
+    }
+
+    /// [`Store::open`] that changes nothing on disk yet (beyond the `LOCK` file's
+    /// holder text, and creating a store that does not exist): the torn-tail
+    /// quarantine, the rewrite of the bytes not known durable and the choice of
+    /// the active segment wait for the first accepted append (or `sync`,
+    /// `compact`), which writes that rewrite together with its records and
+    /// covers both with one fsync. A refused append then leaves every segment
+    /// and snapshot as it was. The state read before that first write may
+    /// include records not yet known durable; nothing is acknowledged on top of
+    /// them until they are.
+    pub(crate) fn open_deferred(dir: impl AsRef<Path>, opts: Options) -> Result<Store<M>> {
         let dir = dir.as_ref().to_path_buf();
         let vfs = opts.vfs.clone();
         match check_dir(vfs.as_ref(), &dir) {
@@ -353,12 +425,13 @@ impl<M: Machine> Store<M> {
             Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
             r => Some(r?),
         };
-        let (inner, codec, store_id, report) = match loaded {
+        let (inner, codec, store_id, report, durable) = match loaded {
             None => {
                 // A store created with a key is keyed, under a new random id.
                 let id = opts.key.as_ref().map(|_| new_store_id());
                 let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, id)?;
-                (inner, codec, id, report)
+                let durable = inner.next_seq - 1;
+                (inner, codec, id, report, durable)
             }
             Some(mut l) => {
                 if l.report.codec.is_none() {
@@ -385,12 +458,11 @@ impl<M: Machine> Store<M> {
                     });
                 }
                 let id = l.store_id;
-                let (inner, codec, report) = Self::resume(vfs.as_ref(), &dir, l)?;
-                (inner, codec, id, report)
+                let (inner, codec, report, durable) = Self::resume(&dir, l)?;
+                (inner, codec, id, report, durable)
             }
         };
         let seal = opts.key.clone().zip(store_id);
-        let durable = inner.next_seq - 1;
         let shared = Arc::new(Shared {
             dir,
             vfs,
@@ -439,6 +511,7 @@ impl<M: Machine> Store<M> {
             snapshots: vec![],
             log_bytes_since_snapshot: 0,
             last_snapshot_bytes: 0,
+            pending: None,
         };
         Ok((
             inner,
@@ -450,127 +523,87 @@ impl<M: Machine> Store<M> {
         ))
     }
 
-    fn resume(
-        vfs: &dyn Vfs,
-        dir: &Path,
-        l: Loaded<M::State>,
-    ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
+    /// Builds the writer's state from what `load` found, without writing: the
+    /// torn-tail quarantine, the rewrite of what is not known durable and the
+    /// choice of the active segment are left in `Inner::pending` for
+    /// [`Shared::prepare`] (FORMAT.md §5.5 steps 3–5). Returns the durable
+    /// watermark the records on disk prove.
+    fn resume(dir: &Path, l: Loaded<M::State>) -> Result<(Inner<M>, Codec, RecoveryReport, u64)> {
         let Loaded {
             state,
             listing,
             scans,
+            first_scanned,
+            unsynced,
+            unsynced_bytes,
             verdict,
             codec,
-            store_id,
             next_seq,
             mut report,
             ..
         } = l;
         let mut segments: Vec<u64> = listing.segments.iter().map(|s| s.0).collect();
-        // Drop a torn tail: keep the bytes beside the segment, then cut them off.
-        if let (Verdict::TornTail(t), Some(torn)) = (&verdict, report.torn_tail.as_mut()) {
-            let path = dir.join(&listing.segments[t.segment].1);
-            torn.quarantined_to = Some(super::tools::quarantine(vfs, dir, &path, t.offset)?);
+        let mut torn = None;
+        if let Verdict::TornTail(t) = &verdict {
+            let path = dir.join(&listing.segments[first_scanned + t.segment].1);
             if t.whole_file {
-                vfs.remove(&path)
-                    .map_err(|e| Error::io("remove torn segment", &path, e))?;
                 segments.pop();
-            } else {
-                let f = vfs
-                    .open_write(&path)
-                    .map_err(|e| Error::io("open segment", &path, e))?;
-                retry_interrupted(|| f.set_len(t.offset))
-                    .map_err(|e| Error::io("truncate torn tail", &path, e))?;
-                retry_interrupted(|| f.sync_all())
-                    .map_err(|e| Error::io("fsync truncated segment", &path, e))?;
             }
-            retry_interrupted(|| vfs.sync_dir(dir))
-                .map_err(|e| Error::io("fsync store directory", dir, e))?;
+            torn = Some(TornPlan {
+                path,
+                offset: t.offset,
+                whole_file: t.whole_file,
+            });
         }
-        // Bytes replayed may still be only in the page cache of a process that was
-        // killed; make them durable before acknowledging anything built on them.
-        for (i, first) in segments.iter().enumerate() {
-            let path = dir.join(segment_name(*first));
-            let f = vfs
-                .open_write(&path)
-                .map_err(|e| Error::io("open segment", &path, e))?;
-            if i + 1 == segments.len() {
-                // After a failed fsync the kernel may drop dirty pages from the disk
-                // while the cache still shows them (fsyncgate), and a later fsync
-                // succeeds: a reopen in the same boot would build on bytes that are
-                // not on disk. Only the last segment can hold bytes never fsynced
-                // (rotation fsyncs a segment before the next exists), so rewrite its
-                // valid prefix: what the cache shows becomes dirty, then durable.
-                let len = match &verdict {
-                    Verdict::TornTail(t) if !t.whole_file && t.segment == i => t.offset,
-                    _ => scans.get(i).map_or(0, |s| s.valid_len),
-                };
-                let bytes = vfs
-                    .read(&path)
-                    .map_err(|e| Error::io("read segment", &path, e))?;
-                let bytes: &[u8] = (*bytes).as_ref();
-                let len = (len as usize).min(bytes.len());
-                write_all_at(f.as_ref(), &bytes[..len], 0)
-                    .map_err(|e| Error::io("rewrite last segment", &path, e))?;
-                // The length too: a rotation whose fsync failed may have cut the
-                // preallocated zeros in the cache only. Cutting them here (the next
-                // append preallocates again) makes the size on disk match too, so
-                // zeros can never end a segment that a later rotation closes.
-                retry_interrupted(|| f.set_len(len as u64))
-                    .map_err(|e| Error::io("trim last segment", &path, e))?;
-                retry_interrupted(|| f.sync_all())
-                    .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
-                continue;
+        // The last segment that survives the torn tail, if its scan is known (a
+        // segment left after a whole torn file was closed by a rotation: durable).
+        let last_scan = scans.last().filter(|s| s.first_seq.is_some());
+        let last = match (segments.last(), last_scan, unsynced) {
+            (Some(&first), Some(scan), Some(tail)) if scan.first_seq == Some(first) => {
+                let cut = torn.as_ref().filter(|t| !t.whole_file).map(|t| t.offset);
+                let end = cut.unwrap_or(scan.valid_len).min(scan.valid_len);
+                let from = tail.from.min(end);
+                let mut bytes = unsynced_bytes;
+                bytes.truncate((end - from) as usize);
+                // Every record up to the last one's `synced`, and every record of
+                // the closed segments before this one, is durable.
+                let durable = tail.watermark.unwrap_or(0).max(first - 1);
+                Some(LastSegment {
+                    path: dir.join(segment_name(first)),
+                    first_seq: first,
+                    end,
+                    from,
+                    tail: bytes,
+                    records: (next_seq - 1).saturating_sub(durable),
+                    continues: first + scan.count == next_seq,
+                    durable,
+                })
             }
-            retry_interrupted(|| f.sync_data())
-                .map_err(|e| Error::io("fsync replayed segment", &path, e))?;
-        }
-        retry_interrupted(|| vfs.sync_dir(dir))
-            .map_err(|e| Error::io("fsync store directory", dir, e))?;
-        for name in &listing.temps {
-            // An interrupted snapshot write; the rename never happened, so it holds nothing needed.
-            let _ = vfs.remove(&dir.join(name));
-        }
+            _ => None,
+        };
+        let durable = match &last {
+            Some(l) if !l.tail.is_empty() => l.durable.min(next_seq - 1),
+            _ => next_seq - 1,
+        };
         let snapshots: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
         let last_snapshot_bytes = report.snapshot_bytes;
-        // Continue in the last segment if it ends exactly where the history does;
-        // otherwise (none left, or a whole torn segment dropped) start a new one.
-        let last_scan = scans.last();
-        let (active, active_len, active_alloc) = match (segments.last(), last_scan) {
-            (Some(&first), Some(scan))
-                if scan.first_seq == Some(first) && first + scan.count == next_seq =>
-            {
-                let path = dir.join(segment_name(first));
-                let file = vfs
-                    .open_write(&path)
-                    .map_err(|e| Error::io("open segment for append", &path, e))?;
-                // Records resume where the valid ones end; step 4 cut any zeros.
-                let len = match &verdict {
-                    Verdict::TornTail(t) if !t.whole_file => t.offset,
-                    _ => scan.valid_len,
-                };
-                (
-                    Active {
-                        file,
-                        path,
-                        first_seq: first,
-                    },
-                    len,
-                    len,
-                )
-            }
-            _ => {
-                let (a, len) = create_segment(vfs, dir, codec, next_seq, store_id.as_ref())?;
-                segments.push(next_seq);
-                (a, len, len)
-            }
+        let pending = Pending {
+            torn,
+            last,
+            temps: listing.temps.iter().map(|n| dir.join(n)).collect(),
+            next_seq,
         };
+        let first_seq = segments.last().copied().unwrap_or(next_seq);
         let inner = Inner {
             state,
             next_seq,
-            active: Arc::new(active),
-            active_len,
-            active_alloc,
+            active: Arc::new(Active {
+                file: Box::new(NotOpened),
+                path: dir.join(segment_name(first_seq)),
+                first_seq,
+            }),
+            active_len: 0,
+            active_alloc: 0,
             staged: Vec::new(),
             payload: Vec::new(),
             frame: Vec::new(),
@@ -581,9 +614,42 @@ impl<M: Machine> Store<M> {
                 .bytes_scanned
                 .saturating_sub(report.bytes_below_snapshot),
             last_snapshot_bytes,
+            pending: Some(Box::new(pending)),
         };
         report.last_seq = next_seq - 1;
-        Ok((inner, codec, report))
+        Ok((inner, codec, report, durable))
+    }
+
+    /// The deferred part of the open, now; then makes every replayed record
+    /// durable, as [`Store::open`] always has.
+    fn finish_open(&mut self) -> Result<()> {
+        let s = &*self.shared;
+        let mut g = lock(&s.inner);
+        let quarantined = s.prepare_or_poison(&mut g)?;
+        if let Some(t) = self.report.torn_tail.as_mut() {
+            t.quarantined_to = quarantined;
+        }
+        let last = g.next_seq - 1;
+        if s.durable() < last {
+            // The rewritten tail (staged, or written under `Interval`/`Never`),
+            // durable before the open returns. Not an acknowledgement: not
+            // counted in `Stats::fsyncs`.
+            let a = g.active.clone();
+            let staged = std::mem::take(&mut g.staged);
+            let at = g.active_len - staged.len() as u64;
+            let r = write_all_at(a.file.as_ref(), &staged, at)
+                .map_err(|e| Error::io("rewrite last segment", &a.path, e))
+                .and_then(|()| {
+                    retry_interrupted(|| a.file.sync_data())
+                        .map_err(|e| Error::io("fsync replayed segment", &a.path, e))
+                });
+            if let Err(e) = r {
+                s.poison(&mut g, e.to_string());
+                return Err(e);
+            }
+            s.group.advance(last);
+        }
+        Ok(())
     }
 
     /// What recovery found when this store was opened.
@@ -657,12 +723,19 @@ impl<M: Machine> Store<M> {
                     last = Some(*seq);
                 }
             }
-            g.payload = payload;
             let written = if batch.is_empty() {
                 Ok(())
             } else {
-                s.write_frames(&mut g, &batch, first)
+                s.prepare_or_poison(&mut g).and_then(|_| {
+                    // A deferred open that made the replayed tail durable on its
+                    // own raised the watermark: the records carry the new one.
+                    if s.durable() > synced {
+                        reframe(s, ts, &results, s.durable(), &mut payload, &mut batch)?;
+                    }
+                    s.write_frames(&mut g, &batch, first)
+                })
             };
+            g.payload = payload;
             g.frame = batch;
             if let Err(e) = written {
                 let cause = e.to_string();
@@ -676,7 +749,8 @@ impl<M: Machine> Store<M> {
                     })
                     .collect();
             }
-            (last, s.wants_compaction(&g))
+            // Not before a deferred open's first write (all refused so far).
+            (last, g.pending.is_none() && s.wants_compaction(&g))
         };
         if let Some(seq) = last {
             s.stats.appends.fetch_add(
@@ -715,12 +789,13 @@ impl<M: Machine> Store<M> {
     /// Makes every accepted transition durable now, whatever the sync policy.
     pub fn sync(&self) -> Result<()> {
         let last = {
-            let g = lock(&self.shared.inner);
+            let mut g = lock(&self.shared.inner);
             if let Some(cause) = &g.poisoned {
                 return Err(Error::Poisoned {
                     cause: cause.clone(),
                 });
             }
+            self.shared.prepare_or_poison(&mut g)?;
             g.next_seq - 1
         };
         self.shared.wait_durable(last)
@@ -730,6 +805,8 @@ impl<M: Machine> Store<M> {
     /// unnecessary. Runs on the calling thread; appenders are not blocked while the
     /// state is serialized. Waits for a background compaction to finish first.
     pub fn compact(&self) -> Result<compact::CompactReport> {
+        self.shared
+            .prepare_or_poison(&mut lock(&self.shared.inner))?;
         compact::run(&self.shared, true)
     }
 
@@ -787,7 +864,165 @@ fn stage<M: Machine>(
     Ok(seq)
 }
 
+/// Frames the accepted transitions of `ts` again under the watermark `synced`.
+fn reframe<M: Machine>(
+    s: &Shared<M>,
+    ts: &[M::Transition],
+    results: &[Result<u64>],
+    synced: u64,
+    payload: &mut Vec<u8>,
+    batch: &mut Vec<u8>,
+) -> Result<()> {
+    batch.clear();
+    for (t, r) in ts.iter().zip(results) {
+        if let Ok(seq) = r {
+            encode_payload(s.codec, t, payload).map_err(|reason| Error::Codec {
+                path: None,
+                seq: Some(*seq),
+                reason,
+            })?;
+            let tag = s
+                .seal
+                .as_ref()
+                .map(|(key, id)| record_tag(key, id, *seq, payload));
+            encode_record_tagged(s.codec, *seq, synced, payload, tag.as_ref(), batch);
+        }
+    }
+    Ok(())
+}
+
 impl<M: Machine> Shared<M> {
+    /// Finishes a deferred open before anything is written (nothing to do once
+    /// done). Returns where a torn tail's bytes were kept. A failure poisons.
+    pub(crate) fn prepare_or_poison(&self, g: &mut Inner<M>) -> Result<Option<PathBuf>> {
+        let Some(p) = g.pending.take() else {
+            return Ok(None);
+        };
+        self.prepare(g, *p)
+            .inspect_err(|e| self.poison(g, e.to_string()))
+    }
+
+    /// FORMAT.md §5.5 steps 3–5.
+    fn prepare(&self, g: &mut Inner<M>, p: Pending) -> Result<Option<PathBuf>> {
+        let (vfs, dir) = (self.vfs.as_ref(), self.dir.as_path());
+        let mut quarantined = None;
+        // Step 3: a torn tail is kept beside its segment (the copy and its name
+        // made durable by `quarantine`), then cut off durably.
+        if let Some(t) = &p.torn {
+            quarantined = Some(super::tools::quarantine(vfs, dir, &t.path, t.offset)?);
+            if t.whole_file {
+                vfs.remove(&t.path)
+                    .map_err(|e| Error::io("remove torn segment", &t.path, e))?;
+                // Durable before a segment of the same name may be created again.
+                retry_interrupted(|| vfs.sync_dir(dir))
+                    .map_err(|e| Error::io("fsync store directory", dir, e))?;
+            } else {
+                let f = vfs
+                    .open_write(&t.path)
+                    .map_err(|e| Error::io("open segment", &t.path, e))?;
+                retry_interrupted(|| f.set_len(t.offset))
+                    .map_err(|e| Error::io("truncate torn tail", &t.path, e))?;
+                retry_interrupted(|| f.sync_all())
+                    .map_err(|e| Error::io("fsync truncated segment", &t.path, e))?;
+            }
+        }
+        // Step 4. Segments before the last need no fsync here: a rotation fsyncs
+        // a segment (sync_all, after cutting it to its records) before the next
+        // one is created, and a failed fsync poisons the writer, so the existence
+        // of a later segment proves the earlier ones durable. In the last, the
+        // records up to the last one's `synced` watermark were fsynced by their
+        // writer (a failed fsync poisons, so no record claims a watermark past
+        // one), and its header by its creator before any record was written. What
+        // remains, `tail`, may be in the page cache only: a killed writer's, or
+        // one whose fsync failed (the kernel may then have marked the lost pages
+        // clean: a plain fsync would "succeed" without writing them, fsyncgate).
+        // So it is rewritten, making what the cache shows dirty again.
+        let id = self.seal.as_ref().map(|s| &s.1);
+        match p.last {
+            Some(l) if l.continues => {
+                let file = vfs
+                    .open_write(&l.path)
+                    .map_err(|e| Error::io("open segment for append", &l.path, e))?;
+                if l.from == 0 {
+                    // A segment without records: its creator may have been killed
+                    // between its fsync and the directory's. Its name must be
+                    // durable before a record in it is acknowledged.
+                    retry_interrupted(|| vfs.sync_dir(dir))
+                        .map_err(|e| Error::io("fsync store directory", dir, e))?;
+                }
+                // Cut to the records (dropping preallocated zeros; the next append
+                // preallocates again), even when the cache shows none: a rotation
+                // whose fsync failed may have cut them in the cache only, and
+                // the next fsync of this segment (the tail's or a rotation's)
+                // makes the size on disk match, so zeros can never end a segment
+                // that a later rotation closes.
+                retry_interrupted(|| file.set_len(l.end))
+                    .map_err(|e| Error::io("trim last segment", &l.path, e))?;
+                // Records appended next carry the watermark the disk proves, which a
+                // merged rewrite does not raise: each open of a one-shot writer
+                // would owe one record more. Past a bound, the tail is made durable
+                // on its own first (one more fdatasync, once per that many opens),
+                // so the records appended next carry a watermark past it.
+                let merge = l.records <= MAX_MERGED_TAIL_RECORDS
+                    && l.tail.len() as u64 <= MAX_MERGED_TAIL_BYTES;
+                if !l.tail.is_empty() && merge && self.stages() {
+                    // Ends where the records begin: the next fsync leader writes
+                    // both with one pwrite and one fdatasync. Until then the
+                    // watermark stays at what the disk proves (`durable`), so no
+                    // record claims the tail durable before it is.
+                    let mut staged = l.tail;
+                    staged.extend_from_slice(&g.staged);
+                    g.staged = staged;
+                } else if !l.tail.is_empty() {
+                    write_all_at(file.as_ref(), &l.tail, l.from)
+                        .map_err(|e| Error::io("rewrite last segment", &l.path, e))?;
+                    if !merge {
+                        retry_interrupted(|| file.sync_data())
+                            .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
+                        self.group.advance(p.next_seq - 1);
+                    }
+                }
+                g.active = Arc::new(Active {
+                    file,
+                    path: l.path,
+                    first_seq: l.first_seq,
+                });
+                g.active_len = l.end;
+                g.active_alloc = l.end;
+            }
+            last => {
+                if let Some(l) = last {
+                    // The history does not continue in it, so it is closed like a
+                    // rotation closes a segment: rewritten, cut to its records and
+                    // fsynced before the next segment exists.
+                    let f = vfs
+                        .open_write(&l.path)
+                        .map_err(|e| Error::io("open segment", &l.path, e))?;
+                    write_all_at(f.as_ref(), &l.tail, l.from)
+                        .map_err(|e| Error::io("rewrite last segment", &l.path, e))?;
+                    retry_interrupted(|| f.set_len(l.end))
+                        .map_err(|e| Error::io("trim last segment", &l.path, e))?;
+                    retry_interrupted(|| f.sync_all())
+                        .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
+                }
+                let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;
+                g.segments.push(p.next_seq);
+                g.active = Arc::new(a);
+                g.active_len = len;
+                g.active_alloc = len;
+                self.group.advance(p.next_seq - 1);
+            }
+        }
+        // Step 5. No directory fsync when nothing was created or removed: every
+        // create and rename the engine makes is followed by its own, and an
+        // unlink of a temp that a crash undoes is repeated by the next writer.
+        for path in &p.temps {
+            // An interrupted snapshot write; the rename never happened, so it holds nothing needed.
+            let _ = vfs.remove(path);
+        }
+        Ok(quarantined)
+    }
+
     /// Puts framed records at the end of the active segment, rotating first when
     /// full: staged for the next fsync leader to write (`Always`/`Grouped`, whose
     /// appenders wait for that fsync anyway), or written now (`Interval`/`Never`,
@@ -863,12 +1098,13 @@ impl<M: Machine> Shared<M> {
             g.staged.clear();
         }
         // Cut the preallocated zeros off, so that only the last segment ever ends
-        // in zeros (recovery treats zeros anywhere else as damage).
-        if g.active_alloc > g.active_len {
-            retry_interrupted(|| old.file.set_len(g.active_len))
-                .map_err(|e| Error::io("trim preallocated segment", &old.path, e))?;
-            g.active_alloc = g.active_len;
-        }
+        // in zeros (recovery treats zeros anywhere else as damage). Even when the
+        // cache shows none: a rotation of this segment whose fsync failed may have
+        // cut them in the cache only, and this cut, fsynced below, makes the
+        // size on disk match (an open no longer cuts the last segment, §5.5).
+        retry_interrupted(|| old.file.set_len(g.active_len))
+            .map_err(|e| Error::io("trim preallocated segment", &old.path, e))?;
+        g.active_alloc = g.active_len;
         // Every record in the old segment becomes durable before the new one exists:
         // recovery relies on only the last segment ever having a torn tail. fsync,
         // not fdatasync: the trimmed length must be durable too.
@@ -979,9 +1215,12 @@ fn spawn_flusher<M: Machine>(weak: std::sync::Weak<Shared<M>>, every: Duration) 
                 if g.poisoned.is_some() {
                     return;
                 }
-                g.next_seq - 1
+                // A deferred open with nothing written has nothing to fsync.
+                g.pending.is_none().then(|| g.next_seq - 1)
             };
-            if s.wait_durable(last).is_err() {
+            if let Some(last) = last
+                && s.wait_durable(last).is_err()
+            {
                 return;
             }
         }
@@ -996,10 +1235,12 @@ impl<M: Machine> Drop for Store<M> {
             let _ = h.join();
         }
         compact::wait_idle(&self.shared);
+        // A deferred open that wrote nothing leaves the store as it found it.
         if matches!(
             self.shared.opts.sync,
             SyncPolicy::Interval(_) | SyncPolicy::Never
-        ) {
+        ) && lock(&self.shared.inner).pending.is_none()
+        {
             let _ = self.sync();
         }
     }

@@ -4,7 +4,9 @@
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
-use super::load::{LoadSpec, RecoveryReport, is_vanished, list_store, load, record_payload};
+use super::load::{
+    LoadSpec, RecoveryReport, is_vanished, list_store, load_every_segment, record_payload,
+};
 use super::scan::scan_segment;
 use super::seal::{Key, StoreId, id_mismatch};
 use super::snapshot::SnapshotData;
@@ -190,7 +192,7 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
             })
         };
         let mut apply = |_: &mut Option<Arc<Table>>, _: Codec, _: &[u8]| Ok(());
-        load::<Option<Arc<Table>>>(
+        load_every_segment::<Option<Arc<Table>>>(
             vfs,
             dir,
             LoadSpec {

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::io;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// An open file, positioned writes only.
 pub trait VfsFile: Send + Sync + fmt::Debug {
@@ -45,10 +46,18 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
     /// Reads a whole regular file (never through a symlink).
     fn read(&self, path: &Path) -> io::Result<FileBytes>;
-    /// Reads a whole file for the lock holder, by memory map where available.
-    /// Only called while holding the writer lock (nothing truncates under it).
+    /// Reads a whole file by memory map where available: a segment only while
+    /// holding the writer lock (nothing truncates under it), a snapshot at any
+    /// time (never written after its rename).
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
         self.read(path)
+    }
+    /// Reads at most the first `len` bytes of a regular file (never through a
+    /// symlink): a segment's header, without the records after it.
+    fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
+        let b = self.read(path)?;
+        let b: &[u8] = (*b).as_ref();
+        Ok(b[..b.len().min(len)].to_vec())
     }
     /// Atomically renames `from` over `to`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -58,7 +67,32 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Tries to take the exclusive writer lock at `path`, recording `holder` in it.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt>;
+    /// Takes the lock as [`Vfs::try_lock`] does, waiting up to `timeout` for its
+    /// holder to release it; `Busy` when it did not. A `Busy` result leaves the
+    /// lock not held by this call, now or later. Real filesystems block in the
+    /// kernel and get the lock the moment it is released; this default, for
+    /// simulated ones, polls `try_lock` with sleeps up to [`LOCK_POLL_MAX`].
+    fn lock_wait(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<LockAttempt> {
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match self.try_lock(path, holder)? {
+                LockAttempt::Busy(h) => {
+                    let waited = started.elapsed();
+                    if waited >= timeout {
+                        return Ok(LockAttempt::Busy(h));
+                    }
+                    std::thread::sleep(pause.min(timeout - waited));
+                    pause = (pause * 2).min(LOCK_POLL_MAX);
+                }
+                acquired => return Ok(acquired),
+            }
+        }
+    }
 }
+
+/// The longest sleep between two attempts of the default [`Vfs::lock_wait`].
+pub const LOCK_POLL_MAX: Duration = Duration::from_millis(50);
 
 /// Writes all of `buf` at `offset`, retrying interrupted and short writes.
 pub fn write_all_at(f: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::Result<()> {

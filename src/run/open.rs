@@ -1,13 +1,13 @@
 //! Opening runs for writing: `open`, `init`, restore-or-create `start`, and
-//! `change` (one transition, checked lock-free first so a refusal touches nothing).
+//! `change` (one transition: one replay, and a refusal touches no segment).
 
 use super::doc::RunDoc;
 use super::error::{Result, RunError};
 use super::fingerprint::{changed_parts, format_parts};
 use super::handle::Run;
 use super::runs::Runs;
-use super::transition::{Change, InitSpec, RunKeyed, Transition, check_init};
-use crate::engine::{self, Keyed, Machine, RealFs, Store};
+use super::transition::{Change, InitSpec, RunKeyed, check_init};
+use crate::engine::{self, Keyed, RealFs, Store};
 use serde::Serialize;
 
 /// The code of the warning `start` emits when it discards a run.
@@ -40,11 +40,23 @@ pub struct Started {
 
 impl Runs {
     fn open_store(&self, id: &str, create: bool) -> Result<Run> {
+        self.open_store_as(id, create, false)
+    }
+
+    /// `deferred`: [`Store::open_deferred`], which writes nothing before the
+    /// first accepted append.
+    fn open_store_as(&self, id: &str, create: bool, deferred: bool) -> Result<Run> {
         let dir = self.run_dir(id)?;
         if create {
             self.ensure_layout()?;
         }
-        match Store::<Keyed<RunKeyed>>::open(&dir, self.store_options(create, None)) {
+        let opts = self.store_options(create, None);
+        let opened = if deferred {
+            Store::<Keyed<RunKeyed>>::open_deferred(&dir, opts)
+        } else {
+            Store::<Keyed<RunKeyed>>::open(&dir, opts)
+        };
+        match opened {
             Ok(store) => Ok(Run {
                 id: id.to_string(),
                 store,
@@ -60,22 +72,14 @@ impl Runs {
         self.open_store(id, false)
     }
 
-    /// Applies one change to run `id`. The change is first tried, lock-free, on
-    /// the state as read now: a refusal returns before the lock is even taken,
-    /// so no byte of the run changes. Then the run is opened (waiting for the
-    /// lock) and the change appended, where the rules decide again.
+    /// Applies one change to run `id`: one replay (the writer's open, waiting
+    /// for the lock), then the append, where the rules decide. The open defers
+    /// every write until the change is accepted, so a refused change leaves every
+    /// segment and snapshot as it was (only the `LOCK` file's holder text is
+    /// rewritten); an accepted one writes the rewrite the open owes together with
+    /// its record, under one fdatasync in the common case.
     pub fn change(&self, id: &str, change: Change) -> Result<u64> {
-        let mut read = self.read_run(id)?;
-        let probe = Transition {
-            at: self.clock.now(),
-            change,
-        };
-        Keyed::<RunKeyed>::apply(&mut read.state, &probe).map_err(|e| {
-            let e = Keyed::<RunKeyed>::take_fault(&mut read.state)
-                .unwrap_or_else(|| engine::Error::Refused(Box::new(e)));
-            RunError::engine(id, e)
-        })?;
-        self.open(id)?.apply(probe.change)
+        self.open_store_as(id, false, true)?.apply(change)
     }
 
     /// Creates run `spec.id`. Refused when a live run with that id exists; a

@@ -10,8 +10,7 @@ use super::doc::{RunDoc, RunStatus, Unit};
 use super::error::{Result, RunError};
 use super::transition::RunKeyed;
 use super::view::RunRead;
-use crate::engine::Keyed;
-use crate::engine::{self, Codec, Key, RealFs, SyncPolicy};
+use crate::engine::{self, Codec, Key, Keyed, RealFs, SyncPolicy, Vfs};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -111,6 +110,7 @@ pub struct Runs {
     pub(crate) sync: SyncPolicy,
     pub(crate) key: Option<Key>,
     pub(crate) compaction: engine::CompactionPolicy,
+    pub(crate) vfs: Arc<dyn Vfs>,
 }
 
 impl std::fmt::Debug for Runs {
@@ -134,7 +134,16 @@ impl Runs {
             sync: SyncPolicy::Always,
             key: None,
             compaction: RUN_COMPACTION,
+            vfs: Arc::new(RealFs),
         }
+    }
+
+    /// The filesystem runs are read and written through (default [`RealFs`]);
+    /// tests substitute a counting or simulated one. The runs root's layout and
+    /// archive moves still use the real filesystem.
+    pub fn with_vfs(mut self, vfs: Arc<dyn Vfs>) -> Runs {
+        self.vfs = vfs;
+        self
     }
 
     /// The key runs are read and written with (`None`: unkeyed runs). A run
@@ -262,7 +271,7 @@ impl Runs {
     /// the run-level fields and counts at once, units by lookup or iteration.
     pub fn read_run(&self, id: &str) -> Result<RunRead> {
         let dir = self.run_dir(id)?;
-        match engine::read_state_with_key::<Keyed<RunKeyed>>(&RealFs, &dir, self.key()) {
+        match engine::read_state_with_key::<Keyed<RunKeyed>>(self.vfs.as_ref(), &dir, self.key()) {
             Ok((state, _)) => Ok(RunRead {
                 id: id.to_string(),
                 state,
@@ -417,6 +426,7 @@ impl Runs {
             sync: self.sync,
             key: self.key.clone(),
             compaction: self.compaction,
+            vfs: self.vfs.clone(),
             ..engine::Options::default()
         }
     }
