@@ -140,6 +140,11 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
         serde_json::to_string(&view.doc_streamed()).unwrap(),
         serde_json::to_string(&want).unwrap()
     );
+    assert_eq!(
+        serde_json::to_string(&view.resume_streamed().unwrap()).unwrap(),
+        serde_json::to_string(&runlog::run::resume_set(&want.units)).unwrap(),
+        "the streamed resume set prints as the whole one"
+    );
     let from: Vec<String> = view
         .units_from(Some(&name(n - 3)))
         .map(|u| u.unwrap().0)

@@ -249,7 +249,8 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         Command::Resume { run } => {
             let id = runs.resolve(&run)?;
             let read = runs.read_run(&id)?;
-            write_json(&read.view().resume_set()?, json)?;
+            let set = read.view().resume_streamed()?;
+            write_json(&set, json).map_err(|e| set.take_damage().unwrap_or(e))?;
             Ok(EXIT_DONE)
         }
         Command::Status {

@@ -47,4 +47,4 @@ pub use transition::{
     check_init, check_name,
 };
 pub use units::{RunHeader, UnitCounts, UnitRecord};
-pub use view::{RunRead, RunState, RunView};
+pub use view::{RunRead, RunState, RunView, StreamedDoc, StreamedResume};

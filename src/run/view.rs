@@ -69,22 +69,42 @@ impl<'a> RunView<'a> {
         self.units_from(None)
     }
 
-    /// The resume set, computed from the units as they are read (names kept
-    /// once, the graph as integer ids).
-    pub fn resume_set(&self) -> Result<super::resume::ResumeSet> {
-        let mut damage = None;
-        let rows = self.units().map_while(|r| match r {
-            Ok((name, u)) => Some((name, u.status, u.depends_on)),
-            Err(e) => {
-                damage = Some(e);
-                None
+    /// The resume set. Reads the units twice, as the iteration goes: once to
+    /// work out what is eligible and what is held back (memory in proportion
+    /// to the units *not* done), once, when serialized, to list the done ones
+    /// (`skip`) one at a time. [`StreamedResume::collect`] builds the whole
+    /// [`ResumeSet`](super::resume::ResumeSet).
+    pub fn resume_streamed(&self) -> Result<StreamedResume<'a>> {
+        let mut rows = Vec::new();
+        for u in self.units() {
+            let (name, u) = u?;
+            if u.status == super::doc::UnitStatus::Done {
+                continue;
             }
-        });
-        let set = super::resume::resume_set_from_rows(rows);
-        match damage {
-            Some(e) => Err(e),
-            None => Ok(set),
+            // Only not-done dependencies matter; one the run does not have is
+            // not done (and, absent from the rows, a root).
+            let mut open_deps = Vec::new();
+            for d in u.depends_on {
+                let done = self
+                    .unit(&d)?
+                    .is_some_and(|x| x.status == super::doc::UnitStatus::Done);
+                if !done {
+                    open_deps.push(d);
+                }
+            }
+            rows.push((name, u.status, open_deps));
         }
+        let open = super::resume::resume_set_from_rows(rows);
+        Ok(StreamedResume {
+            view: *self,
+            open,
+            damage: std::cell::RefCell::new(None),
+        })
+    }
+
+    /// The resume set, whole.
+    pub fn resume_set(&self) -> Result<super::resume::ResumeSet> {
+        self.resume_streamed()?.collect()
     }
 
     /// The whole document for printing: serializes exactly as
@@ -192,6 +212,69 @@ impl serde::Serialize for StreamedDoc<'_> {
         st.serialize_field("budgets", &d.budgets)?;
         st.serialize_field("openAtFinish", &d.open_at_finish)?;
         st.serialize_field("checkpoint", &d.checkpoint)?;
+        st.end()
+    }
+}
+
+/// A resume set whose `skip` list is read from the run as it is serialized
+/// ([`RunView::resume_streamed`]).
+pub struct StreamedResume<'a> {
+    view: RunView<'a>,
+    /// Computed over the units not done: `skip` is empty here.
+    open: super::resume::ResumeSet,
+    damage: std::cell::RefCell<Option<RunError>>,
+}
+
+impl StreamedResume<'_> {
+    /// The whole resume set, `skip` included.
+    pub fn collect(self) -> Result<super::resume::ResumeSet> {
+        let mut set = self.open;
+        for u in self.view.units() {
+            let (name, u) = u?;
+            if u.status == super::doc::UnitStatus::Done {
+                set.skip.push(name);
+            }
+        }
+        Ok(set)
+    }
+
+    /// The damage that stopped serialization part-way, if any.
+    pub fn take_damage(&self) -> Option<RunError> {
+        self.damage.borrow_mut().take()
+    }
+}
+
+impl serde::Serialize for StreamedResume<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeSeq, SerializeStruct};
+        struct Skip<'a, 'b>(&'b StreamedResume<'a>);
+        impl serde::Serialize for Skip<'_, '_> {
+            fn serialize<S: serde::Serializer>(
+                &self,
+                s: S,
+            ) -> std::result::Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(Some(self.0.view.counts().done as usize))?;
+                for u in self.0.view.units() {
+                    match u {
+                        Ok((name, u)) if u.status == super::doc::UnitStatus::Done => {
+                            seq.serialize_element(&name)?
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            let msg = e.to_string();
+                            *self.0.damage.borrow_mut() = Some(e);
+                            return Err(serde::ser::Error::custom(msg));
+                        }
+                    }
+                }
+                seq.end()
+            }
+        }
+        // The fields of `ResumeSet`, in its order (a test compares the two).
+        let mut st = s.serialize_struct("ResumeSet", 3)?;
+        st.serialize_field("skip", &Skip(self))?;
+        st.serialize_field("eligible", &self.open.eligible)?;
+        st.serialize_field("dep_blocked", &self.open.dep_blocked)?;
         st.end()
     }
 }
