@@ -7,7 +7,10 @@
 //! refuses with `Corrupt` naming the table (the tail's replay looked a key up
 //! in a damaged block), or it keeps the table and then every lookup returns the model's value or a
 //! `Corrupt` error naming the table, iteration and `verify` report `Corrupt`
-//! naming it — never a missing or wrong entry.
+//! naming it — never a missing or wrong entry. Which one is fixed by where
+//! the damage is (FORMAT.md §6): in the file header, index, header block or
+//! footer (and any cut) the open falls back; in a data block it does not,
+//! and the error names `table block <n>`.
 mod common;
 use common::keyed::{Tab, TabModel, key_of, tab_model, tab_observe};
 use common::*;
@@ -85,6 +88,7 @@ fn check(
     newest: &str,
     damaged: Vec<u8>,
     codec: Codec,
+    in_block: bool,
     what: &str,
     out: &mut Outcomes,
 ) {
@@ -99,6 +103,8 @@ fn check(
         Err(e) => {
             // Replaying the tail looks keys up in the table: a damaged block
             // met there fails the open (changing nothing), naming the table.
+            assert!(in_block, "{what}: damage outside the blocks refused: {e}");
+            assert!(e.to_string().contains("table block"), "{what}: {e}");
             assert!(
                 e.is_corrupt() && e.to_string().contains(&file.display().to_string()),
                 "{what}: open failed with {e}"
@@ -109,6 +115,7 @@ fn check(
     };
     let r = s.recovery().clone();
     if !r.snapshot_fallbacks.is_empty() {
+        assert!(!in_block, "{what}: a block's damage failed the table's open");
         assert!(
             r.snapshot_fallbacks.iter().any(|(p, _)| p == &file),
             "{what}: fallback names another file {:?}",
@@ -158,10 +165,14 @@ fn check(
         out.harmless += 1;
         return;
     }
+    assert!(in_block, "{what}: damage outside the blocks passed the open");
     let e = iterated.expect_err("a lookup saw damage, iteration must too");
     assert!(e.contains(newest), "{what}: iteration error {e}");
     match &verified.integrity {
-        Integrity::Corrupt { path, .. } => assert_eq!(path, &file, "{what}: verify"),
+        Integrity::Corrupt { path, reason, .. } => {
+            assert_eq!(path, &file, "{what}: verify");
+            assert!(reason.contains("table block"), "{what}: {reason}");
+        }
         i => panic!("{what}: a lookup saw damage, verify says {i:?}"),
     }
     out.corrupt_at_lookup += 1;
@@ -200,11 +211,16 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
         assert!(!model.map.contains_key(ABSENT) && model.map.contains_key(&key_of(10)));
         let table = files.iter().find(|f| f.0 == newest).unwrap().1.clone();
         let mut out = Outcomes::default();
+        // Data blocks lie from the file header (32 bytes) to the index
+        // (FORMAT.md §11: footer `index_offset`, at footer byte 24).
+        let f = table.len() - 84 + 24;
+        let index_offset = u64::from_le_bytes(table[f..f + 8].try_into().unwrap()) as usize;
         for bit in (0..table.len() * 8).step_by(stride()) {
             let mut d = table.clone();
             d[bit / 8] ^= 1 << (bit % 8);
             let what = format!("{codec:?} {newest} bit {bit} (byte {})", bit / 8);
-            check(&files, &model, &newest, d, codec, &what, &mut out);
+            let in_block = (32..index_offset).contains(&(bit / 8));
+            check(&files, &model, &newest, d, codec, in_block, &what, &mut out);
         }
         eprintln!("{codec:?} tail {tail}: {} bytes of table, {out:?}", table.len());
         assert_eq!(out.harmless, 0, "every bit of a table is checked");
@@ -226,6 +242,7 @@ fn every_cut_of_the_newest_table_falls_back() {
                 &newest,
                 table[..len].to_vec(),
                 codec,
+                false,
                 &what,
                 &mut out,
             );
