@@ -1,6 +1,6 @@
 //! Proves that damage to the newest table snapshot of a keyed store (format
 //! v2) is never silent, for flipped bits (every 5th by default, every one with
-//! `RUNLOG_DAMAGE_STRIDE=1`) and every cut, both codecs, with and without a
+//! `RUNLOG_DAMAGE_STRIDE=1`), every cut and bytes appended, both codecs, with and without a
 //! log tail after the table: the
 //! open either falls back LOUDLY (`snapshot_fallbacks` names the table) to the
 //! previous snapshot plus the longer log and reaches the model's state, or it
@@ -141,6 +141,7 @@ fn check(
                 Ok(None) => panic!("{what}: key {k} silently missing"),
                 Err(d) => {
                     assert!(names_file(&d.0, &file), "{what}: key {k}: {d}");
+                    assert!(d.to_string().contains("table block"), "{what}: {d}");
                     errors += 1;
                 }
             }
@@ -229,7 +230,7 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
 }
 
 #[test]
-fn every_cut_of_the_newest_table_falls_back() {
+fn every_cut_and_extension_of_the_newest_table_falls_back() {
     for codec in codecs() {
         let (files, model, newest) = build(codec, 10);
         let table = files.iter().find(|f| f.0 == newest).unwrap().1.clone();
@@ -247,7 +248,14 @@ fn every_cut_of_the_newest_table_falls_back() {
                 &mut out,
             );
         }
-        eprintln!("{codec:?}: {} cuts, {out:?}", table.len());
-        assert_eq!(out.fallbacks, table.len() as u64, "{out:?}");
+        // And bytes appended after the footer.
+        for extra in [1usize, 7, 84, 4096] {
+            let mut d = table.clone();
+            d.extend(std::iter::repeat_n(0xa5, extra));
+            let what = format!("{codec:?} {newest} with {extra} bytes appended");
+            check(&files, &model, &newest, d, codec, false, &what, &mut out);
+        }
+        eprintln!("{codec:?}: {} cuts and 4 extensions, {out:?}", table.len());
+        assert_eq!(out.fallbacks, table.len() as u64 + 4, "{out:?}");
     }
 }
