@@ -63,7 +63,11 @@ fn build(codec: Codec, tail: u64) -> (Vec<(String, Vec<u8>)>, TabModel, String) 
     assert_eq!(snaps.len(), 2, "two snapshots kept: {snaps:?}");
     let newest = snaps.iter().max().unwrap().to_string();
     let table = &files.iter().find(|f| f.0 == newest).unwrap().1;
-    assert_eq!(&table[..8], b"RUNLOGtb", "a keyed compaction writes a table");
+    assert_eq!(
+        &table[..8],
+        b"RUNLOGtb",
+        "a keyed compaction writes a table"
+    );
     (files, tab_model(&h), newest)
 }
 
@@ -82,10 +86,11 @@ fn names_file(e: &Error, file: &Path) -> bool {
 
 /// Opens the store with `damaged` in place of the newest table and checks the
 /// outcome is loud.
+/// An undamaged store: its files, the model, the newest table's name.
+type Base<'a> = (&'a [(String, Vec<u8>)], &'a TabModel, &'a str);
+
 fn check(
-    files: &[(String, Vec<u8>)],
-    model: &TabModel,
-    newest: &str,
+    (files, model, newest): Base<'_>,
     damaged: Vec<u8>,
     codec: Codec,
     in_block: bool,
@@ -115,7 +120,10 @@ fn check(
     };
     let r = s.recovery().clone();
     if !r.snapshot_fallbacks.is_empty() {
-        assert!(!in_block, "{what}: a block's damage failed the table's open");
+        assert!(
+            !in_block,
+            "{what}: a block's damage failed the table's open"
+        );
         assert!(
             r.snapshot_fallbacks.iter().any(|(p, _)| p == &file),
             "{what}: fallback names another file {:?}",
@@ -126,7 +134,9 @@ fn check(
             Some(seq_of(newest)),
             "{what}: fell back but kept the table"
         );
-        let got = s.read(tab_observe).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let got = s
+            .read(tab_observe)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(&got, model, "{what}: the fallback state is the model's");
         out.fallbacks += 1;
         return;
@@ -166,7 +176,10 @@ fn check(
         out.harmless += 1;
         return;
     }
-    assert!(in_block, "{what}: damage outside the blocks passed the open");
+    assert!(
+        in_block,
+        "{what}: damage outside the blocks passed the open"
+    );
     let e = iterated.expect_err("a lookup saw damage, iteration must too");
     assert!(e.contains(newest), "{what}: iteration error {e}");
     match &verified.integrity {
@@ -203,7 +216,9 @@ fn every_bit_flip_of_the_newest_table_is_loud() {
 /// naming the table, or is met later by lookups.
 #[test]
 fn every_bit_flip_of_the_newest_table_under_a_tail_is_loud() {
-    sweep_flips(10, |out| assert!(out.fallbacks > 0 && out.refused > 0, "{out:?}"));
+    sweep_flips(10, |out| {
+        assert!(out.fallbacks > 0 && out.refused > 0, "{out:?}")
+    });
 }
 
 fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
@@ -221,9 +236,19 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
             d[bit / 8] ^= 1 << (bit % 8);
             let what = format!("{codec:?} {newest} bit {bit} (byte {})", bit / 8);
             let in_block = (32..index_offset).contains(&(bit / 8));
-            check(&files, &model, &newest, d, codec, in_block, &what, &mut out);
+            check(
+                (&files, &model, &newest),
+                d,
+                codec,
+                in_block,
+                &what,
+                &mut out,
+            );
         }
-        eprintln!("{codec:?} tail {tail}: {} bytes of table, {out:?}", table.len());
+        eprintln!(
+            "{codec:?} tail {tail}: {} bytes of table, {out:?}",
+            table.len()
+        );
         assert_eq!(out.harmless, 0, "every bit of a table is checked");
         expect(&out);
     }
@@ -238,9 +263,7 @@ fn every_cut_and_extension_of_the_newest_table_falls_back() {
         for len in 0..table.len() {
             let what = format!("{codec:?} {newest} cut at {len}");
             check(
-                &files,
-                &model,
-                &newest,
+                (&files, &model, &newest),
                 table[..len].to_vec(),
                 codec,
                 false,
@@ -253,7 +276,7 @@ fn every_cut_and_extension_of_the_newest_table_falls_back() {
             let mut d = table.clone();
             d.extend(std::iter::repeat_n(0xa5, extra));
             let what = format!("{codec:?} {newest} with {extra} bytes appended");
-            check(&files, &model, &newest, d, codec, false, &what, &mut out);
+            check((&files, &model, &newest), d, codec, false, &what, &mut out);
         }
         eprintln!("{codec:?}: {} cuts and 4 extensions, {out:?}", table.len());
         assert_eq!(out.fallbacks, table.len() as u64 + 4, "{out:?}");

@@ -485,7 +485,11 @@ fn keyed_full_disk_at_any_operation_of_a_compaction_leaves_the_previous_table_in
                 let now = snapshots(&fs);
                 let renamed = now != snaps;
                 if renamed {
-                    assert_eq!(fs.op_log()[at as usize], Op::SyncDir, "{what}: {e}: {now:?}");
+                    assert_eq!(
+                        fs.op_log()[at as usize],
+                        Op::SyncDir,
+                        "{what}: {e}: {now:?}"
+                    );
                     assert!(snaps.iter().all(|p| now.contains(p)), "{what}: {now:?}");
                 }
                 for p in &segs {

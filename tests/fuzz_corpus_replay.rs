@@ -235,11 +235,19 @@ fn keyed_recovery_seeds() {
         write("recovery", &format!("{c}_table_snapshot"), &input(&table));
         let mut block = table.clone();
         block[40] ^= 0x08;
-        write("recovery", &format!("{c}_table_flipped_block"), &input(&block));
+        write(
+            "recovery",
+            &format!("{c}_table_flipped_block"),
+            &input(&block),
+        );
         let mut footer = table.clone();
         let at = footer.len() - 10;
         footer[at] ^= 0x01;
-        write("recovery", &format!("{c}_table_flipped_footer"), &input(&footer));
+        write(
+            "recovery",
+            &format!("{c}_table_flipped_footer"),
+            &input(&footer),
+        );
         write(
             "recovery",
             &format!("{c}_table_cut"),
@@ -275,13 +283,20 @@ fn keyed_recovery_seeds_are_table_snapshots() {
         let split = usize::from(u16::from_le_bytes([data[1], data[2]]));
         let snap = &data[3 + split..];
         assert_eq!(&snap[..8], b"RUNLOGtb", "{c}");
-        let codec = if c == "binary" { Codec::Binary } else { Codec::Jsonl };
+        let codec = if c == "binary" {
+            Codec::Binary
+        } else {
+            Codec::Jsonl
+        };
         let fs = MemFs::new();
         let dir = Path::new(common::MEM_DIR);
         fs.set_files(
             dir,
             &[
-                ("seg-00000000000000000001.log".into(), data[3..3 + split].to_vec()),
+                (
+                    "seg-00000000000000000001.log".into(),
+                    data[3..3 + split].to_vec(),
+                ),
                 ("snap-00000000000000000020.snap".into(), snap.to_vec()),
             ],
         );

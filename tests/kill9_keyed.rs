@@ -135,7 +135,10 @@ fn check(dir: &Path, iter: u64, acked: &[(u64, u64)], entries: u64, what: &str) 
         assert_eq!(st.len(), last, "{what}: entries");
         assert!(last >= entries, "{what}");
         for &(seq, v) in acked {
-            assert!(seq <= last, "{what}: acked seq {seq} lost (recovered {last})");
+            assert!(
+                seq <= last,
+                "{what}: acked seq {seq} lost (recovered {last})"
+            );
             match st.get(&key(v)) {
                 Ok(Some(got)) => assert_eq!(got, v, "{what}: key of {v}"),
                 Ok(None) => panic!("{what}: acknowledged value {v} (seq {seq}) missing"),

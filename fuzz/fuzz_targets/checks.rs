@@ -10,8 +10,8 @@ use runlog::engine::frame::{
 use runlog::engine::scan::scan_segment;
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_keyed};
 use runlog::engine::{
-    Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Store,
-    SyncPolicy, decode_payload, read_state, verify,
+    Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Store, SyncPolicy,
+    decode_payload, read_state, verify,
 };
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -551,8 +551,7 @@ impl<S: Subject> Explored<S> {
         let read_only = rng.one_in(x.read_only_one_in);
         let (st, again) = recover_as::<S>(&img, x.codec, during, read_only).map_err(ctx)?;
         // Recovering again: a clean reopen of what recovery left, and each crash during it.
-        let (st2, _) =
-            recover_as::<S>(&img.crash(&[]), x.codec, None, read_only).map_err(ctx)?;
+        let (st2, _) = recover_as::<S>(&img.crash(&[]), x.codec, None, read_only).map_err(ctx)?;
         if st2 != st {
             return Err(ctx(format!(
                 "second recovery differs from the first ({} transitions, then {})",
