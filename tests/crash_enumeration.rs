@@ -58,10 +58,10 @@ fn codec_of(n: u64) -> Codec {
 }
 
 fn exhaustive(model: Persistence) {
-    exhaustive_as::<common::Ledger>(model, 4)
+    exhaustive_as::<common::Ledger>(model, 4);
 }
 
-fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) {
+fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) -> Figures {
     let started = Instant::now();
     let mut f = Figures::default();
     let mut workloads = 0;
@@ -96,6 +96,7 @@ fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) {
         f.recovery_crash_states,
         started.elapsed()
     );
+    f
 }
 
 #[test]
@@ -201,12 +202,14 @@ fn random_workloads_odd_seeds() {
 
 #[test]
 fn keyed_every_crash_state_of_every_short_workload_weak_model() {
-    exhaustive_as::<KeyedTab>(Persistence::Weak, 3);
+    let f = exhaustive_as::<KeyedTab>(Persistence::Weak, 3);
+    assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
 }
 
 #[test]
 fn keyed_every_crash_state_of_every_short_workload_ordered_model() {
-    exhaustive_as::<KeyedTab>(Persistence::Ordered, 3);
+    let f = exhaustive_as::<KeyedTab>(Persistence::Ordered, 3);
+    assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
 }
 
 /// Keyed seeds run by default (`RUNLOG_KEYED_CRASH_SEEDS`), each at every boundary.
@@ -251,10 +254,14 @@ fn keyed_random_workloads_every_boundary() {
         }
     }
     eprintln!(
-        "keyed random: {n} seeds, {compactions} compactions, {} boundaries, {} crash states, {} during recovery, {:?}",
+        "keyed random: {n} seeds, {compactions} compactions, {} boundaries, {} crash states ({} inside a table write, {} holding a table), {} during recovery, {:?}",
         f.boundaries,
         f.crash_states,
+        f.table_temps,
+        f.tables,
         f.recovery_crash_states,
         started.elapsed()
     );
+    // Crashes did land inside table writes, and tables were recovered from.
+    assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
 }

@@ -378,6 +378,10 @@ pub struct Figures {
     pub capped: u64,
     pub crash_states: u64,
     pub recovery_crash_states: u64,
+    /// Crash states holding a table snapshot's temp file (a table write cut short).
+    pub table_temps: u64,
+    /// Crash states holding a table snapshot (format v2) under its own name.
+    pub tables: u64,
 }
 
 impl std::ops::AddAssign for Figures {
@@ -386,6 +390,8 @@ impl std::ops::AddAssign for Figures {
         self.capped += o.capped;
         self.crash_states += o.crash_states;
         self.recovery_crash_states += o.recovery_crash_states;
+        self.table_temps += o.table_temps;
+        self.tables += o.tables;
     }
 }
 
@@ -428,6 +434,8 @@ struct Explored<S: Subject> {
     boundaries: u64,
     capped: u64,
     recovery_crash_states: u64,
+    table_temps: u64,
+    tables: u64,
     /// Fingerprint of each distinct image taken -> its index in `checked`.
     seen: HashMap<u64, usize>,
     checked: Vec<Checked<S::Obs>>,
@@ -447,6 +455,8 @@ impl<S: Subject> Default for Explored<S> {
             boundaries: 0,
             capped: 0,
             recovery_crash_states: 0,
+            table_temps: 0,
+            tables: 0,
             seen: HashMap::new(),
             checked: Vec::new(),
             failed: None,
@@ -537,11 +547,14 @@ impl<S: Subject> Explored<S> {
 
     /// Recovers one image (then again, and after crashes during recovery).
     fn check(&mut self, img: SimFs, at: u64, acked: u64, x: &Explore) -> Result<(), String> {
-        let listing: Vec<(PathBuf, usize)> = img
-            .with_state(|s| s.durable_files())
-            .into_iter()
-            .map(|(p, b)| (p, b.len()))
-            .collect();
+        let files = img.with_state(|s| s.durable_files());
+        let table = |p: &PathBuf, b: &Vec<u8>, temp: bool| {
+            let name = p.to_string_lossy();
+            name.contains(".snap") && name.contains(".tmp-") == temp && b.starts_with(b"RUNLOGtb")
+        };
+        self.table_temps += u64::from(files.iter().any(|(p, b)| table(p, b, true)));
+        self.tables += u64::from(files.iter().any(|(p, b)| table(p, b, false)));
+        let listing: Vec<(PathBuf, usize)> = files.into_iter().map(|(p, b)| (p, b.len())).collect();
         let ctx = |e: String| format!("crash before op {at}: {e}\nimage: {listing:?}");
         let rng = self
             .rng_during
@@ -650,6 +663,8 @@ pub fn explore_as<S: Subject>(steps: &[Step], x: Explore) -> Result<Figures, Str
         capped: ex.capped,
         crash_states: ex.checked.len() as u64,
         recovery_crash_states: ex.recovery_crash_states,
+        table_temps: ex.table_temps,
+        tables: ex.tables,
     })
 }
 
