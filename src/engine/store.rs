@@ -531,7 +531,17 @@ impl<M: Machine> Store<M> {
             // An interrupted snapshot write; the rename never happened, so it holds nothing needed.
             let _ = vfs.remove(&dir.join(name));
         }
-        let snapshots: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
+        // A snapshot recovery fell back past is not a base to compact on: the
+        // next compaction at its seq rewrites it, and none trims the log to it.
+        let snapshots: Vec<u64> = listing
+            .snapshots
+            .iter()
+            .filter(|s| {
+                let path = dir.join(&s.1);
+                !report.snapshot_fallbacks.iter().any(|(p, _)| *p == path)
+            })
+            .map(|s| s.0)
+            .collect();
         let last_snapshot_bytes = report.snapshot_bytes;
         // Continue in the last segment if it ends exactly where the history does;
         // otherwise (none left, or a whole torn segment dropped) start a new one.
