@@ -218,7 +218,7 @@ fn apply_input_corpus() {
 
 /// `recovery` inputs whose snapshot is a table (format v2) written by the
 /// keyed machine `KNums` at seq 20 over the log of 1..=25: clean, a flipped
-/// block byte, a flipped footer byte, and cut short.
+/// block byte, a flipped footer byte, and cut short (also over a log ending at 20).
 fn keyed_recovery_seeds() {
     for codec in [Codec::Binary, Codec::Jsonl] {
         let table = keyed_table(codec);
@@ -253,6 +253,14 @@ fn keyed_recovery_seeds() {
             &format!("{c}_table_cut"),
             &input(&table[..table.len() / 2]),
         );
+        // The log ends at the damaged table's seq: after the fallback, the
+        // compaction at 20 must rewrite it (tests/damage_snapshot_fallback_then_compact.rs).
+        let mut at_end = vec![bit | 2 | (20 << 3)];
+        let seg20 = segment(codec, 1, 20);
+        at_end.extend_from_slice(&(seg20.len() as u16).to_le_bytes());
+        at_end.extend_from_slice(&seg20);
+        at_end.extend_from_slice(&table[..table.len() / 2]);
+        write("recovery", &format!("{c}_table_cut_at_log_end"), &at_end);
     }
 }
 

@@ -258,8 +258,10 @@ fn recovery_keyed(data: &[u8]) {
     let compacted = s.compact().is_ok();
     drop(s);
     let s = Store::<Keyed<KNums>>::open(dir, opts.clone()).expect("a recovered store reopens");
-    if compacted {
-        assert!(s.recovery().snapshot_fallbacks.is_empty());
+    if compacted && last > 0 {
+        // The new table is the base (a damaged snapshot past the log's end
+        // may still be reported, loudly, at every open).
+        assert_eq!(s.recovery().snapshot_seq, Some(last));
     }
     assert_eq!(
         (s.read(knums_read).expect("read after reopen"), s.last_seq()),
