@@ -5,11 +5,18 @@
 //! deletes nothing; and after reopening on the filesystem as crashed the
 //! recovered history is a prefix of the issued one holding every acknowledged
 //! transition.
+//!
+//! The keyed store (format v2: its state in a table snapshot, tests/common/
+//! keyed.rs) runs the fixed workload under every fault too, so EIO, ENOSPC and
+//! short writes land inside every table write of its compactions; and a full
+//! disk at any operation of a compaction leaves the previous table snapshot in
+//! force, with the store still appending.
 mod common;
 use common::crash::*;
+use common::keyed::{Tab, tab_model, tab_observe};
 use common::*;
 use runlog::engine::sim::{Fault, FaultKind, Op, Persistence, SimFs};
-use runlog::engine::{Codec, Error, Store};
+use runlog::engine::{Codec, Error, Keyed, Store};
 use std::time::Instant;
 
 fn workload() -> Vec<Step> {
@@ -45,7 +52,7 @@ struct Run {
 }
 
 /// Runs the workload with `fault`, checking the poisoning rules as it goes.
-fn run(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result<Run, String> {
+fn run<S: Subject>(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result<Run, String> {
     let fs = SimFs::new();
     fs.inject(fault);
     let o = sim_opts(&fs, codec);
@@ -61,7 +68,7 @@ fn run(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result<Run, String
         next
     };
     let mut poisoned = false;
-    let mut store = Store::<Ledger>::open(dir(), o.clone()).ok();
+    let mut store = Store::<S::M>::open(dir(), o.clone()).ok();
     for (i, step) in steps.iter().enumerate() {
         let Some(s) = store.as_ref() else { break };
         let before = fs.ops();
@@ -143,11 +150,12 @@ fn run(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result<Run, String
             Step::Reopen => {
                 drop(store.take());
                 poisoned = false;
-                match Store::<Ledger>::open(dir(), o.clone()) {
+                match Store::<S::M>::open(dir(), o.clone()) {
                     Ok(s) => {
                         // Rebase H on what survived (unacknowledged staged records may not).
-                        let st = s.read(|st| st.clone());
-                        let k = check_prefix(&h, acked, &st).map_err(|e| format!("reopen: {e}"))?;
+                        let st = s.read(|st| S::observe(st))?;
+                        let k = check_prefix_as::<S>(&h, acked, &st)
+                            .map_err(|e| format!("reopen: {e}"))?;
                         h.truncate(k as usize);
                         acked = k;
                         store = Some(s);
@@ -189,24 +197,24 @@ fn run(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result<Run, String
 }
 
 /// Reopens on the filesystem as crashed (several crash outcomes) and checks the invariant.
-fn check_after(r: &Run, codec: Codec, seed: u64) -> Result<(), String> {
+fn check_after<S: Subject>(r: &Run, codec: Codec, seed: u64) -> Result<(), String> {
     for model in [Persistence::Ordered, Persistence::WeakDirs] {
         let outcomes = r.fs.with_state(|s| s.outcomes(model, 3, seed));
         for o in outcomes {
             let img = r.fs.crash(&o);
-            let (st, _) = recover(&img, codec, None)?;
-            check_prefix(&r.h, r.acked, &st)?;
+            let (st, _) = recover_as::<S>(&img, codec, None, true)?;
+            check_prefix_as::<S>(&r.h, r.acked, &st)?;
         }
     }
     Ok(())
 }
 
 /// Injects every applicable fault at every operation of `steps`; returns (runs, faults).
-fn sweep(steps: &[Step], codecs: &[Codec]) -> (u64, u64) {
+fn sweep<S: Subject>(steps: &[Step], codecs: &[Codec]) -> (u64, u64) {
     let mut injected = 0u64;
     let mut runs = 0u64;
     for &codec in codecs {
-        let clean = run(codec, steps, None).unwrap();
+        let clean = run::<S>(codec, steps, None).unwrap();
         assert_eq!(clean.errors, 0);
         let log = clean.fs.op_log();
         for (at, op) in log.iter().enumerate() {
@@ -226,7 +234,7 @@ fn sweep(steps: &[Step], codecs: &[Codec]) -> (u64, u64) {
                         persistent,
                     };
                     let ctx = |e: String| format!("{codec:?} {fault:?} (op {op:?}): {e}");
-                    let r = run(codec, steps, Some(fault)).map_err(ctx).unwrap();
+                    let r = run::<S>(codec, steps, Some(fault)).map_err(ctx).unwrap();
                     runs += 1;
                     injected += r.fs.faults_fired();
                     assert!(
@@ -249,7 +257,7 @@ fn sweep(steps: &[Step], codecs: &[Codec]) -> (u64, u64) {
                             ctx("acks lost".into())
                         );
                     }
-                    check_after(&r, codec, at as u64).map_err(ctx).unwrap();
+                    check_after::<S>(&r, codec, at as u64).map_err(ctx).unwrap();
                 }
             }
         }
@@ -260,7 +268,7 @@ fn sweep(steps: &[Step], codecs: &[Codec]) -> (u64, u64) {
 #[test]
 fn every_fault_at_every_operation_of_the_fixed_workload() {
     let started = Instant::now();
-    let (runs, injected) = sweep(&workload(), &codecs());
+    let (runs, injected) = sweep::<Ledger>(&workload(), &codecs());
     eprintln!(
         "fault injection: {runs} runs, {injected} faults injected, {:?}",
         started.elapsed()
@@ -364,7 +372,7 @@ fn every_fault_at_every_operation_of_random_workloads() {
             })
             .collect();
         let codec = [Codec::Binary, Codec::Jsonl][seed as usize % 2];
-        let r = std::panic::catch_unwind(|| sweep(&steps, &[codec]));
+        let r = std::panic::catch_unwind(|| sweep::<Ledger>(&steps, &[codec]));
         match r {
             Ok((a, b)) => {
                 runs += a;
@@ -380,4 +388,139 @@ fn every_fault_at_every_operation_of_random_workloads() {
         "fault injection, {n} random workloads: {runs} runs, {injected} faults injected, {:?}",
         started.elapsed()
     );
+}
+
+/// The fixed workload on the keyed store: every fault at every operation,
+/// table writes of its two compactions included.
+#[test]
+fn keyed_every_fault_at_every_operation_of_the_fixed_workload() {
+    let started = Instant::now();
+    let (runs, injected) = sweep::<KeyedTab>(&workload(), &codecs());
+    eprintln!(
+        "keyed fault injection: {runs} runs, {injected} faults injected, {:?}",
+        started.elapsed()
+    );
+}
+
+/// A keyed store with one table snapshot and a tail; `fault` from the start.
+/// Returns the store and the model so far.
+fn keyed_store(fs: &SimFs, codec: Codec) -> (Store<Keyed<Tab>>, Vec<(u64, usize)>) {
+    let s = Store::<Keyed<Tab>>::open(dir(), sim_opts(fs, codec)).unwrap();
+    let mut h = vec![];
+    for v in 1..=80 {
+        s.append(&entry(v, 300)).unwrap();
+        h.push((v, 300));
+        if v == 40 {
+            s.compact().unwrap();
+        }
+    }
+    (s, h)
+}
+
+fn snapshots(fs: &SimFs) -> Vec<std::path::PathBuf> {
+    fs.with_state(|st| st.live_files())
+        .into_keys()
+        .filter(|p| p.to_string_lossy().ends_with(".snap"))
+        .collect()
+}
+
+/// ENOSPC (once, or from then on) at every operation of a keyed compaction:
+/// the compaction fails, the live state still reads through the previous
+/// table, no new snapshot appears (unless the fault hit the directory fsync
+/// after its rename), nothing is deleted, the store keeps appending (once the
+/// disk has room), and a reopen holds every acknowledged transition. A fault
+/// after the new table is durable (deleting old files) may be absorbed.
+#[test]
+fn keyed_full_disk_at_any_operation_of_a_compaction_leaves_the_previous_table_in_force() {
+    for codec in codecs() {
+        // Where the second compaction's operations are, on a clean run.
+        let clean = SimFs::new();
+        let (s, _) = keyed_store(&clean, codec);
+        let (from, to) = (clean.ops(), {
+            s.compact().unwrap();
+            clean.ops()
+        });
+        drop(s);
+        let clean_log = clean.op_log();
+        let (mut failed, mut absorbed) = (0, 0);
+        for at in from..to {
+            for persistent in [false, true] {
+                let fs = SimFs::new();
+                let (s, mut h) = keyed_store(&fs, codec);
+                assert_eq!(fs.ops(), from, "the run is deterministic");
+                let (snaps, segs) = (snapshots(&fs), segments(&fs));
+                fs.inject(Some(Fault {
+                    at,
+                    kind: FaultKind::Enospc,
+                    persistent,
+                }));
+                let what = format!("{codec:?} ENOSPC at op {at} persistent {persistent}");
+                let r = s.compact();
+                if fs.faults_fired() == 0 {
+                    continue; // this operation does not take ENOSPC
+                }
+                let e = match r {
+                    Err(e) => e,
+                    Ok(_) => {
+                        // Only a fault after the new table was durable (a
+                        // failed deletion of what it made redundant) is absorbed.
+                        let log = &clean_log[from as usize..at as usize];
+                        assert!(
+                            log.windows(2).any(|w| w == [Op::Rename, Op::SyncDir]),
+                            "{what}: the compaction succeeded on a full disk"
+                        );
+                        absorbed += 1;
+                        drop(s);
+                        fs.inject(None);
+                        let s = Store::<Keyed<Tab>>::open(dir(), sim_opts(&fs, codec)).unwrap();
+                        assert_eq!(s.read(tab_observe).unwrap(), tab_model(&h), "{what}");
+                        continue;
+                    }
+                };
+                failed += 1;
+                // The live state still reads through the previous table.
+                assert_eq!(s.read(tab_observe).unwrap(), tab_model(&h), "{what}");
+                // A new table appears only if the fault came after its rename
+                // (the directory fsync failed): then it is complete and valid.
+                let now = snapshots(&fs);
+                let renamed = now != snaps;
+                if renamed {
+                    assert_eq!(
+                        fs.op_log()[at as usize],
+                        Op::SyncDir,
+                        "{what}: {e}: {now:?}"
+                    );
+                    assert!(snaps.iter().all(|p| now.contains(p)), "{what}: {now:?}");
+                }
+                for p in &segs {
+                    assert!(segments(&fs).contains(p), "{what}: deleted {}", p.display());
+                }
+                fs.inject(None);
+                // Usable once the disk has room (or poisoned by the rules: reopen).
+                let s = match s.append(&entry(81, 300)) {
+                    Ok(_) => {
+                        h.push((81, 300));
+                        s
+                    }
+                    Err(Error::Poisoned { .. }) => {
+                        drop(s);
+                        Store::<Keyed<Tab>>::open(dir(), sim_opts(&fs, codec)).unwrap()
+                    }
+                    Err(e) => panic!("{what}: append after the failed compaction: {e}"),
+                };
+                drop(s);
+                let s = Store::<Keyed<Tab>>::open(dir(), sim_opts(&fs, codec)).unwrap();
+                if !renamed {
+                    assert_eq!(s.recovery().snapshot_seq, Some(40), "{what}");
+                }
+                assert!(s.recovery().snapshot_fallbacks.is_empty(), "{what}");
+                assert_eq!(s.read(tab_observe).unwrap(), tab_model(&h), "{what}");
+            }
+        }
+        assert!(failed > 0, "no operation of the compaction failed");
+        eprintln!(
+            "{codec:?}: {failed} failed compactions, {absorbed} faults after the table was durable, over {} operations",
+            to - from
+        );
+    }
 }

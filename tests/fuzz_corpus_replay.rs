@@ -154,6 +154,7 @@ fn regenerate_seed_corpus() {
     let seg = fs.get(&dir.join("seg-00000000000000000001.log")).unwrap();
     write("record_decode", "engine_written_segment", &seg);
     table_seeds();
+    keyed_recovery_seeds();
 }
 
 #[test]
@@ -213,4 +214,107 @@ fn table_seeds() {
 #[test]
 fn apply_input_corpus() {
     replay("apply_input", checks::apply_input);
+}
+
+/// `recovery` inputs whose snapshot is a table (format v2) written by the
+/// keyed machine `KNums` at seq 20 over the log of 1..=25: clean, a flipped
+/// block byte, a flipped footer byte, and cut short (also over a log ending at 20).
+fn keyed_recovery_seeds() {
+    for codec in [Codec::Binary, Codec::Jsonl] {
+        let table = keyed_table(codec);
+        let bit = u8::from(codec == Codec::Jsonl);
+        let seg = segment(codec, 1, 25);
+        let input = |snap: &[u8]| {
+            let mut v = vec![bit | 2 | (20 << 3)];
+            v.extend_from_slice(&(seg.len() as u16).to_le_bytes());
+            v.extend_from_slice(&seg);
+            v.extend_from_slice(snap);
+            v
+        };
+        let c = codec.name();
+        write("recovery", &format!("{c}_table_snapshot"), &input(&table));
+        let mut block = table.clone();
+        block[40] ^= 0x08;
+        write(
+            "recovery",
+            &format!("{c}_table_flipped_block"),
+            &input(&block),
+        );
+        let mut footer = table.clone();
+        let at = footer.len() - 10;
+        footer[at] ^= 0x01;
+        write(
+            "recovery",
+            &format!("{c}_table_flipped_footer"),
+            &input(&footer),
+        );
+        write(
+            "recovery",
+            &format!("{c}_table_cut"),
+            &input(&table[..table.len() / 2]),
+        );
+        // The log ends at the damaged table's seq: after the fallback, the
+        // compaction at 20 must rewrite it (tests/damage_snapshot_fallback_then_compact.rs).
+        let mut at_end = vec![bit | 2 | (20 << 3)];
+        let seg20 = segment(codec, 1, 20);
+        at_end.extend_from_slice(&(seg20.len() as u16).to_le_bytes());
+        at_end.extend_from_slice(&seg20);
+        at_end.extend_from_slice(&table[..table.len() / 2]);
+        write("recovery", &format!("{c}_table_cut_at_log_end"), &at_end);
+    }
+}
+
+/// The table snapshot a `KNums` store writes at seq 20 after appending 1..=20.
+fn keyed_table(codec: Codec) -> Vec<u8> {
+    use runlog::engine::Keyed;
+    let fs = MemFs::new();
+    let dir = Path::new(common::MEM_DIR);
+    let s = Store::<Keyed<checks::KNums>>::open(dir, common::mem_opts(codec, &fs)).unwrap();
+    for v in 1..=20u64 {
+        s.append(&v).unwrap();
+    }
+    s.compact().unwrap();
+    drop(s);
+    let t = fs.get(&dir.join("snap-00000000000000000020.snap")).unwrap();
+    assert_eq!(&t[..8], b"RUNLOGtb");
+    t
+}
+
+/// The committed table-snapshot seeds recover, as a keyed store, to the
+/// state of 1..=25 (the clean one) or loudly (the damaged ones): the seeds
+/// are what they say, so the fuzzer starts from real format-v2 images.
+#[test]
+fn keyed_recovery_seeds_are_table_snapshots() {
+    use runlog::engine::Keyed;
+    for c in ["binary", "jsonl"] {
+        let data = std::fs::read(corpus("recovery").join(format!("{c}_table_snapshot"))).unwrap();
+        let split = usize::from(u16::from_le_bytes([data[1], data[2]]));
+        let snap = &data[3 + split..];
+        assert_eq!(&snap[..8], b"RUNLOGtb", "{c}");
+        let codec = if c == "binary" {
+            Codec::Binary
+        } else {
+            Codec::Jsonl
+        };
+        let fs = MemFs::new();
+        let dir = Path::new(common::MEM_DIR);
+        fs.set_files(
+            dir,
+            &[
+                (
+                    "seg-00000000000000000001.log".into(),
+                    data[3..3 + split].to_vec(),
+                ),
+                ("snap-00000000000000000020.snap".into(), snap.to_vec()),
+            ],
+        );
+        let mut o = common::mem_opts(codec, &fs);
+        o.create = false;
+        let s = Store::<Keyed<checks::KNums>>::open(dir, o).unwrap();
+        assert_eq!(s.recovery().snapshot_seq, Some(20), "{c}");
+        assert!(s.recovery().snapshot_fallbacks.is_empty(), "{c}");
+        assert_eq!(s.read(|st| st.header().count), 25, "{c}");
+        let got: Vec<u64> = s.read(|st| st.iter().map(|e| e.unwrap().1).collect());
+        assert_eq!(got, (1..=25).collect::<Vec<u64>>(), "{c}");
+    }
 }

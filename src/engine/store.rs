@@ -585,7 +585,17 @@ impl<M: Machine> Store<M> {
             Some(l) if !l.tail.is_empty() => l.durable.min(next_seq - 1),
             _ => next_seq - 1,
         };
-        let snapshots: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
+        // A snapshot recovery fell back past is not a base to compact on: the
+        // next compaction at its seq rewrites it, and none trims the log to it.
+        let snapshots: Vec<u64> = listing
+            .snapshots
+            .iter()
+            .filter(|s| {
+                let path = dir.join(&s.1);
+                !report.snapshot_fallbacks.iter().any(|(p, _)| *p == path)
+            })
+            .map(|s| s.0)
+            .collect();
         let last_snapshot_bytes = report.snapshot_bytes;
         let pending = Pending {
             torn,

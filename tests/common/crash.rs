@@ -20,6 +20,51 @@ pub const DIR: &str = "/s";
 /// Pads whose records straddle sector and page boundaries in different ways.
 pub const PADS: [usize; 6] = [1, 511, 512, 4095, 4097, 64 << 10];
 
+/// What the harness runs: a machine taking [`Entry`] transitions, how to read
+/// its recovered state as plain data, and the model of a history.
+pub trait Subject: 'static {
+    type M: engine::Machine<Transition = Entry>;
+    /// The state as plain data, compared with the model's.
+    type Obs: PartialEq + std::fmt::Debug + Send + 'static;
+    /// Reads a recovered state (a damaged read is an error).
+    fn observe(s: &<Self::M as engine::Machine>::State) -> Result<Self::Obs, String>;
+    /// The model's state after the accepted transitions `h`.
+    fn model(h: &[(u64, usize)]) -> Self::Obs;
+    /// How many transitions a state has applied.
+    fn applied(o: &Self::Obs) -> usize;
+}
+
+impl Subject for Ledger {
+    type M = Ledger;
+    type Obs = LedgerState;
+    fn observe(s: &LedgerState) -> Result<LedgerState, String> {
+        Ok(s.clone())
+    }
+    fn model(h: &[(u64, usize)]) -> LedgerState {
+        model_of(h)
+    }
+    fn applied(o: &LedgerState) -> usize {
+        o.values.len()
+    }
+}
+
+/// The keyed machine (format v2, table snapshots) under the same harness.
+pub struct KeyedTab;
+
+impl Subject for KeyedTab {
+    type M = engine::Keyed<keyed::Tab>;
+    type Obs = keyed::TabModel;
+    fn observe(s: &engine::KeyedState<keyed::Tab>) -> Result<keyed::TabModel, String> {
+        keyed::tab_observe(s)
+    }
+    fn model(h: &[(u64, usize)]) -> keyed::TabModel {
+        keyed::tab_model(h)
+    }
+    fn applied(o: &keyed::TabModel) -> usize {
+        o.header.applied as usize
+    }
+}
+
 pub fn dir() -> PathBuf {
     PathBuf::from(DIR)
 }
@@ -79,9 +124,14 @@ impl Tally {
 
 /// Runs `steps` on `fs`. Every append must succeed (no faults here).
 pub fn run_workload(fs: &SimFs, x: &Explore, steps: &[Step], tally: &Arc<Tally>) {
+    run_workload_as::<Ledger>(fs, x, steps, tally)
+}
+
+/// [`run_workload`] for any [`Subject`].
+pub fn run_workload_as<S: Subject>(fs: &SimFs, x: &Explore, steps: &[Step], tally: &Arc<Tally>) {
     let mut o = sim_opts(fs, x.codec);
     o.sync = x.sync;
-    let mut store = Some(Store::<Ledger>::open(dir(), o.clone()).expect("open"));
+    let mut store = Some(Store::<S::M>::open(dir(), o.clone()).expect("open"));
     for step in steps {
         let s = store.as_ref().unwrap();
         match step {
@@ -132,7 +182,7 @@ pub fn run_workload(fs: &SimFs, x: &Explore, steps: &[Step], tally: &Arc<Tally>)
             }
             Step::Reopen => {
                 drop(store.take());
-                store = Some(Store::<Ledger>::open(dir(), o.clone()).expect("reopen"));
+                store = Some(Store::<S::M>::open(dir(), o.clone()).expect("reopen"));
             }
         }
     }
@@ -227,10 +277,20 @@ pub fn recover_with(
     during: Option<(Persistence, usize, u64)>,
     read_only: bool,
 ) -> Result<(LedgerState, Vec<SimFs>), String> {
+    recover_as::<Ledger>(img, codec, during, read_only)
+}
+
+/// [`recover_with`] for any [`Subject`].
+pub fn recover_as<S: Subject>(
+    img: &SimFs,
+    codec: Codec,
+    during: Option<(Persistence, usize, u64)>,
+    read_only: bool,
+) -> Result<(S::Obs, Vec<SimFs>), String> {
     // Read-only first: it must not modify anything and must agree with the writer.
     let ro = if read_only {
-        match engine::read_state::<Ledger>(img, &dir()) {
-            Ok((s, _)) => Some(s),
+        match engine::read_state::<S::M>(img, &dir()) {
+            Ok((s, _)) => Some(S::observe(&s).map_err(|e| format!("read_state: {e}"))?),
             Err(engine::Error::NotFound { .. }) => None,
             Err(e) => return Err(format!("read_state failed on a crash state: {e}")),
         }
@@ -261,18 +321,20 @@ pub fn recover_with(
             }
         })));
     }
-    let opened = Store::<Ledger>::open(dir(), sim_opts(img, codec));
+    let opened = Store::<S::M>::open(dir(), sim_opts(img, codec));
     img.observe(None);
     let store = opened.map_err(|e| format!("recovery failed on a crash state: {e}"))?;
-    let st = store.read(|s| s.clone());
+    let st = store
+        .read(|s| S::observe(s))
+        .map_err(|e| format!("reading the recovered state: {e}"))?;
     drop(store);
     if let Some(ro) = ro
         && ro != st
     {
         return Err(format!(
-            "read-only recovery saw {} values, the writer {}",
-            ro.values.len(),
-            st.values.len()
+            "read-only recovery saw {} transitions, the writer {}",
+            S::applied(&ro),
+            S::applied(&st)
         ));
     }
     let images = std::mem::take(&mut *images.lock().unwrap());
@@ -281,7 +343,16 @@ pub fn recover_with(
 
 /// Checks a recovered state against H and the acknowledged watermark; returns k.
 pub fn check_prefix(h: &[(u64, usize)], acked: u64, got: &LedgerState) -> Result<u64, String> {
-    let k = got.values.len();
+    check_prefix_as::<Ledger>(h, acked, got)
+}
+
+/// [`check_prefix`] for any [`Subject`].
+pub fn check_prefix_as<S: Subject>(
+    h: &[(u64, usize)],
+    acked: u64,
+    got: &S::Obs,
+) -> Result<u64, String> {
+    let k = S::applied(got);
     if k > h.len() {
         return Err(format!(
             "recovered {k} transitions, only {} issued",
@@ -293,7 +364,7 @@ pub fn check_prefix(h: &[(u64, usize)], acked: u64, got: &LedgerState) -> Result
             "lost acknowledged transitions: recovered {k}, acknowledged up to {acked}"
         ));
     }
-    if *got != model_of(&h[..k]) {
+    if *got != S::model(&h[..k]) {
         return Err(format!("recovered state is not the model's for H[0..{k}]"));
     }
     Ok(k as u64)
@@ -307,6 +378,10 @@ pub struct Figures {
     pub capped: u64,
     pub crash_states: u64,
     pub recovery_crash_states: u64,
+    /// Crash states holding a table snapshot's temp file (a table write cut short).
+    pub table_temps: u64,
+    /// Crash states holding a table snapshot (format v2) under its own name.
+    pub tables: u64,
 }
 
 impl std::ops::AddAssign for Figures {
@@ -315,6 +390,8 @@ impl std::ops::AddAssign for Figures {
         self.capped += o.capped;
         self.crash_states += o.crash_states;
         self.recovery_crash_states += o.recovery_crash_states;
+        self.table_temps += o.table_temps;
+        self.tables += o.tables;
     }
 }
 
@@ -341,26 +418,27 @@ pub struct Explore {
 }
 
 /// One distinct crash image, recovered as soon as it was taken.
-struct Checked {
+struct Checked<O> {
     /// The highest acknowledged watermark of any boundary that left this image.
     acked: u64,
     /// The first boundary (operation index) that left it.
     at: u64,
     /// What recovery gave (checked against H once the workload has ended).
-    st: LedgerState,
+    st: O,
     /// Its files and sizes, for the failure message.
     listing: Vec<(PathBuf, usize)>,
 }
 
 /// What the boundary observer accumulates.
-#[derive(Default)]
-struct Explored {
+struct Explored<S: Subject> {
     boundaries: u64,
     capped: u64,
     recovery_crash_states: u64,
+    table_temps: u64,
+    tables: u64,
     /// Fingerprint of each distinct image taken -> its index in `checked`.
     seen: HashMap<u64, usize>,
-    checked: Vec<Checked>,
+    checked: Vec<Checked<S::Obs>>,
     /// The first failure; nothing more is checked after it.
     failed: Option<String>,
     /// `durable_changes` and fingerprint of the last all-absent image.
@@ -371,11 +449,29 @@ struct Explored {
     rng_during: Option<SimRng>,
 }
 
+impl<S: Subject> Default for Explored<S> {
+    fn default() -> Self {
+        Explored {
+            boundaries: 0,
+            capped: 0,
+            recovery_crash_states: 0,
+            table_temps: 0,
+            tables: 0,
+            seen: HashMap::new(),
+            checked: Vec::new(),
+            failed: None,
+            durable: None,
+            live: None,
+            rng_during: None,
+        }
+    }
+}
+
 fn all(choice: &[Fate], f: Fate) -> bool {
     choice.iter().all(|c| *c == f)
 }
 
-impl Explored {
+impl<S: Subject> Explored<S> {
     /// Takes the crash images of one boundary and recovers each distinct one.
     fn boundary(&mut self, s: &SimState, at: u64, acked: u64, x: &Explore, rng: &mut SimRng) {
         self.boundaries += 1;
@@ -451,11 +547,14 @@ impl Explored {
 
     /// Recovers one image (then again, and after crashes during recovery).
     fn check(&mut self, img: SimFs, at: u64, acked: u64, x: &Explore) -> Result<(), String> {
-        let listing: Vec<(PathBuf, usize)> = img
-            .with_state(|s| s.durable_files())
-            .into_iter()
-            .map(|(p, b)| (p, b.len()))
-            .collect();
+        let files = img.with_state(|s| s.durable_files());
+        let table = |p: &PathBuf, b: &Vec<u8>, temp: bool| {
+            let name = p.to_string_lossy();
+            name.contains(".snap") && name.contains(".tmp-") == temp && b.starts_with(b"RUNLOGtb")
+        };
+        self.table_temps += u64::from(files.iter().any(|(p, b)| table(p, b, true)));
+        self.tables += u64::from(files.iter().any(|(p, b)| table(p, b, false)));
+        let listing: Vec<(PathBuf, usize)> = files.into_iter().map(|(p, b)| (p, b.len())).collect();
         let ctx = |e: String| format!("crash before op {at}: {e}\nimage: {listing:?}");
         let rng = self
             .rng_during
@@ -463,25 +562,25 @@ impl Explored {
         let during = (x.recovery_outcomes > 0 && rng.one_in(x.recovery_one_in))
             .then(|| (x.model, x.recovery_outcomes, rng.next_u64()));
         let read_only = rng.one_in(x.read_only_one_in);
-        let (st, again) = recover_with(&img, x.codec, during, read_only).map_err(ctx)?;
+        let (st, again) = recover_as::<S>(&img, x.codec, during, read_only).map_err(ctx)?;
         // Recovering again: a clean reopen of what recovery left, and each crash during it.
-        let (st2, _) = recover_with(&img.crash(&[]), x.codec, None, read_only).map_err(ctx)?;
+        let (st2, _) = recover_as::<S>(&img.crash(&[]), x.codec, None, read_only).map_err(ctx)?;
         if st2 != st {
             return Err(ctx(format!(
                 "second recovery differs from the first ({} transitions, then {})",
-                st.values.len(),
-                st2.values.len()
+                S::applied(&st),
+                S::applied(&st2)
             )));
         }
         for img in again {
             self.recovery_crash_states += 1;
-            let (st3, _) = recover_with(&img, x.codec, None, read_only)
+            let (st3, _) = recover_as::<S>(&img, x.codec, None, read_only)
                 .map_err(|e| ctx(format!("after a crash during recovery: {e}")))?;
             if st3 != st {
                 return Err(ctx(format!(
                     "recovery after a crash during recovery gives {} transitions, first recovery {}",
-                    st3.values.len(),
-                    st.values.len()
+                    S::applied(&st3),
+                    S::applied(&st)
                 )));
             }
         }
@@ -502,9 +601,14 @@ impl Explored {
 /// the highest acknowledged watermark any of their boundaries had), and the
 /// recovered states are checked against H when the workload has ended.
 pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
+    explore_as::<Ledger>(steps, x)
+}
+
+/// [`explore`] for any [`Subject`].
+pub fn explore_as<S: Subject>(steps: &[Step], x: Explore) -> Result<Figures, String> {
     let fs = SimFs::new();
     let tally = Arc::new(Tally::default());
-    let ex = Arc::new(Mutex::new(Explored::default()));
+    let ex = Arc::new(Mutex::new(Explored::<S>::default()));
     {
         let ex = ex.clone();
         let tally = tally.clone();
@@ -529,7 +633,7 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
             }
         })));
     }
-    run_workload(&fs, &x, steps, &tally);
+    run_workload_as::<S>(&fs, &x, steps, &tally);
     fs.observe(None);
     // The end of the run is a boundary too (a crash after the last call).
     let acked = tally.acked.load(Ordering::SeqCst);
@@ -544,14 +648,14 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
     }
     let h = tally.history();
     // A clean run recovers everything.
-    let (full, _) =
-        recover(&fs.crash(&[]), x.codec, None).map_err(|e| format!("after a clean close: {e}"))?;
-    if full.values.len() != h.len() {
-        let k = check_prefix(&h, h.len() as u64, &full)?;
+    let (full, _) = recover_as::<S>(&fs.crash(&[]), x.codec, None, true)
+        .map_err(|e| format!("after a clean close: {e}"))?;
+    if S::applied(&full) != h.len() {
+        let k = check_prefix_as::<S>(&h, h.len() as u64, &full)?;
         return Err(format!("clean close recovered {k} of {}", h.len()));
     }
     for c in &ex.checked {
-        check_prefix(&h, c.acked, &c.st)
+        check_prefix_as::<S>(&h, c.acked, &c.st)
             .map_err(|e| format!("crash before op {}: {e}\nimage: {:?}", c.at, c.listing))?;
     }
     Ok(Figures {
@@ -559,6 +663,8 @@ pub fn explore(steps: &[Step], x: Explore) -> Result<Figures, String> {
         capped: ex.capped,
         crash_states: ex.checked.len() as u64,
         recovery_crash_states: ex.recovery_crash_states,
+        table_temps: ex.table_temps,
+        tables: ex.tables,
     })
 }
 

@@ -89,6 +89,7 @@ pub fn dir_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 pub mod crash;
+pub mod keyed;
 
 pub mod memfs;
 pub use memfs::MemFs;
