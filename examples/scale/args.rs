@@ -14,6 +14,7 @@ pub struct Config {
     pub bin: PathBuf,
     pub codec: Codec,
     pub atomic: bool,
+    pub latency: bool,
     pub writers: usize,
     pub spawns: u64,
     pub concurrent_budget: f64,
@@ -23,7 +24,7 @@ pub struct Config {
 
 pub const USAGE: &str =
     "usage: scale [--units 1000,100000,1000000] [--reps 5] [--json] [--out FILE]
-    [--bin PATH] [--codec jsonl|binary] [--atomic] [--writers 8] [--spawns 400]
+    [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency] [--writers 8] [--spawns 400]
     [--concurrent-budget SECS] [--tail 1000] [--batch 10000]";
 
 fn default_bin() -> PathBuf {
@@ -43,6 +44,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
         bin: default_bin(),
         codec: Codec::Jsonl,
         atomic: false,
+        latency: false,
         writers: 8,
         spawns: 400,
         concurrent_budget: 60.0,
@@ -68,6 +70,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
             "--reps" => c.reps = num(it.next(), a)?.max(1) as usize,
             "--json" => c.json = true,
             "--atomic" => c.atomic = true,
+            "--latency" => c.latency = true,
             "--out" => c.out = Some(it.next().ok_or("--out needs a path")?.into()),
             "--bin" => c.bin = it.next().ok_or("--bin needs a path")?.into(),
             "--codec" => {

@@ -8,7 +8,7 @@
 //! ```text
 //! cargo build --release
 //! cargo run --release --example scale -- [--units 1000,100000,1000000] [--reps 5]
-//!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic]
+//!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
 //! ```
 //!
@@ -25,6 +25,7 @@ mod args;
 mod atomic;
 mod build;
 mod child;
+mod latency;
 mod measure;
 mod report;
 
@@ -107,6 +108,7 @@ fn child_main(mode: &str, root: &Path, rest: &[String]) -> Result<Value, String>
                 "snapshot_bytes": c.snapshot_bytes,
             }))
         }
+        "latency" => latency::measure(&run),
         other => Err(format!("unknown child mode {other:?}")),
     }
 }
@@ -225,6 +227,12 @@ fn measure_size(cfg: &Config, me: &Path, n: u64) -> Value {
     ];
     let compaction =
         result(in_child(me, "tail", &root, &tail_args).and_then(|_| measure::compaction(&ctx, n)));
+    let latency = if cfg.latency {
+        eprintln!("{n} units: append latency beside a compaction");
+        result(in_child(me, "latency", &root, &[]))
+    } else {
+        Value::Null
+    };
     let atomic = if cfg.atomic {
         eprintln!("{n} units: atomic rewrite");
         result(in_child(
@@ -250,6 +258,7 @@ fn measure_size(cfg: &Config, me: &Path, n: u64) -> Value {
         "snapshot_error": snapshot_bytes.err(),
         "concurrent": concurrent,
         "atomic_rewrite": atomic,
+        "append_latency": latency,
     })
 }
 
