@@ -354,9 +354,12 @@ fn load_scoped<S: Default>(
             }
         };
         let bytes_len = (*bytes).as_ref().len() as u64;
-        if is_table((*bytes).as_ref()) {
-            let table = match Table::from_bytes(path.clone(), bytes, spec.key) {
-                Ok(t) => t,
+        let table_file = is_table((*bytes).as_ref());
+        // What the file says of itself, in either shape, and whether a keyed
+        // whole snapshot's tag matches (a table checked its own tags on open).
+        let (found_seq, found_codec, found_id, tag_ok, data) = if table_file {
+            let t = match Table::from_bytes(path.clone(), bytes, spec.key) {
+                Ok(t) => Arc::new(t),
                 Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
                     let why = e.to_string();
                     tampered = Some(e);
@@ -364,64 +367,59 @@ fn load_scoped<S: Default>(
                 }
                 Err(e) => return Err(e.to_string()),
             };
-            if table.seq() != *seq {
-                return Err(format!(
-                    "table header says seq {}, file name says {seq}",
-                    table.seq()
-                ));
-            }
-            if table.codec() != codec {
-                return Err(format!(
-                    "table codec {} differs from the log's {}",
-                    table.codec().name(),
-                    codec.name()
-                ));
-            }
-            if table.store_id() != store_id {
-                let what = id_mismatch("snapshot", table.store_id().as_ref(), store_id.as_ref());
-                tampered = Some(Error::Tampered {
-                    path,
-                    offset: 0,
-                    seq: Some(*seq),
-                    what: what.clone(),
-                });
-                return Err(what);
-            }
-            snapshot_bytes = bytes_len;
-            base_state = Some(
-                (spec.decode_state)(codec, *seq, SnapshotData::Table(Arc::new(table)))
-                    .map_err(|e| format!("table does not decode: {e}"))?,
-            );
-            return Ok(());
-        }
-        let view = decode_snapshot((*bytes).as_ref())?;
-        if view.seq != *seq {
+            (
+                t.seq(),
+                t.codec(),
+                t.store_id(),
+                true,
+                SnapshotData::Table(t),
+            )
+        } else {
+            let view = decode_snapshot((*bytes).as_ref())?;
+            let tag_ok = match (seal, view.seal) {
+                (Some((key, id)), Some((_, tag))) => {
+                    tags_equal(&snapshot_tag(key, id, view.seq, view.payload), &tag)
+                }
+                _ => true,
+            };
+            let id = view.seal.map(|s| s.0);
+            (
+                view.seq,
+                view.codec,
+                id,
+                tag_ok,
+                SnapshotData::Whole(view.payload),
+            )
+        };
+        let (kind, header) = if table_file {
+            ("table", "table header")
+        } else {
+            ("snapshot", "header")
+        };
+        if found_seq != *seq {
             return Err(format!(
-                "header says seq {}, file name says {seq}",
-                view.seq
+                "{header} says seq {found_seq}, file name says {seq}"
             ));
         }
-        if view.codec != codec {
+        if found_codec != codec {
             return Err(format!(
-                "snapshot codec {} differs from the log's {}",
-                view.codec.name(),
+                "{kind} codec {} differs from the log's {}",
+                found_codec.name(),
                 codec.name()
             ));
         }
         // Checksums passed: a wrong store id or tag is not damage but tampering,
         // never a reason to fall back quietly to an older snapshot.
-        let view_id = view.seal.map(|s| s.0);
-        let what = if view_id != store_id {
-            Some(id_mismatch("snapshot", view_id.as_ref(), store_id.as_ref()))
+        let what = if found_id != store_id {
+            Some(id_mismatch(
+                "snapshot",
+                found_id.as_ref(),
+                store_id.as_ref(),
+            ))
+        } else if !tag_ok {
+            Some("snapshot tag mismatch".to_string())
         } else {
-            match (seal, view.seal) {
-                (Some((key, id)), Some((_, tag)))
-                    if !tags_equal(&snapshot_tag(key, id, view.seq, view.payload), &tag) =>
-                {
-                    Some("snapshot tag mismatch".to_string())
-                }
-                _ => None,
-            }
+            None
         };
         if let Some(what) = what {
             tampered = Some(Error::Tampered {
@@ -433,9 +431,10 @@ fn load_scoped<S: Default>(
             return Err(what);
         }
         snapshot_bytes = bytes_len;
+        let what = if table_file { "table" } else { "payload" };
         base_state = Some(
-            (spec.decode_state)(codec, *seq, SnapshotData::Whole(view.payload))
-                .map_err(|e| format!("payload does not decode: {e}"))?,
+            (spec.decode_state)(codec, *seq, data)
+                .map_err(|e| format!("{what} does not decode: {e}"))?,
         );
         Ok(())
     });
