@@ -19,6 +19,7 @@
 use super::doc::{Unit, UnitStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::convert::Infallible;
 use std::rc::Rc;
 
 /// What a resumed run skips, runs, and holds back.
@@ -32,15 +33,29 @@ pub struct ResumeSet {
     pub dep_blocked: BTreeMap<String, Vec<String>>,
 }
 
-fn is_done(units: &BTreeMap<String, Unit>, name: &str) -> bool {
-    units
-        .get(name)
-        .is_some_and(|u| u.status == UnitStatus::Done)
+/// Looks a unit up by name: `None` for a unit the run does not have; an error
+/// (damage to the store) stops the walk that asked.
+pub(crate) type Lookup<'l, E> = dyn FnMut(&str) -> Result<Option<Unit>, E> + 'l;
+
+fn from_map(
+    units: &BTreeMap<String, Unit>,
+) -> impl FnMut(&str) -> Result<Option<Unit>, Infallible> {
+    |name| Ok(units.get(name).cloned())
 }
 
-/// The not-done dependencies of `deps` (unknown units count as not done).
-pub fn missing_deps<'a>(units: &BTreeMap<String, Unit>, deps: &'a [String]) -> Vec<&'a String> {
-    deps.iter().filter(|d| !is_done(units, d)).collect()
+/// The not-done dependencies of `deps`, looking units up through `lookup`
+/// (unknown units count as not done).
+pub(crate) fn missing_deps_by<'d, E>(
+    deps: &'d [String],
+    lookup: &mut Lookup<'_, E>,
+) -> Result<Vec<&'d String>, E> {
+    let mut out = vec![];
+    for d in deps {
+        if lookup(d)?.is_none_or(|u| u.status != UnitStatus::Done) {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }
 
 /// The roots of the blocking chain of a unit with dependencies `deps`: the
@@ -52,24 +67,40 @@ pub fn missing_deps<'a>(units: &BTreeMap<String, Unit>, deps: &'a [String]) -> V
 /// log units) per call. For one unit (the rules' refusals); [`resume_set`]
 /// answers for every unit at once without repeating the walk per unit.
 pub fn blocking_roots(units: &BTreeMap<String, Unit>, deps: &[String]) -> Vec<String> {
-    let mut roots: BTreeSet<&str> = BTreeSet::new();
-    let mut seen: BTreeSet<&str> = BTreeSet::new();
-    let mut stack: Vec<&String> = missing_deps(units, deps);
+    match blocking_roots_by(deps, &mut from_map(units)) {
+        Ok(v) => v,
+        Err(never) => match never {},
+    }
+}
+
+/// [`blocking_roots`], looking units up through `lookup` (a run kept in a
+/// table answers by lookup, without a map of every unit).
+pub(crate) fn blocking_roots_by<E>(
+    deps: &[String],
+    lookup: &mut Lookup<'_, E>,
+) -> Result<Vec<String>, E> {
+    let mut roots: BTreeSet<String> = BTreeSet::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let mut stack: Vec<String> = missing_deps_by(deps, lookup)?
+        .into_iter()
+        .cloned()
+        .collect();
     while let Some(d) = stack.pop() {
-        if !seen.insert(d) {
+        if seen.contains(&d) {
             continue;
         }
         let before = stack.len();
-        if let Some(u) = units.get(d) {
-            stack.extend(u.depends_on.iter().filter(|x| !is_done(units, x)));
+        if let Some(u) = lookup(&d)? {
+            stack.extend(missing_deps_by(&u.depends_on, lookup)?.into_iter().cloned());
         }
         if stack.len() == before {
-            roots.insert(d);
+            roots.insert(d.clone());
         }
+        seen.insert(d);
     }
     // Only cycles: name every not-done unit reached, so the cycle is visible.
     let picked = if roots.is_empty() { seen } else { roots };
-    picked.into_iter().map(str::to_string).collect()
+    Ok(picked.into_iter().collect())
 }
 
 /// Computes the resume set of `units`.

@@ -9,7 +9,7 @@ use super::doc::{RunDoc, Unit, UnitStatus};
 use super::transition::RuleError;
 use crate::engine::KeyedState;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// A unit as a table stores it: timestamps in milliseconds since the epoch
 /// (rendered as RFC 3339 only on output); its name is the table key.
@@ -227,42 +227,11 @@ pub(crate) fn missing<'d>(
     units: &dyn Units,
     deps: &'d [String],
 ) -> Result<Vec<&'d String>, RuleError> {
-    let mut out = vec![];
-    for d in deps {
-        if units.unit(d)?.is_none_or(|u| u.status != UnitStatus::Done) {
-            out.push(d);
-        }
-    }
-    Ok(out)
+    super::resume::missing_deps_by(deps, &mut |n| units.unit(n))
 }
 
 /// The roots of the blocking chain of a unit with dependencies `deps`, by
-/// lookup (as [`super::resume::blocking_roots`] over a map): the not-done
-/// units reachable through not-done dependencies that have no not-done
-/// dependency themselves; when every chain ends in a cycle, the not-done units
-/// reached. Each unit is looked up at most once.
+/// lookup: [`super::resume::blocking_roots`] over the run's units.
 pub(crate) fn roots(units: &dyn Units, deps: &[String]) -> Result<Vec<String>, RuleError> {
-    let mut roots = BTreeSet::new();
-    let mut seen = BTreeSet::new();
-    let mut stack: Vec<String> = missing(units, deps)?.into_iter().cloned().collect();
-    while let Some(d) = stack.pop() {
-        if !seen.insert(d.clone()) {
-            continue;
-        }
-        let next: Vec<String> = match units.unit(&d)? {
-            None => vec![],
-            Some(u) => missing(units, &u.depends_on)?
-                .into_iter()
-                .cloned()
-                .collect(),
-        };
-        if next.is_empty() {
-            roots.insert(d);
-        }
-        stack.extend(next);
-    }
-    if roots.is_empty() {
-        return Ok(seen.into_iter().collect());
-    }
-    Ok(roots.into_iter().collect())
+    super::resume::blocking_roots_by(deps, &mut |n| units.unit(n))
 }
