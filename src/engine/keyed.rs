@@ -241,6 +241,15 @@ fn decode_value<M: KeyedMachine>(t: &Table, key: &str, bytes: &[u8]) -> Result<M
     })
 }
 
+/// Encodes a table's header or value (postcard in both codecs, FORMAT.md §12).
+fn encode_binary<T: Serialize>(v: &T, seq: u64, out: &mut Vec<u8>) -> Result<()> {
+    super::codec::encode_payload(Codec::Binary, v, out).map_err(|reason| Error::Codec {
+        path: None,
+        seq: Some(seq),
+        reason,
+    })
+}
+
 /// The engine's errors hold `io::Error`s, which do not clone; a fault is
 /// reported twice (to `apply` and to the store), so copy what it says.
 fn clone_error(e: &Error) -> Error {
@@ -385,13 +394,6 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
             .map(|t| TableChunks::new(vfs.as_ref(), t.path(), key.as_ref()));
         let mut overlay = state.overlay.iter().peekable();
         let mut value = Vec::new();
-        let encode = |v: &M::Value, out: &mut Vec<u8>| {
-            super::codec::encode_payload(Codec::Binary, v, out).map_err(|reason| Error::Codec {
-                path: None,
-                seq: Some(state.seq),
-                reason,
-            })
-        };
         // A merge in key order: the old table's entries are copied as they are
         // (never decoded), the overlay's encoded; on the same key the overlay wins.
         loop {
@@ -411,20 +413,14 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
                         old.as_mut().and_then(|c| c.pop());
                     }
                     let (k, wr) = overlay.next().expect("peeked");
-                    encode(&wr.value, &mut value)?;
+                    encode_binary(&wr.value, state.seq, &mut value)?;
                     w.add(k.as_bytes(), &value)?;
                 }
                 (Some(_), None) => unreachable!("handled by the first arm"),
             }
         }
         let mut header = Vec::new();
-        super::codec::encode_payload(Codec::Binary, &state.header, &mut header).map_err(
-            |reason| Error::Codec {
-                path: None,
-                seq: Some(state.seq),
-                reason,
-            },
-        )?;
+        encode_binary(&state.header, state.seq, &mut header)?;
         w.finish(&header)
     }
 

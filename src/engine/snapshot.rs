@@ -7,7 +7,6 @@
 use super::error::{Error, Result};
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
 use super::seal::{Key, StoreId};
-use super::table::format::TABLE_BLOCK_BYTES;
 use super::table::{Table, TableSpec, TableWriter};
 use super::tools::write_file_atomic;
 use super::vfs::Vfs;
@@ -76,12 +75,7 @@ impl SnapshotSink<'_> {
             self.vfs.clone(),
             self.dir,
             &self.name,
-            TableSpec {
-                codec: self.codec,
-                seq: self.seq,
-                seal: self.seal.cloned(),
-                block_bytes: TABLE_BLOCK_BYTES,
-            },
+            TableSpec::new(self.codec, self.seq, self.seal.cloned()),
         )
     }
 }
