@@ -112,6 +112,7 @@ pub(crate) fn parse_store_id(hex: &str) -> Result<StoreId, String> {
         .ok_or_else(|| format!("store id {hex:?} is not {} hex digits", 2 * STORE_ID_LEN))
 }
 
+#[cfg(any(test, feature = "sim"))]
 /// Encodes the header of a segment whose first record will be `first_seq`.
 pub fn encode_segment_header(codec: Codec, first_seq: u64) -> Vec<u8> {
     encode_segment_header_keyed(codec, first_seq, None)
@@ -267,6 +268,7 @@ pub(crate) fn keyed_field<'a>(
 
 // ---- records ---------------------------------------------------------------
 
+#[cfg(any(test, feature = "sim"))]
 /// Appends one framed record to `out`. `synced` is the writer's durable watermark
 /// when it writes the record: every record up to it had been fsynced (`synced < seq`).
 /// The caller has checked `payload.len() <= MAX_RECORD_LEN`.

@@ -1,27 +1,57 @@
 //! The storage engine: a generic state machine whose transitions are appended to
 //! an fsync'd log and whose state is periodically snapshotted. It knows nothing of
 //! runs. FORMAT.md describes every byte it writes.
+//!
+//! The API: [`Store`] with its [`Options`], [`SyncPolicy`] and [`CompactionPolicy`];
+//! the [`Machine`] it persists, or a [`KeyedMachine`] whose state is a sorted map
+//! ([`Keyed`], [`KeyedState`], table snapshots through [`SnapshotSink`] and
+//! [`Table`]); the lock-free readers [`read_state`], [`verify`] and
+//! [`for_each_record`]; the I/O seam [`Vfs`] with [`RealFs`]; the store [`Key`];
+//! and [`Error`].
+//!
+//! Framing, scanning, recovery, the group commit and the simulator are
+//! crate-private. Under the `sim` feature (off by default; this crate's own tests,
+//! fuzz targets and benches turn it on) they are public but hidden from the docs:
+//! test support, not part of the API, and free to change in any release.
+
+/// Declares crate-private modules that the `sim` feature makes public, hidden
+/// from the docs, for tests, fuzz targets and benches (not part of the API).
+macro_rules! internal_mods {
+    ($($name:ident;)*) => {$(
+        #[cfg(feature = "sim")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "sim"))]
+        mod $name;
+    )*};
+}
 
 mod codec;
 mod compact;
 mod error;
-pub mod format;
-pub mod frame;
-pub mod group;
 mod keyed;
 mod load;
 mod realfs;
-pub mod recovery;
-pub mod scan;
-pub mod seal;
-pub mod sim;
-pub mod snapfile;
 mod snapshot;
 mod store;
-pub mod table;
 mod tools;
 mod trim;
-pub mod vfs;
+internal_mods! {
+    format;
+    frame;
+    group;
+    recovery;
+    scan;
+    seal;
+    snapfile;
+    table;
+    vfs;
+}
+/// The simulated filesystem (crashes and faults) for tests, fuzz targets and
+/// benches: test support under the `sim` feature, not part of the API.
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub mod sim;
 
 pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
@@ -32,11 +62,12 @@ pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use seal::Key;
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::{CompactionPolicy, Options, Stats, Store, SyncPolicy};
+pub use table::{Table, TableIter, TableSpec, TableWriter};
 pub use tools::{
     Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_with_key,
     write_file_atomic,
 };
-pub use vfs::{RealFs, Vfs, VfsFile};
+pub use vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

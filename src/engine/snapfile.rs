@@ -51,6 +51,7 @@ fn jsonl_crc(seq: u64, payload: &[u8], seal: Option<(&StoreId, &Tag)>) -> u32 {
     }
 }
 
+#[cfg(any(test, feature = "sim"))]
 /// Encodes a whole snapshot file.
 pub fn encode_snapshot(codec: Codec, seq: u64, payload: &[u8]) -> Vec<u8> {
     encode_snapshot_keyed(codec, seq, payload, None)

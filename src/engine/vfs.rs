@@ -71,7 +71,7 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// holder to release it; `Busy` when it did not. A `Busy` result leaves the
     /// lock not held by this call, now or later. Real filesystems block in the
     /// kernel and get the lock the moment it is released; this default, for
-    /// simulated ones, polls `try_lock` with sleeps up to [`LOCK_POLL_MAX`].
+    /// simulated ones, polls `try_lock` with sleeps up to `LOCK_POLL_MAX` (50 ms).
     fn lock_wait(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<LockAttempt> {
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);

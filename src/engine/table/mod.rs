@@ -22,6 +22,7 @@ pub mod format;
 mod read;
 mod write;
 
+#[cfg(any(test, feature = "sim"))]
 pub use format::{
     MAX_TABLE_BLOCK_BYTES, MAX_TABLE_BLOCK_LEN, MAX_TABLE_HEADER_LEN, MAX_TABLE_INDEX_LEN,
     MAX_TABLE_KEY_LEN, MAX_TABLE_VALUE_LEN, MIN_TABLE_BLOCK_LEN, TABLE_BLOCK_BYTES, TABLE_CRC_LEN,

@@ -25,8 +25,8 @@ pub struct TableSpec {
     pub seq: u64,
     /// A keyed store's key and id: block tags and a table tag are written.
     pub seal: Option<(Key, StoreId)>,
-    /// Target size of a data block body ([`TABLE_BLOCK_BYTES`] by default, at
-    /// most [`MAX_TABLE_BLOCK_BYTES`], else `Error::TooLarge`); an entry larger
+    /// Target size of a data block body (`TABLE_BLOCK_BYTES`, 4 KiB, by default,
+    /// at most `MAX_TABLE_BLOCK_BYTES`, 64 KiB, else `Error::TooLarge`); an entry larger
     /// than it gets a block of its own (so 0 puts every entry in its own block).
     pub block_bytes: usize,
 }
