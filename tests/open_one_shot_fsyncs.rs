@@ -5,7 +5,7 @@
 //! without records (after a compaction) gets a directory fsync.
 mod open_counting_vfs;
 use open_counting_vfs::CountingFs;
-use runlog::engine::Codec;
+use runlog::engine::{Codec, ErrorChain};
 use runlog::run::*;
 use std::path::Path;
 use std::sync::Arc;
@@ -105,7 +105,10 @@ fn a_refused_one_shot_change_fsyncs_nothing_and_writes_no_segment() {
             note: None,
         };
         let err = runs.change("r", refused).unwrap_err();
-        assert!(err.to_string().contains("item-404"), "{codec:?}: {err}");
+        assert!(
+            ErrorChain(&err).to_string().contains("item-404"),
+            "{codec:?}: {err}"
+        );
         let c = fs.counts();
         assert_eq!(c.syncs(), 0, "{codec:?}: {c:?}");
         assert_eq!(c.changed("seg-"), Vec::<String>::new(), "{codec:?}");

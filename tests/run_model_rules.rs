@@ -2,7 +2,7 @@
 //! closure survives reopening, timestamps come from the injected clock, both
 //! codecs round-trip every transition and the document, the checkpoint API
 //! saves before it stops, and gc removes only old terminal runs.
-use runlog::engine::{self, Codec, Machine};
+use runlog::engine::{self, Codec, ErrorChain, Machine};
 use runlog::run::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -201,7 +201,7 @@ fn rules_refuse_without_touching_state_and_closure_survives_reopen() {
         },
     ] {
         let e = run.apply(c).unwrap_err();
-        assert!(e.to_string().contains("closed"), "{e}");
+        assert!(ErrorChain(&e).to_string().contains("closed"), "{e}");
     }
     // The machine itself refuses without mutation too.
     let mut doc = run.doc().unwrap();

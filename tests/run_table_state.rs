@@ -6,7 +6,7 @@
 //! damaged table block is reported with file and offset — never a unit
 //! silently missing.
 
-use runlog::engine::{self, CompactionPolicy, Machine, Options, Store};
+use runlog::engine::{self, CompactionPolicy, ErrorChain, Machine, Options, Store};
 use runlog::run::{
     Change, InitSpec, ManualClock, RunDoc, RunMachine, RunStatus, Runs, Transition, UnitStatus,
 };
@@ -157,7 +157,7 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
     assert_eq!(run.doc().unwrap(), want, "reopened");
     // Finalizing done is refused by the counts, listing the open units.
     let err = run.finalize(RunStatus::Done, None).unwrap_err();
-    assert!(err.to_string().contains("not done"), "{err}");
+    assert!(ErrorChain(&err).to_string().contains("not done"), "{err}");
 }
 
 #[test]
@@ -289,7 +289,7 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
             Ok(Some(_)) => found += 1,
             Ok(None) => panic!("unit {} silently missing", name(i)),
             Err(e) => {
-                let text = e.to_string();
+                let text = ErrorChain(&e).to_string();
                 assert!(text.contains(&path.display().to_string()), "{text}");
                 assert!(text.contains("block"), "{text}");
                 damaged += 1;
@@ -319,7 +319,7 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
         .set_unit(&victim, UnitStatus::Done, None, None)
         .unwrap_err();
     assert!(!err.is_refused(), "damage is not a refusal: {err}");
-    assert!(err.to_string().contains("block"), "{err}");
+    assert!(ErrorChain(&err).to_string().contains("block"), "{err}");
     assert_eq!(run.store().last_seq(), 1);
     assert_eq!(std::fs::read_dir(run.dir()).unwrap().count(), before);
 }

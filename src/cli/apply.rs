@@ -124,7 +124,7 @@ pub fn apply_stream(
                     Some(Err(e)) => {
                         let code = e.exit_code();
                         failed |= code == EXIT_FAILED;
-                        ack_error(&e.to_string(), code)
+                        ack_error(&super::report(&e), code)
                     }
                     None => ack_error("internal: missing result", EXIT_FAILED),
                 },

@@ -7,7 +7,8 @@ pub mod args;
 mod commands;
 pub mod watch;
 
-use crate::run::{Clock, ManualClock, RunError, Runs, SystemClock, locate_root};
+use crate::engine::{self, ErrorChain};
+use crate::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock, locate_root};
 use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -42,15 +43,38 @@ pub fn main() -> ExitCode {
     match run_cli(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("runlog: {e}");
+            eprintln!("runlog: {}", report(&e));
             ExitCode::from(e.exit_code())
         }
     }
 }
 
+/// How the CLI reports an error, on stderr and in `apply`'s acks: the error and
+/// its causes, each once, then the command to run where there is one (the
+/// library's messages never name commands or flags; this is where they are added).
+pub fn report(e: &RunError) -> String {
+    let chain = ErrorChain(e);
+    match e {
+        RunError::Engine { id, source } if source.is_corrupt() => {
+            format!("{chain}; `runlog verify {id}` reports every damaged record")
+        }
+        RunError::Engine {
+            source: engine::Error::Key { .. },
+            ..
+        } => format!("{chain} (the key comes from --key-file FILE or ${ENV_KEY_FILE})"),
+        RunError::Refused {
+            id,
+            source: RuleError::UnknownBudget { name },
+        } => {
+            format!("{chain}; declare it with `runlog budget {id} {name} --owner WHO [--limit X]`")
+        }
+        _ => chain.to_string(),
+    }
+}
+
 fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| RunError::Invalid(format!("cannot read the working directory: {e}")))?;
+    let cwd =
+        std::env::current_dir().map_err(|e| RunError::io("read the working directory", ".", e))?;
     let env = std::env::var(crate::run::ENV_DIR).ok();
     let root = locate_root(cli.dir.as_deref(), env.as_deref(), &cwd);
     let clock: Arc<dyn Clock> = match std::env::var(ENV_NOW) {
@@ -72,9 +96,13 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
             .map(std::path::PathBuf::from)
     });
     let key = key_file
-        .map(|p| crate::engine::Key::from_file(&p))
+        .map(|p| engine::Key::from_file(&p))
         .transpose()
-        .map_err(RunError::Invalid)?;
+        .map_err(|e| match e {
+            // Reading it failed (exit 1); a file that is not a usable key is refused (2).
+            engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
+            e => RunError::Invalid(ErrorChain(&e).to_string()),
+        })?;
     Ok(Runs::new(root)
         .with_clock(clock)
         .with_lock_wait(Some(wait))
@@ -127,9 +155,8 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
 
 fn demo(opts: &crate::demo::DemoOptions, json: bool) -> Result<u8, RunError> {
     let exe = std::env::current_exe().map_err(|e| {
-        RunError::Invalid(format!(
-            "cannot find the runlog binary to start workers: {e}"
-        ))
+        let argv0 = std::env::args_os().next().unwrap_or_default();
+        RunError::io("find the runlog binary to start workers", argv0, e)
     })?;
     if opts.dir.is_none() && !json {
         eprintln!(

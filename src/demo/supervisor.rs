@@ -291,7 +291,7 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
     let codec = engine::for_each_record(&RealFs, &dir, |seq, payload| {
         raw.push((seq, payload.to_vec()))
     })
-    .map_err(|e| RunError::Invalid(format!("reading the demo log: {e}")))?
+    .map_err(|e| RunError::engine(DEMO_RUN, e))?
     .ok_or_else(|| err("the demo log has no readable segment"))?;
     let mut log = Vec::with_capacity(raw.len());
     for (seq, payload) in raw {

@@ -167,7 +167,7 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
                     match r {
                         Ok(()) => s.finish(&unit),
                         Err(e) => {
-                            s.failed.get_or_insert(e.to_string());
+                            s.failed.get_or_insert(crate::cli::report(&e));
                         }
                     }
                     wake.notify_all();

@@ -48,8 +48,9 @@ pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>, wait: bool) -> Result<Com
         let mut c = lock(&shared.compaction);
         while c.running {
             if !wait {
-                return Err(Error::Poisoned {
-                    cause: "compaction already running".into(),
+                return Err(Error::Busy {
+                    path: shared.dir.clone(),
+                    what: "compaction",
                 });
             }
             c = shared
@@ -69,7 +70,7 @@ fn finish<M: Machine>(shared: &Shared<M>, r: &Result<CompactReport>) {
     super::trim::release_free_heap();
     let mut c = lock(&shared.compaction);
     c.running = false;
-    c.last_error = r.as_ref().err().map(|e| e.to_string());
+    c.last_error = r.as_ref().err().map(|e| super::ErrorChain(e).to_string());
     drop(c);
     shared.compaction_done.notify_all();
 }
@@ -124,7 +125,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         if g.active.first_seq <= k
             && let Err(e) = shared.rotate(&mut g, k + 1)
         {
-            shared.poison(&mut g, e.to_string());
+            shared.poison(&mut g, e.poison_cause());
             return Err(e);
         }
         g.log_bytes_since_snapshot = 0;

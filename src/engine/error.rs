@@ -1,5 +1,8 @@
 //! The engine's one error type. Anything about bytes on disk carries the path,
 //! byte offset and seq where known; I/O errors name the operation.
+//!
+//! `Display` says what happened at this layer and never repeats the cause;
+//! `source()` carries the cause. [`ErrorChain`] prints the whole chain once.
 
 use std::fmt;
 use std::io;
@@ -51,7 +54,8 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A transition was refused by `apply`; nothing was written.
+    /// A transition was refused by `apply`; nothing was written. The machine's
+    /// own error is the `source()`, and [`Error::refusal`] gives it back typed.
     Refused(Box<dyn std::error::Error + Send + Sync>),
     /// A transition or state could not be encoded (nothing was written), or a
     /// record on disk could not be decoded into the transition type.
@@ -72,10 +76,18 @@ pub enum Error {
         /// The limit it exceeds.
         max: u64,
     },
-    /// An earlier write or fsync failed; the store accepts nothing until reopened.
+    /// A write or fsync failed; the store accepts nothing until reopened.
     Poisoned {
-        /// The failure that poisoned the store.
+        /// The failure that poisoned the store: what failed and where.
         cause: String,
+    },
+    /// A compaction is already running on this store (the caller asked not to
+    /// wait for it). Nothing was done; the store is fine.
+    Busy {
+        /// The store directory.
+        path: PathBuf,
+        /// What is running, e.g. "compaction".
+        what: &'static str,
     },
     /// Another writer holds the lock.
     Locked {
@@ -133,6 +145,58 @@ impl Error {
     pub fn is_tampered(&self) -> bool {
         matches!(self, Error::Tampered { .. })
     }
+
+    /// The machine's own refusal, typed: `Some` when this is [`Error::Refused`]
+    /// and `apply` refused with an `E`.
+    pub fn refusal<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            Error::Refused(why) => why.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
+    /// The text a store poisoned by this failure keeps: the failure itself with
+    /// its causes, once (a failure that is already the poison is not nested).
+    pub(crate) fn poison_cause(&self) -> String {
+        match self {
+            Error::Poisoned { cause } => cause.clone(),
+            e => ErrorChain(e).to_string(),
+        }
+    }
+}
+
+/// An error and its causes on one line, `what: cause: cause`, each printed
+/// once. The CLI reports errors with it; `anyhow`'s `{:#}` prints the same.
+///
+/// ```
+/// use runlog::engine::{Error, ErrorChain};
+/// let e = Error::Io {
+///     op: "fsync segment",
+///     path: "/s/seg".into(),
+///     source: std::io::Error::other("disk on fire"),
+/// };
+/// assert_eq!(e.to_string(), "fsync segment /s/seg");
+/// assert_eq!(ErrorChain(&e).to_string(), "fsync segment /s/seg: disk on fire");
+/// ```
+#[derive(Clone, Copy)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(e) = cause {
+            write!(f, ": {e}")?;
+            cause = e.source();
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for ErrorChain<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 fn seq_part(seq: &Option<u64>) -> String {
@@ -142,7 +206,7 @@ fn seq_part(seq: &Option<u64>) -> String {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
+            Error::Io { op, path, .. } => write!(f, "{op} {}", path.display()),
             Error::Corrupt {
                 path,
                 offset,
@@ -150,7 +214,7 @@ impl fmt::Display for Error {
                 reason,
             } => write!(
                 f,
-                "corruption in {} at byte offset {offset}{}: {reason}; nothing was modified (run `runlog verify` for a report)",
+                "corruption in {} at byte offset {offset}{}: {reason}; nothing was modified",
                 path.display(),
                 seq_part(seq)
             ),
@@ -166,7 +230,7 @@ impl fmt::Display for Error {
                 seq_part(seq)
             ),
             Error::Key { path, reason } => write!(f, "{}: {reason}", path.display()),
-            Error::Refused(why) => write!(f, "refused: {why}"),
+            Error::Refused(_) => write!(f, "refused"),
             Error::Codec { path, seq, reason } => {
                 write!(f, "encoding error")?;
                 if let Some(p) = path {
@@ -179,8 +243,11 @@ impl fmt::Display for Error {
             }
             Error::Poisoned { cause } => write!(
                 f,
-                "store is poisoned by an earlier failure ({cause}); nothing after it was acknowledged — reopen the store to recover"
+                "{cause}; the store accepts no more writes and acknowledged nothing after this failure: reopen it to recover"
             ),
+            Error::Busy { path, what } => {
+                write!(f, "{}: a {what} is already running", path.display())
+            }
             Error::Locked {
                 path,
                 holder,

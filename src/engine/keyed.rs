@@ -114,7 +114,12 @@ impl std::fmt::Display for Damaged {
     }
 }
 
-impl std::error::Error for Damaged {}
+// Transparent: it prints as the store's error and passes on its cause.
+impl std::error::Error for Damaged {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
 
 impl<M: KeyedMachine> KeyedState<M> {
     /// The header.
@@ -280,7 +285,7 @@ fn clone_error(e: &Error) -> Error {
             path: Default::default(),
             offset: 0,
             seq: None,
-            reason: other.to_string(),
+            reason: super::ErrorChain(other).to_string(),
         },
     }
 }
@@ -451,7 +456,7 @@ impl<M: KeyedMachine> Serialize for KeyedState<M> {
             fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
                 let mut seq = s.serialize_seq(Some(self.0.len as usize))?;
                 for e in self.0.iter() {
-                    let (k, v) = e.map_err(serde::ser::Error::custom)?;
+                    let (k, v) = e.map_err(|e| serde::ser::Error::custom(super::ErrorChain(&e)))?;
                     seq.serialize_element(&(k.as_ref(), &v))?;
                 }
                 seq.end()

@@ -240,9 +240,7 @@ fn detect_codec(
 /// Refuses a key for an unkeyed store and no key for a keyed one.
 fn check_key(dir: &Path, key: Option<&Key>, store_id: Option<&StoreId>) -> Result<()> {
     let reason = match (key, store_id) {
-        (None, Some(_)) => {
-            "store is keyed; pass its key (--key-file, $RUNLOG_KEY_FILE or Options::key)"
-        }
+        (None, Some(_)) => "store is keyed; pass its key",
         (Some(_), None) => {
             "store is not keyed, but a key was given; refusing to read unauthenticated data as if it were checked (open it without a key)"
         }
@@ -348,7 +346,7 @@ fn load_scoped<S: Default>(
         let bytes = match read(vfs, &path, true, "read snapshot") {
             Ok(b) => b,
             Err(e) => {
-                let why = e.to_string();
+                let why = super::ErrorChain(&e).to_string();
                 io_error.get_or_insert(e);
                 return Err(why);
             }
@@ -361,11 +359,11 @@ fn load_scoped<S: Default>(
             let t = match Table::from_bytes(path.clone(), bytes, spec.key) {
                 Ok(t) => Arc::new(t),
                 Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
-                    let why = e.to_string();
+                    let why = super::ErrorChain(&e).to_string();
                     tampered = Some(e);
                     return Err(why);
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(super::ErrorChain(&e).to_string()),
             };
             (
                 t.seq(),

@@ -55,7 +55,7 @@ pub mod sim;
 
 pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorChain, Result};
 pub use format::Codec;
 pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 pub use load::{Progress, RecoveryReport, TornTailReport};

@@ -8,6 +8,7 @@
 //! dropping the newest records, or rolling the whole store back to an older
 //! valid copy, is not detected without an anchor kept outside the store.
 
+use super::error::Error;
 use std::fmt;
 use std::path::Path;
 
@@ -90,27 +91,33 @@ impl Key {
 
     /// Reads a key file. Refused when it is readable or writable by group or
     /// others (like ssh's private keys: chmod 600 it), when it is not a regular
-    /// file, and when its content is not a key (see [`Key::parse`]).
-    pub fn from_file(path: &Path) -> Result<Key, String> {
+    /// file, and when its content is not a key (see [`Key::parse`]): those are
+    /// [`Error::Key`]; a failure to read it is [`Error::Io`].
+    pub fn from_file(path: &Path) -> Result<Key, Error> {
         use std::io::Read;
         use std::os::unix::fs::PermissionsExt;
-        let shown = path.display();
-        let f = std::fs::File::open(path).map_err(|e| format!("key file {shown}: {e}"))?;
-        let meta = f.metadata().map_err(|e| format!("key file {shown}: {e}"))?;
+        let refused = |reason: String| Error::Key {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let f = std::fs::File::open(path).map_err(|e| Error::io("open key file", path, e))?;
+        let meta = f
+            .metadata()
+            .map_err(|e| Error::io("stat key file", path, e))?;
         if !meta.is_file() {
-            return Err(format!("key file {shown} is not a regular file"));
+            return Err(refused("key file is not a regular file".into()));
         }
         let mode = meta.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
-            return Err(format!(
-                "key file {shown} is accessible by group or others (mode {mode:03o}); chmod 600 it"
-            ));
+            return Err(refused(format!(
+                "key file is accessible by group or others (mode {mode:03o}); chmod 600 it"
+            )));
         }
         let mut content = Vec::with_capacity(MAX_KEY_FILE + 1);
         f.take(MAX_KEY_FILE as u64 + 1)
             .read_to_end(&mut content)
-            .map_err(|e| format!("key file {shown}: {e}"))?;
-        let key = Key::parse(&content).map_err(|e| format!("key file {shown}: {e}"));
+            .map_err(|e| Error::io("read key file", path, e))?;
+        let key = Key::parse(&content).map_err(|e| refused(format!("key file: {e}")));
         content.fill(0);
         std::hint::black_box(&content);
         key

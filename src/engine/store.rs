@@ -6,7 +6,7 @@
 use super::Machine;
 use super::codec::{decode_payload, encode_payload};
 use super::compact;
-use super::error::{Error, Result};
+use super::error::{Error, ErrorChain, Result};
 use super::format::*;
 use super::frame::{encode_record_tagged, encode_segment_header_keyed};
 use super::group::GroupCommit;
@@ -654,7 +654,7 @@ impl<M: Machine> Store<M> {
                         .map_err(|e| Error::io("fsync replayed segment", &a.path, e))
                 });
             if let Err(e) = r {
-                s.poison(&mut g, e.to_string());
+                s.poison(&mut g, e.poison_cause());
                 return Err(e);
             }
             s.group.advance(last);
@@ -748,7 +748,7 @@ impl<M: Machine> Store<M> {
             g.payload = payload;
             g.frame = batch;
             if let Err(e) = written {
-                let cause = e.to_string();
+                let cause = e.poison_cause();
                 s.poison(&mut g, cause.clone());
                 return ts
                     .iter()
@@ -770,7 +770,7 @@ impl<M: Machine> Store<M> {
             // Interval and Never acknowledge once written; the flusher (or sync) fsyncs.
             let wait = matches!(s.opts.sync, SyncPolicy::Always | SyncPolicy::Grouped { .. });
             if wait && let Err(e) = s.wait_durable(seq) {
-                let cause = e.to_string();
+                let cause = e.poison_cause();
                 for r in results.iter_mut().filter(|r| r.is_ok()) {
                     *r = Err(Error::Poisoned {
                         cause: cause.clone(),
@@ -834,8 +834,8 @@ pub(crate) fn replay_one<M: Machine>(
 ) -> std::result::Result<(), String> {
     let t: M::Transition = decode_payload(codec, p)?;
     M::apply(s, &t).map_err(|e| match M::take_fault(s) {
-        Some(fault) => format!("the state it applies to is damaged: {fault}"),
-        None => format!("apply refused it: {e}"),
+        Some(fault) => format!("the state it applies to is damaged: {}", ErrorChain(&fault)),
+        None => format!("apply refused it: {}", ErrorChain(&e)),
     })
 }
 
@@ -909,7 +909,7 @@ impl<M: Machine> Shared<M> {
             return Ok(None);
         };
         self.prepare(g, *p)
-            .inspect_err(|e| self.poison(g, e.to_string()))
+            .inspect_err(|e| self.poison(g, e.poison_cause()))
     }
 
     /// FORMAT.md §5.5 steps 3–5.
@@ -1167,8 +1167,9 @@ impl<M: Machine> Shared<M> {
                 // One write for every record staged since the last leader, then the
                 // fsync, both outside `inner`: appenders keep staging meanwhile.
                 if !staged.is_empty() {
-                    write_all_at(active.file.as_ref(), &staged, at)
-                        .map_err(|e| Error::io("append to segment", &active.path, e).to_string())?;
+                    write_all_at(active.file.as_ref(), &staged, at).map_err(|e| {
+                        Error::io("append to segment", &active.path, e).poison_cause()
+                    })?;
                 }
                 let r = self.group.fsync(active.path.display(), || {
                     retry_interrupted(|| active.file.sync_data())
@@ -1184,7 +1185,7 @@ impl<M: Machine> Shared<M> {
                     }
                 }
                 r.map(|()| target)
-                    .map_err(|e| Error::io("fsync segment", &active.path, e).to_string())
+                    .map_err(|e| Error::io("fsync segment", &active.path, e).poison_cause())
             })
             .map_err(|cause| {
                 lock(&self.inner).poisoned.get_or_insert(cause.clone());

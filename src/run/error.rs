@@ -1,6 +1,9 @@
 //! The run layer's error: a refusal (nothing written; exit 2) or a failure
 //! (I/O, corruption, lock timeout; exit 1), with the run it concerns.
+//! `Display` says what happened at this layer; the cause is the `source()`
+//! (print the chain with [`engine::ErrorChain`]).
 
+use super::transition::RuleError;
 use crate::engine;
 use std::fmt;
 use std::path::PathBuf;
@@ -25,7 +28,14 @@ pub enum RunError {
         /// The matching ids.
         matches: Vec<String>,
     },
-    /// An engine error about a run (a refusal by the rules is `engine::Error::Refused`).
+    /// The run's rules refused a transition; nothing was written.
+    Refused {
+        /// The run's id.
+        id: String,
+        /// The rule that refused it.
+        source: RuleError,
+    },
+    /// An engine error about a run.
     Engine {
         /// The run's id.
         id: String,
@@ -47,10 +57,31 @@ pub enum RunError {
 pub type Result<T, E = RunError> = std::result::Result<T, E>;
 
 impl RunError {
+    /// An engine error about run `id`; the rules' refusal keeps its type.
     pub(crate) fn engine(id: &str, source: engine::Error) -> RunError {
-        RunError::Engine {
-            id: id.to_string(),
-            source,
+        match source {
+            engine::Error::Refused(why) => match why.downcast::<RuleError>() {
+                Ok(rule) => RunError::Refused {
+                    id: id.to_string(),
+                    source: *rule,
+                },
+                Err(other) => RunError::Engine {
+                    id: id.to_string(),
+                    source: engine::Error::Refused(other),
+                },
+            },
+            source => RunError::Engine {
+                id: id.to_string(),
+                source,
+            },
+        }
+    }
+
+    /// The rule that refused the transition, when the rules refused it.
+    pub fn rule(&self) -> Option<&RuleError> {
+        match self {
+            RunError::Refused { source, .. } => Some(source),
+            _ => None,
         }
     }
 
@@ -65,7 +96,10 @@ impl RunError {
     /// True when nothing was written because the request was refused (exit 2).
     pub fn is_refused(&self) -> bool {
         match self {
-            RunError::Invalid(_) | RunError::NotFound { .. } | RunError::Ambiguous { .. } => true,
+            RunError::Invalid(_)
+            | RunError::NotFound { .. }
+            | RunError::Ambiguous { .. }
+            | RunError::Refused { .. } => true,
             // A keyed store asked for without its key (or the reverse): the
             // request is what is wrong, and nothing was read or written.
             RunError::Engine { source, .. } => {
@@ -93,8 +127,9 @@ impl fmt::Display for RunError {
                 "refused: {prefix:?} matches several runs ({}); give more of the id",
                 matches.join(", ")
             ),
-            RunError::Engine { id, source } => write!(f, "run {id}: {source}"),
-            RunError::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
+            RunError::Refused { id, .. } => write!(f, "run {id}: refused"),
+            RunError::Engine { id, .. } => write!(f, "run {id}"),
+            RunError::Io { op, path, .. } => write!(f, "{op} {}", path.display()),
         }
     }
 }
@@ -102,6 +137,7 @@ impl fmt::Display for RunError {
 impl std::error::Error for RunError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            RunError::Refused { source, .. } => Some(source),
             RunError::Engine { source, .. } => Some(source),
             RunError::Io { source, .. } => Some(source),
             _ => None,

@@ -158,7 +158,10 @@ impl Runs {
 
 fn refused_live(doc: &RunDoc) -> RunError {
     let why = super::transition::RuleError::AlreadyInitialized { id: doc.id.clone() };
-    RunError::engine(&doc.id, engine::Error::Refused(Box::new(why)))
+    RunError::Refused {
+        id: doc.id.clone(),
+        source: why,
+    }
 }
 
 /// Reads run state lock-free from a directory (for tools addressing a path).
@@ -173,7 +176,7 @@ pub fn read_dir_state(dir: &std::path::Path) -> engine::Result<RunDoc> {
                 path: dir.to_path_buf(),
                 offset: 0,
                 seq: None,
-                reason: other.to_string(),
+                reason: engine::ErrorChain(&other).to_string(),
             },
         })
 }

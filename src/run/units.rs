@@ -190,8 +190,8 @@ pub(crate) struct TableUnits<'a> {
     pub(crate) counts: &'a mut UnitCounts,
 }
 
-fn damaged(e: impl std::fmt::Display) -> RuleError {
-    RuleError::Storage(e.to_string())
+fn damaged(e: impl std::error::Error + 'static) -> RuleError {
+    RuleError::Storage(crate::engine::ErrorChain(&e).to_string())
 }
 
 impl Units for TableUnits<'_> {

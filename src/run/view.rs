@@ -181,7 +181,7 @@ impl serde::Serialize for StreamedDoc<'_> {
                     let (n, u) = match u {
                         Ok(x) => x,
                         Err(e) => {
-                            let msg = e.to_string();
+                            let msg = crate::engine::ErrorChain(&e).to_string();
                             *self.0.damage.borrow_mut() = Some(e);
                             return Err(serde::ser::Error::custom(msg));
                         }
@@ -261,7 +261,7 @@ impl serde::Serialize for StreamedResume<'_> {
                         }
                         Ok(_) => {}
                         Err(e) => {
-                            let msg = e.to_string();
+                            let msg = crate::engine::ErrorChain(&e).to_string();
                             *self.0.damage.borrow_mut() = Some(e);
                             return Err(serde::ser::Error::custom(msg));
                         }
