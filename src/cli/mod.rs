@@ -61,7 +61,7 @@ pub fn report(e: &RunError) -> String {
         RunError::Engine {
             source: engine::Error::Key { .. },
             ..
-        } => format!("{chain} (the key comes from --key-file FILE or ${ENV_KEY_FILE})"),
+        } => format!("{chain}; the key is read from --key-file FILE or ${ENV_KEY_FILE}"),
         RunError::Refused {
             id,
             source: RuleError::UnknownBudget { name },

@@ -230,12 +230,7 @@ impl fmt::Display for RuleError {
                 write!(f, "item {id:?} is already resolved")
             }
             RuleError::UnknownItem { id, .. } => write!(f, "no open item {id:?}"),
-            RuleError::UnknownBudget { name } => {
-                write!(
-                    f,
-                    "no budget {name:?} is declared; declare it before spending"
-                )
-            }
+            RuleError::UnknownBudget { name } => write!(f, "no budget {name:?} is declared"),
             RuleError::Invalid(why) => f.write_str(why),
             RuleError::Storage(why) => write!(f, "the run's state could not be read: {why}"),
         }
