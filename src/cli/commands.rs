@@ -82,11 +82,7 @@ fn init_spec(
     fingerprint: Option<&str>,
     new: &NewRun,
 ) -> Result<(InitSpec, Codec), RunError> {
-    let codec = match new.codec.as_str() {
-        "jsonl" => Codec::Jsonl,
-        "binary" => Codec::Binary,
-        c => return Err(invalid(format!("unknown codec {c:?}; use jsonl or binary"))),
-    };
+    let codec: Codec = new.codec.parse().map_err(invalid)?;
     let launch = match &new.launch {
         Some(text) => {
             let v = parse_json_limited(text).map_err(|e| invalid(format!("--launch: {e}")))?;

@@ -106,6 +106,50 @@ fn jsonl_header_crc(first_seq: u64, id: Option<&StoreId>) -> u32 {
     }
 }
 
+/// What every JSONL file header holds besides its own fields (FORMAT.md):
+/// what the file is, the format version, the codec, and a keyed store's id.
+pub(crate) trait JsonlHeader: serde::de::DeserializeOwned {
+    /// `(runlog, version, codec, storeId)`.
+    fn common(&self) -> (&str, u16, &str, Option<&str>);
+}
+
+impl JsonlHeader for JsonSegmentHeader {
+    fn common(&self) -> (&str, u16, &str, Option<&str>) {
+        let h = self;
+        (&h.runlog, h.version, &h.codec, h.store_id.as_deref())
+    }
+}
+
+/// Decodes the JSONL header line at the start of `buf`, of a file that is a
+/// `what` ("segment" or "snapshot"): the line is found within
+/// `MAX_JSONL_HEADER_LEN`, and its kind, version, codec and store id are
+/// checked. Returns the header, the line's length without its newline, and the
+/// store id. The caller checks the fields of its own kind (and the checksum).
+pub(crate) fn decode_jsonl_header<H: JsonlHeader>(
+    buf: &[u8],
+    what: &str,
+) -> Result<(H, usize, Option<StoreId>), String> {
+    let window = &buf[..buf.len().min(MAX_JSONL_HEADER_LEN)];
+    let nl = window
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| format!("JSONL {what} header line is incomplete"))?;
+    let h: H = serde_json::from_slice(&buf[..nl])
+        .map_err(|e| format!("JSONL {what} header unreadable: {e}"))?;
+    let (runlog, version, codec, store_id) = h.common();
+    if runlog != what {
+        return Err(format!("not a {what} header (runlog = {runlog:?})"));
+    }
+    check_version(version)?;
+    if codec.parse::<Codec>() != Ok(Codec::Jsonl) {
+        return Err(format!("JSONL {what} header names codec {codec:?}"));
+    }
+    let store_id = keyed_field(version, store_id, "storeId")?
+        .map(parse_store_id)
+        .transpose()?;
+    Ok((h, nl, store_id))
+}
+
 /// Parses a store id written as hex.
 pub(crate) fn parse_store_id(hex: &str) -> Result<StoreId, String> {
     from_hex::<STORE_ID_LEN>(hex.as_bytes())
@@ -166,23 +210,7 @@ pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&Sto
 /// Decodes a segment header from the start of a file's bytes.
 pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
     if buf.starts_with(JSONL_HEADER_PREFIX) {
-        let window = &buf[..buf.len().min(MAX_JSONL_HEADER_LEN)];
-        let nl = window
-            .iter()
-            .position(|&b| b == b'\n')
-            .ok_or_else(|| "JSONL segment header line is incomplete".to_string())?;
-        let h: JsonSegmentHeader = serde_json::from_slice(&buf[..nl])
-            .map_err(|e| format!("JSONL segment header unreadable: {e}"))?;
-        if h.runlog != "segment" {
-            return Err(format!("not a segment header (runlog = {:?})", h.runlog));
-        }
-        check_version(h.version)?;
-        if h.codec != Codec::Jsonl.name() {
-            return Err(format!("JSONL header names codec {:?}", h.codec));
-        }
-        let store_id = keyed_field(h.version, h.store_id.as_deref(), "storeId")?
-            .map(parse_store_id)
-            .transpose()?;
+        let (h, nl, store_id) = decode_jsonl_header::<JsonSegmentHeader>(buf, "segment")?;
         if h.crc != jsonl_header_crc(h.first_seq, store_id.as_ref()) {
             return Err("segment header checksum mismatch".into());
         }
@@ -383,19 +411,6 @@ fn decode_binary(buf: &[u8], at: usize) -> Frame<'_> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct JsonRecord<'a> {
-    seq: u64,
-    synced: u64,
-    len: u64,
-    crc: u32,
-    #[serde(default)]
-    mac: Option<&'a str>,
-    #[serde(borrow)]
-    t: &'a serde_json::value::RawValue,
-}
-
 /// The longest JSONL record line: the payload plus its fixed fields.
 const MAX_JSONL_LINE: usize = MAX_RECORD_LEN as usize + 128;
 
@@ -417,9 +432,11 @@ fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
         });
     };
     let line = &rest[..nl];
-    let rec: JsonRecord<'_> = match serde_json::from_slice(line) {
-        Ok(r) => r,
-        Err(e) => return Frame::Bad(FrameProblem::Malformed(e.to_string())),
+    // One parser: the fields in the one form the writer puts them (FORMAT.md §3).
+    let Some(rec) = jsonl_fixed_fields(line) else {
+        return Frame::Bad(FrameProblem::Malformed(
+            "not a record line: the fields seq, synced, len, crc, [mac,] t in this order, compact".into(),
+        ));
     };
     if rec.seq == 0 {
         return Frame::Bad(FrameProblem::ZeroSeq);
@@ -430,23 +447,17 @@ fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
             rec.synced, rec.seq
         )));
     }
-    let payload = rec.t.get().as_bytes();
     if rec.len > u64::from(MAX_RECORD_LEN) {
         return Frame::Bad(FrameProblem::TooLong { len: rec.len });
     }
+    // `t` is the last field: its bytes are those between `"t":` and the final `}`.
+    let Some(payload) = rec.t.strip_suffix(b"}") else {
+        return Frame::Bad(FrameProblem::Malformed("record line does not end in '}'".into()));
+    };
     if rec.len != payload.len() as u64 {
         return Frame::Bad(FrameProblem::Checksum);
     }
-    let mac = match rec.mac.map(|m| from_hex::<TAG_LEN>(m.as_bytes())) {
-        None => None,
-        Some(Some(m)) => Some(m),
-        Some(None) => {
-            return Frame::Bad(FrameProblem::Malformed(format!(
-                "mac is not {} hex digits",
-                2 * TAG_LEN
-            )));
-        }
-    };
+    let mac = rec.mac;
     let len_b = (payload.len() as u32).to_le_bytes();
     let parts: [&[u8]; 5] = [
         &len_b,
@@ -455,7 +466,7 @@ fn decode_jsonl(buf: &[u8], at: usize) -> Frame<'_> {
         payload,
         mac.as_ref().map_or(&[], |m| &m[..]),
     ];
-    if rec.crc != masked_crc(&parts) {
+    if rec.crc != u64::from(masked_crc(&parts)) {
         return Frame::Bad(FrameProblem::Checksum);
     }
     // The payload is a sub-slice of `line`, so its position in `buf` is exact.
@@ -500,29 +511,39 @@ pub fn next_candidate(codec: Codec, buf: &[u8], at: usize) -> Option<usize> {
     }
 }
 
-/// The fixed fields `encode_record_tagged` writes at the start of a JSONL record
-/// line, in their order and form: the declared `len`, the mac if any, and the
-/// bytes after `"t":`. `None` when `line` does not start that way.
-fn jsonl_fixed_fields(line: &[u8]) -> Option<(u64, Option<Tag>, &[u8])> {
+/// The fields of a JSONL record line as `encode_record_tagged` writes them.
+struct JsonlFields<'a> {
+    seq: u64,
+    synced: u64,
+    len: u64,
+    crc: u64,
+    mac: Option<Tag>,
+    /// The bytes after `"t":` to the end of the line (the payload, then `}`).
+    t: &'a [u8],
+}
+
+/// The JSONL record parser: the fixed fields `encode_record_tagged` writes at the
+/// start of a record line, in their order and form (decimal numbers without
+/// leading zeros, the mac if any), and the bytes after `"t":`. `None` when
+/// `line` does not start that way.
+fn jsonl_fixed_fields(line: &[u8]) -> Option<JsonlFields<'_>> {
     let mut rest = line;
-    let mut len = u64::MAX;
-    for key in [
+    let mut n = [0u64; 4];
+    for (i, key) in [
         &b"{\"seq\":"[..],
         b",\"synced\":",
         b",\"len\":",
         b",\"crc\":",
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let r = rest.strip_prefix(key)?;
         let digits = r.iter().take(20).take_while(|b| b.is_ascii_digit()).count();
-        if digits == 0 {
+        if digits == 0 || (digits > 1 && r[0] == b'0') {
             return None;
         }
-        if key == b",\"len\":" {
-            len = std::str::from_utf8(&r[..digits])
-                .ok()
-                .and_then(|d| d.parse().ok())
-                .unwrap_or(u64::MAX);
-        }
+        n[i] = std::str::from_utf8(&r[..digits]).ok()?.parse().ok()?;
         rest = &r[digits..];
     }
     let mut mac = None;
@@ -530,14 +551,23 @@ fn jsonl_fixed_fields(line: &[u8]) -> Option<(u64, Option<Tag>, &[u8])> {
         mac = Some(from_hex::<TAG_LEN>(r.get(..2 * TAG_LEN)?)?);
         rest = r[2 * TAG_LEN..].strip_prefix(b"\"")?;
     }
-    Some((len, mac, rest.strip_prefix(b",\"t\":")?))
+    let [seq, synced, len, crc] = n;
+    Some(JsonlFields {
+        seq,
+        synced,
+        len,
+        crc,
+        mac,
+        t: rest.strip_prefix(b",\"t\":")?,
+    })
 }
 
 /// True when `line` (without its newline) has the fixed fields `encode_record`
 /// writes and the length it declares ends the record exactly at the line's end.
 fn jsonl_record_fills(line: &[u8]) -> bool {
-    jsonl_fixed_fields(line)
-        .is_some_and(|(len, _, t)| t.len() as u64 == len.saturating_add(1) && t.ends_with(b"}"))
+    jsonl_fixed_fields(line).is_some_and(|f| {
+        f.t.len() as u64 == f.len.saturating_add(1) && f.t.ends_with(b"}")
+    })
 }
 
 /// The mac of the JSONL record line starting at `at`, read from the fixed fields
@@ -547,7 +577,7 @@ pub fn jsonl_record_mac(buf: &[u8], at: usize) -> Option<Tag> {
     let rest = buf.get(at..)?;
     let window = &rest[..rest.len().min(MAX_JSONL_LINE + 1)];
     let nl = window.iter().position(|&b| b == b'\n')?;
-    jsonl_fixed_fields(&rest[..nl])?.1
+    jsonl_fixed_fields(&rest[..nl])?.mac
 }
 
 #[cfg(test)]

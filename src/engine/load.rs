@@ -238,7 +238,7 @@ fn detect_codec(
 }
 
 /// Refuses a key for an unkeyed store and no key for a keyed one.
-fn check_key(dir: &Path, key: Option<&Key>, store_id: Option<&StoreId>) -> Result<()> {
+pub(crate) fn check_key(dir: &Path, key: Option<&Key>, store_id: Option<&StoreId>) -> Result<()> {
     let reason = match (key, store_id) {
         (None, Some(_)) => "store is keyed; pass its key",
         (Some(_), None) => {

@@ -1,7 +1,7 @@
 //! The snapshot file format: encode and decode, pure functions over bytes.
 
 use super::format::*;
-use super::frame::{check_version, keyed_field, parse_store_id};
+use super::frame::{JsonlHeader, check_version, decode_jsonl_header, keyed_field};
 use super::seal::{STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,13 @@ struct JsonSnapshotHeader {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mac: Option<String>,
     crc: u32,
+}
+
+impl JsonlHeader for JsonSnapshotHeader {
+    fn common(&self) -> (&str, u16, &str, Option<&str>) {
+        let h = self;
+        (&h.runlog, h.version, &h.codec, h.store_id.as_deref())
+    }
 }
 
 fn payload_crc(seq: u64, payload: &[u8]) -> u32 {
@@ -126,23 +133,7 @@ pub fn encode_snapshot_keyed(
 /// Decodes a whole snapshot file, verifying its checksums and length.
 pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
     if buf.starts_with(JSONL_HEADER_PREFIX) {
-        let window = &buf[..buf.len().min(MAX_JSONL_HEADER_LEN)];
-        let nl = window
-            .iter()
-            .position(|&b| b == b'\n')
-            .ok_or("JSONL snapshot header line is incomplete")?;
-        let h: JsonSnapshotHeader = serde_json::from_slice(&buf[..nl])
-            .map_err(|e| format!("JSONL snapshot header unreadable: {e}"))?;
-        if h.runlog != "snapshot" {
-            return Err(format!("not a snapshot header (runlog = {:?})", h.runlog));
-        }
-        check_version(h.version)?;
-        if h.codec != Codec::Jsonl.name() {
-            return Err(format!("JSONL snapshot header names codec {:?}", h.codec));
-        }
-        let store_id = keyed_field(h.version, h.store_id.as_deref(), "storeId")?
-            .map(parse_store_id)
-            .transpose()?;
+        let (h, nl, store_id) = decode_jsonl_header::<JsonSnapshotHeader>(buf, "snapshot")?;
         let tag = keyed_field(h.version, h.mac.as_deref(), "mac")?
             .map(|m| {
                 from_hex::<TAG_LEN>(m.as_bytes())

@@ -5,7 +5,8 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
 use super::load::{
-    LoadSpec, RecoveryReport, is_vanished, list_store, load_every_segment, record_payload,
+    LoadSpec, RecoveryReport, check_key, is_vanished, list_store, load_every_segment,
+    record_payload,
 };
 use super::scan::scan_segment;
 use super::seal::{Key, StoreId, id_mismatch};
@@ -127,6 +128,40 @@ pub enum Integrity {
     },
 }
 
+impl Integrity {
+    /// The verdict on damage a read met: [`Error::Corrupt`] and
+    /// [`Error::Tampered`] become [`Integrity::Corrupt`] and
+    /// [`Integrity::Tampered`] with the same fields; any other error is not a
+    /// verdict on the bytes and comes back as it was.
+    pub fn from_damage(e: Error) -> Result<Integrity, Error> {
+        match e {
+            Error::Corrupt {
+                path,
+                offset,
+                seq,
+                reason,
+            } => Ok(Integrity::Corrupt {
+                path,
+                offset,
+                seq,
+                reason,
+            }),
+            Error::Tampered {
+                path,
+                offset,
+                seq,
+                what,
+            } => Ok(Integrity::Tampered {
+                path,
+                offset,
+                seq,
+                what,
+            }),
+            e => Err(e),
+        }
+    }
+}
+
 /// What `verify` found.
 #[derive(Debug, Clone)]
 pub struct VerifyReport {
@@ -226,35 +261,11 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
                 recovery: l.report,
             })
         }
-        Err(Error::Corrupt {
-            path,
-            offset,
-            seq,
-            reason,
-        }) => Ok(VerifyReport {
-            integrity: Integrity::Corrupt {
-                path,
-                offset,
-                seq,
-                reason,
-            },
+        // Damage is the report's verdict; anything else (I/O, the key) is an error.
+        Err(e) => Integrity::from_damage(e).map(|integrity| VerifyReport {
+            integrity,
             recovery: RecoveryReport::default(),
         }),
-        Err(Error::Tampered {
-            path,
-            offset,
-            seq,
-            what,
-        }) => Ok(VerifyReport {
-            integrity: Integrity::Tampered {
-                path,
-                offset,
-                seq,
-                what,
-            },
-            recovery: RecoveryReport::default(),
-        }),
-        Err(e) => Err(e),
     }
 }
 
@@ -296,16 +307,7 @@ pub fn for_each_record_with_key(
         if let Some(h) = &header {
             match store {
                 None => {
-                    if key.is_some() != h.store_id.is_some() {
-                        return Err(Error::Key {
-                            path: dir.to_path_buf(),
-                            reason: if key.is_some() {
-                                "store is not keyed, but a key was given".into()
-                            } else {
-                                "store is keyed; pass its key".into()
-                            },
-                        });
-                    }
+                    check_key(dir, key, h.store_id.as_ref())?;
                     store = Some(h.store_id);
                 }
                 Some(s) if s != h.store_id => {
