@@ -3,8 +3,14 @@
 //! opens to the exact expected state, the torn tail recovers the expected prefix
 //! (opened from a temp copy, the fixture is never written), and the corrupt one is
 //! refused naming the damaged segment and record offset. Every later version must
-//! pass this unchanged. Regenerate (only for a NEW format version, into a new
-//! directory) with `cargo test --test fixtures_read -- --ignored regenerate_v1_fixtures`.
+//! pass this unchanged.
+//!
+//! The generators never write under tests/fixtures: they write into a fresh
+//! directory, and a plain `cargo test` runs them into a temp directory and reads
+//! what they wrote with the same checks as the committed stores (readability,
+//! not bytes). For a NEW format version, `RUNLOG_FIXTURES_OUT=DIR cargo test
+//! --test fixtures_read -- --ignored generate_fixtures` writes DIR/v1 and DIR/v2
+//! (DIR must not exist); copy the new version's directory in by hand.
 //!
 //! Format v2 (keyed state in a table snapshot, FORMAT.md §11): the committed
 //! stores in tests/fixtures/v2/{binary,jsonl}/{clean,damaged_block,keyed_digest}
@@ -13,9 +19,7 @@
 //! lookup and by iteration; the keyed-digest one opens only with its key (with
 //! another it is `Tampered`); the damaged-block one (a byte of table block 0
 //! flipped) is refused at the open — the tail's replay looks keys up in it —
-//! and by `verify`, both naming the table and the block's offset. Regenerate
-//! only for a new format version with
-//! `cargo test --test fixtures_read -- --ignored regenerate_v2_fixtures`.
+//! and by `verify`, both naming the table and the block's offset.
 mod common;
 use common::*;
 use runlog::engine::{Codec, Error, Integrity, RealFs, Store, read_state, verify};
@@ -36,11 +40,22 @@ fn damaged_offset(codec: Codec) -> u64 {
     }
 }
 
-fn fixture(codec: Codec, case: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/v1")
-        .join(codec.name())
-        .join(case)
+/// Where the committed fixtures of every version live.
+fn committed() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn fixture(root: &Path, codec: Codec, case: &str) -> PathBuf {
+    root.join("v1").join(codec.name()).join(case)
+}
+
+/// Writes `files` as the new directory `out` (never over an existing one).
+fn write_new(out: &Path, files: &[(String, Vec<u8>)]) {
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    std::fs::create_dir(out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+    for (name, bytes) in files {
+        std::fs::write(out.join(name), bytes).unwrap();
+    }
 }
 
 fn pad(v: u64) -> usize {
@@ -57,22 +72,82 @@ fn expected(n: u64) -> LedgerState {
 }
 
 /// Copies a fixture into a fresh 0700 directory (checkouts may have any mode).
-fn copy(codec: Codec, case: &str) -> (tempfile::TempDir, PathBuf) {
+/// Copies the store `from` into a fresh 0700 directory (checkouts may have any mode).
+fn copy_store(from: &Path) -> (tempfile::TempDir, PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("s");
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
-    for e in std::fs::read_dir(fixture(codec, case)).unwrap() {
+    for e in std::fs::read_dir(from).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
     }
     (t, dir)
 }
 
+fn copy(root: &Path, codec: Codec, case: &str) -> (tempfile::TempDir, PathBuf) {
+    copy_store(&fixture(root, codec, case))
+}
+
 #[test]
 fn clean_v1_store_opens_to_the_expected_state() {
+    check_clean_v1(&committed());
+}
+
+#[test]
+fn torn_tail_v1_store_recovers_the_prefix() {
+    check_torn_tail_v1(&committed());
+}
+
+#[test]
+fn corrupt_mid_v1_store_is_refused_at_the_damaged_record() {
+    check_corrupt_mid_v1(&committed());
+}
+
+/// The generators' stores, written into a temp directory, read like the
+/// committed ones (the same checks; their bytes are not compared).
+#[test]
+fn generated_fixtures_read_like_the_committed_ones() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("generated");
+    generate_v1(&root);
+    check_clean_v1(&root);
+    check_torn_tail_v1(&root);
+    check_corrupt_mid_v1(&root);
+    v2::generate(&root);
+    v2::check_clean(&root);
+    v2::check_keyed_digest(&root);
+    v2::check_damaged_block(&root);
+    // Nothing was written under the committed fixtures.
+    assert!(!committed().join("generated").exists());
+}
+
+/// Writes the fixtures of every version into `RUNLOG_FIXTURES_OUT` (a directory
+/// that must not exist yet), for a new format version to copy in by hand.
+#[test]
+#[ignore = "writes $RUNLOG_FIXTURES_OUT; run by hand only when creating a format version"]
+fn generate_fixtures() {
+    let out = PathBuf::from(
+        std::env::var_os("RUNLOG_FIXTURES_OUT")
+            .expect("set RUNLOG_FIXTURES_OUT to a new directory"),
+    );
+    assert!(
+        !out.exists(),
+        "{} exists: the generator writes only new directories",
+        out.display()
+    );
+    assert!(
+        !out.starts_with(committed()),
+        "the generator never writes under tests/fixtures"
+    );
+    generate_v1(&out);
+    v2::generate(&out);
+    eprintln!("fixtures written under {}", out.display());
+}
+
+fn check_clean_v1(root: &Path) {
     for codec in codecs() {
-        let (_t, dir) = copy(codec, "clean");
+        let (_t, dir) = copy(root, codec, "clean");
         assert_eq!(verify(&RealFs, &dir).unwrap().integrity, Integrity::Clean);
         let (st, _) = read_state::<Ledger>(&RealFs, &dir).unwrap();
         assert_eq!(st, expected(RECORDS), "{codec:?}");
@@ -85,10 +160,9 @@ fn clean_v1_store_opens_to_the_expected_state() {
     }
 }
 
-#[test]
-fn torn_tail_v1_store_recovers_the_prefix() {
+fn check_torn_tail_v1(root: &Path) {
     for codec in codecs() {
-        let (_t, dir) = copy(codec, "torn_tail");
+        let (_t, dir) = copy(root, codec, "torn_tail");
         let v = verify(&RealFs, &dir).unwrap();
         assert!(
             matches!(v.integrity, Integrity::TornTail { .. }),
@@ -98,7 +172,7 @@ fn torn_tail_v1_store_recovers_the_prefix() {
         assert_eq!(s.read(|st| st.clone()), expected(RECORDS), "{codec:?}");
         let torn = s.recovery().torn_tail.clone().unwrap();
         assert_eq!(torn.path, dir.join(LAST_SEG));
-        let clean_len = std::fs::metadata(fixture(codec, "clean").join(LAST_SEG))
+        let clean_len = std::fs::metadata(fixture(root, codec, "clean").join(LAST_SEG))
             .unwrap()
             .len();
         assert_eq!(torn.offset, clean_len, "{codec:?}");
@@ -106,10 +180,9 @@ fn torn_tail_v1_store_recovers_the_prefix() {
     }
 }
 
-#[test]
-fn corrupt_mid_v1_store_is_refused_at_the_damaged_record() {
+fn check_corrupt_mid_v1(root: &Path) {
     for codec in codecs() {
-        let (_t, dir) = copy(codec, "corrupt_mid");
+        let (_t, dir) = copy(root, codec, "corrupt_mid");
         let before = dir_bytes(&dir);
         match Store::<Ledger>::open(&dir, opts(codec)) {
             Err(Error::Corrupt {
@@ -136,13 +209,14 @@ fn corrupt_mid_v1_store_is_refused_at_the_damaged_record() {
     }
 }
 
-#[test]
-#[ignore = "writes tests/fixtures/v1; run by hand only when creating fixtures"]
-fn regenerate_v1_fixtures() {
+/// Writes the v1 stores under `root/v1` (new directories only).
+fn generate_v1(root: &Path) {
     for codec in codecs() {
         let t = tempfile::tempdir().unwrap();
         let dir = t.path().join("s");
-        let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
+        let mut o = opts(codec);
+        o.preallocate = 0; // as v1 wrote them: no preallocated tail
+        let s = Store::<Ledger>::open(&dir, o).unwrap();
         for v in 1..=RECORDS {
             s.append(&entry(v, pad(v))).unwrap();
             if v == SNAP_AT {
@@ -152,14 +226,8 @@ fn regenerate_v1_fixtures() {
         drop(s);
         std::fs::remove_file(dir.join("LOCK")).unwrap();
         let files = dir_bytes(&dir);
-        let write = |case: &str, files: &[(String, Vec<u8>)]| {
-            let out = fixture(codec, case);
-            let _ = std::fs::remove_dir_all(&out);
-            std::fs::create_dir_all(&out).unwrap();
-            for (name, bytes) in files {
-                std::fs::write(out.join(name), bytes).unwrap();
-            }
-        };
+        let write =
+            |case: &str, files: &[(String, Vec<u8>)]| write_new(&fixture(root, codec, case), files);
         write("clean", &files);
         // Torn tail: the first half of a record 13 appended to the last segment.
         let mut torn = files.clone();
@@ -177,7 +245,11 @@ fn regenerate_v1_fixtures() {
         let i = (DAMAGED - SNAP_AT - 1) as usize;
         let mid = (bounds[i] + bounds[i + 1]) / 2;
         last.1[mid as usize] ^= 0x20;
-        eprintln!("{codec:?}: record {DAMAGED} at offset {}", bounds[i]);
+        assert_eq!(
+            bounds[i],
+            damaged_offset(codec),
+            "{codec:?}: record {DAMAGED}"
+        );
         write("corrupt_mid", &bad);
     }
 }
@@ -185,8 +257,8 @@ fn regenerate_v1_fixtures() {
 mod v2 {
     use super::common::keyed::{Tab, TabModel, tab_model, tab_observe};
     use super::common::*;
+    use super::{committed, copy_store, write_new};
     use runlog::engine::{Codec, Error, Integrity, Key, Keyed, RealFs, Store, read_state, verify};
-    use std::os::unix::fs::PermissionsExt;
     use std::path::{Path, PathBuf};
 
     /// The table's seq, and the transitions in all.
@@ -212,31 +284,34 @@ mod v2 {
         tab_model(&h)
     }
 
-    fn fixture(codec: Codec, case: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/v2")
-            .join(codec.name())
-            .join(case)
+    fn fixture(root: &Path, codec: Codec, case: &str) -> PathBuf {
+        root.join("v2").join(codec.name()).join(case)
     }
 
-    fn copy(codec: Codec, case: &str) -> (tempfile::TempDir, PathBuf) {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("s");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
-        for e in std::fs::read_dir(fixture(codec, case)).unwrap() {
-            let e = e.unwrap();
-            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
-        }
-        (t, dir)
+    fn copy(root: &Path, codec: Codec, case: &str) -> (tempfile::TempDir, PathBuf) {
+        copy_store(&fixture(root, codec, case))
     }
 
     type KStore = Store<Keyed<Tab>>;
 
     #[test]
     fn clean_v2_keyed_store_opens_to_the_model_by_lookup_and_iteration() {
+        check_clean(&committed());
+    }
+
+    #[test]
+    fn keyed_digest_v2_store_opens_only_with_its_key() {
+        check_keyed_digest(&committed());
+    }
+
+    #[test]
+    fn damaged_block_v2_store_is_refused_naming_the_table_and_block() {
+        check_damaged_block(&committed());
+    }
+
+    pub(super) fn check_clean(root: &Path) {
         for codec in codecs() {
-            let (_t, dir) = copy(codec, "clean");
+            let (_t, dir) = copy(root, codec, "clean");
             assert_eq!(&std::fs::read(dir.join(TABLE)).unwrap()[..8], b"RUNLOGtb");
             assert_eq!(verify(&RealFs, &dir).unwrap().integrity, Integrity::Clean);
             let (st, _) = read_state::<Keyed<Tab>>(&RealFs, &dir).unwrap();
@@ -262,10 +337,9 @@ mod v2 {
         }
     }
 
-    #[test]
-    fn keyed_digest_v2_store_opens_only_with_its_key() {
+    pub(super) fn check_keyed_digest(root: &Path) {
         for codec in codecs() {
-            let (_t, dir) = copy(codec, "keyed_digest");
+            let (_t, dir) = copy(root, codec, "keyed_digest");
             let mut o = opts(codec);
             o.key = Some(key());
             let s = KStore::open(&dir, o.clone()).unwrap();
@@ -281,10 +355,9 @@ mod v2 {
         }
     }
 
-    #[test]
-    fn damaged_block_v2_store_is_refused_naming_the_table_and_block() {
+    pub(super) fn check_damaged_block(root: &Path) {
         for codec in codecs() {
-            let (_t, dir) = copy(codec, "damaged_block");
+            let (_t, dir) = copy(root, codec, "damaged_block");
             let before = dir_bytes(&dir);
             let table = dir.join(TABLE);
             match KStore::open(&dir, opts(codec)) {
@@ -311,9 +384,8 @@ mod v2 {
         }
     }
 
-    #[test]
-    #[ignore = "writes tests/fixtures/v2; run by hand only when creating fixtures"]
-    fn regenerate_v2_fixtures() {
+    /// Writes the v2 stores under `root/v2` (new directories only).
+    pub(super) fn generate(root: &Path) {
         for codec in codecs() {
             for keyed in [false, true] {
                 let t = tempfile::tempdir().unwrap();
@@ -334,12 +406,7 @@ mod v2 {
                 std::fs::remove_file(dir.join("LOCK")).unwrap();
                 let files = dir_bytes(&dir);
                 let write = |case: &str, files: &[(String, Vec<u8>)]| {
-                    let out = fixture(codec, case);
-                    let _ = std::fs::remove_dir_all(&out);
-                    std::fs::create_dir_all(&out).unwrap();
-                    for (name, bytes) in files {
-                        std::fs::write(out.join(name), bytes).unwrap();
-                    }
+                    write_new(&fixture(root, codec, case), files)
                 };
                 if keyed {
                     write("keyed_digest", &files);
