@@ -28,7 +28,9 @@ fn lock_umask_child() {
 fn lock_file_is_0600_whatever_the_umask() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("s");
-    let status = Command::new(std::env::current_exe().unwrap())
+    // The child's libtest report stays in its pipe (shown only if it fails), so
+    // the log holds one "test result" line for this file, not two.
+    let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
             "--exact",
@@ -36,9 +38,14 @@ fn lock_file_is_0600_whatever_the_umask() {
             "--test-threads=1",
         ])
         .env("RUNLOG_LOCK_UMASK_DIR", &dir)
-        .status()
+        .output()
         .unwrap();
-    assert!(status.success());
+    assert!(
+        out.status.success(),
+        "child: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mode = std::fs::metadata(dir.join("LOCK"))
         .unwrap()
         .permissions()

@@ -86,16 +86,21 @@ fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) -> Figures {
             }
             workloads += 1;
         }
+        common::progress(format_args!(
+            "crash_enumeration: exhaustive {} {model:?}: workloads of length {len} of {max_len} done ({workloads} so far, {} crash states)",
+            std::any::type_name::<S>(),
+            f.crash_states
+        ));
     }
-    eprintln!(
-        "exhaustive {} {model:?}: {workloads} workloads, {} boundaries ({} sampled at the cap), {} crash states, {} crash states during recovery, {:?}",
+    common::progress(format_args!(
+        "crash_enumeration: exhaustive {} {model:?}: {workloads} workloads, {} boundaries ({} sampled at the cap), {} crash states, {} crash states during recovery, {:?}",
         std::any::type_name::<S>(),
         f.boundaries,
         f.capped,
         f.crash_states,
         f.recovery_crash_states,
         started.elapsed()
-    );
+    ));
     f
 }
 
@@ -180,14 +185,20 @@ fn random(first: u64) {
         count += 1;
         full += u64::from(x.every == 1);
         seed += 2;
+        if count.is_multiple_of(250) {
+            common::progress(format_args!(
+                "crash_enumeration: random from {first}: {count} of {} seeds done",
+                n.saturating_sub(first).div_ceil(2)
+            ));
+        }
     }
-    eprintln!(
-        "random from {first}: {count} seeds ({full} crashed at every boundary, the rest at 1 in {every}), {} boundaries, {} crash states, {} during recovery, {:?}",
+    common::progress(format_args!(
+        "crash_enumeration: random from {first}: {count} seeds ({full} crashed at every boundary, the rest at 1 in {every}), {} boundaries, {} crash states, {} during recovery, {:?}",
         f.boundaries,
         f.crash_states,
         f.recovery_crash_states,
         started.elapsed()
-    );
+    ));
 }
 
 #[test]
@@ -252,16 +263,22 @@ fn keyed_random_workloads_every_boundary() {
             Ok(g) => f += g,
             Err(e) => panic!("keyed seed {seed} failed: {e}"),
         }
+        if (seed + 1).is_multiple_of(4) {
+            common::progress(format_args!(
+                "crash_enumeration: keyed random: {} of {n} seeds done",
+                seed + 1
+            ));
+        }
     }
-    eprintln!(
-        "keyed random: {n} seeds, {compactions} compactions, {} boundaries, {} crash states ({} inside a table write, {} holding a table), {} during recovery, {:?}",
+    common::progress(format_args!(
+        "crash_enumeration: keyed random: {n} seeds, {compactions} compactions, {} boundaries, {} crash states ({} inside a table write, {} holding a table), {} during recovery, {:?}",
         f.boundaries,
         f.crash_states,
         f.table_temps,
         f.tables,
         f.recovery_crash_states,
         started.elapsed()
-    );
+    ));
     // Crashes did land inside table writes, and tables were recovered from.
     assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
 }

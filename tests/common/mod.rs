@@ -201,3 +201,12 @@ pub fn built_log(codec: Codec, min_bytes: u64) -> BuiltLog {
         bounds,
     }
 }
+
+/// Prints one progress line of a long sweep on stderr, whatever libtest
+/// captures: `eprintln!` shows only under `--nocapture`, but a write to the
+/// stderr handle itself always reaches the log, so `cargo test` says what a
+/// minutes-long test is doing.
+pub fn progress(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
