@@ -9,11 +9,22 @@
 //! * [`run`]: the run model on top of it: units with statuses and dependencies,
 //!   phases, open items, budgets, fingerprints, a fail-closed finalize and the
 //!   resume set ([`run::Runs`], [`run::Run`]).
-//! * [`cli`]: the `runlog` command line over the run model (`docs/CLI.md`).
+//! * `cli`: the `runlog` command line over the run model (`docs/CLI.md`).
 //!
-//! `docs/TOUR.md` walks through the three ways to drive runs: embedded in Rust
-//! (`examples/orchestrator.rs`), from a shell (`examples/pipeline.sh`) and from
-//! another language through `runlog apply` (`examples/driver.py`).
+//! Features: `cli` (on by default) builds the `runlog` binary and the `cli` and
+//! `demo` modules, with `clap` and `indicatif`; an embedder turns it off
+//! (`default-features = false`) and gets the engine and the run model alone.
+//! `sim` (off) is test support for this crate's own tests, fuzz targets and
+//! benches: the simulated filesystem and the engine's internals, hidden from
+//! these docs and not part of the API.
+//!
+//! Errors chain: each `Display` is one layer's message and `source()` is the
+//! cause, so a reporter ([`engine::ErrorChain`], anyhow) prints every cause once.
+//!
+//! `docs/TOUR.md` in the repository walks through the three ways to drive runs:
+//! embedded in Rust (`examples/orchestrator.rs`), from a shell
+//! (`examples/pipeline.sh`) and from another language through `runlog apply`
+//! (`examples/driver.py`).
 //!
 //! Embedding the engine: a machine, a store, durable appends, replay on reopen.
 //!
@@ -37,17 +48,19 @@
 //!     }
 //! }
 //!
-//! let dir = tempfile::tempdir()?;
+//! let dir = std::env::temp_dir().join(format!("runlog-doc-{}", std::process::id()));
 //! let opts = || Options { create: true, ..Options::default() };
-//! let store = Store::<Counter>::open(dir.path(), opts())?; // takes the writer lock
+//! let store = Store::<Counter>::open(&dir, opts())?; // takes the writer lock
 //! store.append(&Add(2))?; // returns once fsync'd: seq 1
 //! assert_eq!(store.append(&Add(3))?, 2);
 //! assert!(store.append(&Add(u64::MAX)).is_err()); // refused: nothing written
 //! // A lock-free reader beside the live writer sees every acknowledged append.
-//! assert_eq!(engine::read_state::<Counter>(&RealFs, dir.path())?.0, 5);
+//! assert_eq!(engine::read_state::<Counter>(&RealFs, &dir)?.0, 5);
 //! drop(store); // releases the lock
-//! let store = Store::<Counter>::open(dir.path(), opts())?; // replays the log
+//! let store = Store::<Counter>::open(&dir, opts())?; // replays the log
 //! assert_eq!(store.read(|n| *n), 5);
+//! # drop(store);
+//! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(unsafe_code)]
