@@ -167,7 +167,8 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
                     match r {
                         Ok(()) => s.finish(&unit),
                         Err(e) => {
-                            s.failed.get_or_insert(crate::cli::report(&e));
+                            s.failed
+                                .get_or_insert(crate::engine::ErrorChain(&e).to_string());
                         }
                     }
                     wake.notify_all();
