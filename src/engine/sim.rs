@@ -1,4 +1,6 @@
 //! A simulated filesystem behind [`Vfs`], for crash and fault tests and fuzzers.
+//! Test support compiled only under the `sim` feature and hidden from the docs:
+//! not part of runlog's API, and free to change in any release.
 //!
 //! # Fault model
 //!
