@@ -42,17 +42,12 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Runs one compaction on this thread. With `wait`, first waits for a running one.
-pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>, wait: bool) -> Result<CompactReport> {
+/// Runs one compaction on this thread, first waiting for a running one (so
+/// "a compaction is already running" is never an error).
+pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>) -> Result<CompactReport> {
     {
         let mut c = lock(&shared.compaction);
         while c.running {
-            if !wait {
-                return Err(Error::Busy {
-                    path: shared.dir.clone(),
-                    what: "compaction",
-                });
-            }
             c = shared
                 .compaction_done
                 .wait(c)

@@ -81,14 +81,6 @@ pub enum Error {
         /// The failure that poisoned the store: what failed and where.
         cause: String,
     },
-    /// A compaction is already running on this store (the caller asked not to
-    /// wait for it). Nothing was done; the store is fine.
-    Busy {
-        /// The store directory.
-        path: PathBuf,
-        /// What is running, e.g. "compaction".
-        what: &'static str,
-    },
     /// Another writer holds the lock.
     Locked {
         /// The file or directory involved.
@@ -245,9 +237,6 @@ impl fmt::Display for Error {
                 f,
                 "{cause}; the store accepts no more writes and acknowledged nothing after this failure: reopen it to recover"
             ),
-            Error::Busy { path, what } => {
-                write!(f, "{}: a {what} is already running", path.display())
-            }
             Error::Locked {
                 path,
                 holder,

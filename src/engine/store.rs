@@ -817,7 +817,7 @@ impl<M: Machine> Store<M> {
     pub fn compact(&self) -> Result<compact::CompactReport> {
         self.shared
             .prepare_or_poison(&mut lock(&self.shared.inner))?;
-        compact::run(&self.shared, true)
+        compact::run(&self.shared)
     }
 
     /// The error of the last background compaction, if it failed.
