@@ -33,7 +33,7 @@ struct Schedule {
     remaining: usize,
     children: HashMap<String, Vec<String>>,
     deps_left: HashMap<String, usize>,
-    failed: Option<String>,
+    failed: Option<RunError>,
 }
 
 impl Schedule {
@@ -167,8 +167,7 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
                     match r {
                         Ok(()) => s.finish(&unit),
                         Err(e) => {
-                            s.failed
-                                .get_or_insert(crate::engine::ErrorChain(&e).to_string());
+                            s.failed.get_or_insert(e);
                         }
                     }
                     wake.notify_all();
@@ -177,7 +176,8 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
         }
     });
     if let Some(e) = sched.into_inner().unwrap_or_else(|p| p.into_inner()).failed {
-        return Err(RunError::Invalid(format!("a worker thread failed: {e}")));
+        // The first failure as it was: an I/O failure stays one (exit 1).
+        return Err(e);
     }
     // A previous incarnation may have finalized just before it was killed.
     if !run.read(|d| d.header().status.is_terminal()) {
