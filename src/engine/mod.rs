@@ -33,8 +33,8 @@ pub use seal::Key;
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::{CompactionPolicy, Options, Stats, Store, SyncPolicy};
 pub use tools::{
-    Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_with_key,
-    write_file_atomic,
+    Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_as,
+    verify_with_key, write_file_atomic,
 };
 pub use vfs::{RealFs, Vfs, VfsFile};
 

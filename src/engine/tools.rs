@@ -226,12 +226,68 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
                 recovery: l.report,
             })
         }
-        Err(Error::Corrupt {
+        Err(e) => integrity_of_error(e),
+    }
+}
+
+/// [`verify_with_key`], then the open's own verdict: the state is rebuilt with
+/// `M`'s snapshot decoder and `apply`, exactly as a writer's or a reader's open
+/// would, so a record that does not decode, one `apply` refuses, or a snapshot
+/// whose payload does not decode (FORMAT.md §6) is reported here as it is there,
+/// and the base snapshot and every fallback are the ones the open picks.
+///
+/// `verify` passes only if every open would, with the same file and offset.
+pub fn verify_as<M: super::Machine>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    key: Option<&Key>,
+) -> Result<VerifyReport> {
+    let framing = verify_with_key(vfs, dir, key)?;
+    if !matches!(
+        framing.integrity,
+        Integrity::Clean | Integrity::TornTail { .. }
+    ) {
+        return Ok(framing);
+    }
+    let r = super::read_state_with_key::<M>(vfs, dir, key).map(|(_, report)| report);
+    Ok(match r {
+        Ok(recovery) => VerifyReport {
+            integrity: match &recovery.torn_tail {
+                None => Integrity::Clean,
+                Some(t) => Integrity::TornTail {
+                    path: t.path.clone(),
+                    offset: t.offset,
+                    bytes: t.bytes,
+                    reason: t.reason.clone(),
+                },
+            },
+            recovery,
+        },
+        Err(e) => return integrity_of_error(e),
+    })
+}
+
+impl VerifyReport {
+    /// True when every open reads the store as it is: clean or a torn tail
+    /// only, and no damaged snapshot skipped on the way to the base.
+    pub fn ok(&self) -> bool {
+        matches!(
+            self.integrity,
+            Integrity::Clean | Integrity::TornTail { .. }
+        ) && self.recovery.snapshot_fallbacks.is_empty()
+    }
+}
+
+/// A load's failure as `verify` reports it: damage is a verdict, anything
+/// else (I/O, a missing store, the wrong key) stays an error.
+fn integrity_of_error(e: Error) -> Result<VerifyReport> {
+    match e {
+        Error::Corrupt {
             path,
             offset,
             seq,
             reason,
-        }) => Ok(VerifyReport {
+        } => Ok(VerifyReport {
             integrity: Integrity::Corrupt {
                 path,
                 offset,
@@ -240,12 +296,12 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
             },
             recovery: RecoveryReport::default(),
         }),
-        Err(Error::Tampered {
+        Error::Tampered {
             path,
             offset,
             seq,
             what,
-        }) => Ok(VerifyReport {
+        } => Ok(VerifyReport {
             integrity: Integrity::Tampered {
                 path,
                 offset,
@@ -254,7 +310,7 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
             },
             recovery: RecoveryReport::default(),
         }),
-        Err(e) => Err(e),
+        e => Err(e),
     }
 }
 

@@ -156,6 +156,18 @@ impl Runs {
     }
 }
 
+impl Runs {
+    /// The error for a run directory whose store holds no `init` record (its
+    /// creation did not finish, or its only record was torn): no run, exactly
+    /// as an empty run directory is (exit 2), and `init` may create it again.
+    pub(crate) fn not_initialized(&self, id: &str) -> RunError {
+        RunError::Invalid(format!(
+            "run {id:?} under {} was never initialized: its store holds no init record (a creation that did not finish); `runlog init` creates it again",
+            self.root().display()
+        ))
+    }
+}
+
 fn refused_live(doc: &RunDoc) -> RunError {
     let why = super::transition::RuleError::AlreadyInitialized { id: doc.id.clone() };
     RunError::engine(&doc.id, engine::Error::Refused(Box::new(why)))

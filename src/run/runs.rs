@@ -272,9 +272,10 @@ impl Runs {
     pub fn read_run(&self, id: &str) -> Result<RunRead> {
         let dir = self.run_dir(id)?;
         match engine::read_state_with_key::<Keyed<RunKeyed>>(self.vfs.as_ref(), &dir, self.key()) {
-            Ok((state, _)) => Ok(RunRead {
+            Ok((state, recovery)) => Ok(RunRead {
                 id: id.to_string(),
                 state,
+                recovery,
             }),
             Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
             Err(e) => Err(RunError::engine(id, e)),
