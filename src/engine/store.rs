@@ -8,7 +8,7 @@ use super::codec::{decode_payload, encode_payload};
 use super::compact;
 use super::error::{Error, Result};
 use super::format::*;
-use super::frame::{encode_record_tagged, encode_segment_header_keyed};
+use super::frame::{encode_record_tagged, encode_segment_header_checked};
 use super::group::GroupCommit;
 use super::load::{LoadSpec, Loaded, Progress, RecoveryReport, load};
 use super::recovery::Verdict;
@@ -347,13 +347,14 @@ pub(crate) fn create_segment(
     dir: &Path,
     codec: Codec,
     first_seq: u64,
-    store_id: Option<&StoreId>,
+    seal: Option<(&Key, &StoreId)>,
 ) -> Result<(Active, u64)> {
     let path = dir.join(segment_name(first_seq));
     let file = vfs
         .create_new(&path)
         .map_err(|e| Error::io("create segment", &path, e))?;
-    let header = encode_segment_header_keyed(codec, first_seq, store_id);
+    let check = seal.map(|(key, id)| super::seal::key_check(key, id));
+    let header = encode_segment_header_checked(codec, first_seq, seal.map(|s| s.1), check.as_ref());
     write_all_at(file.as_ref(), &header, 0)
         .map_err(|e| Error::io("write segment header", &path, e))?;
     retry_interrupted(|| file.sync_data()).map_err(|e| Error::io("fsync new segment", &path, e))?;
@@ -429,7 +430,8 @@ impl<M: Machine> Store<M> {
             None => {
                 // A store created with a key is keyed, under a new random id.
                 let id = opts.key.as_ref().map(|_| new_store_id());
-                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, id)?;
+                let seal = opts.key.as_ref().zip(id.as_ref());
+                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, seal)?;
                 let durable = inner.next_seq - 1;
                 (inner, codec, id, report, durable)
             }
@@ -494,9 +496,9 @@ impl<M: Machine> Store<M> {
         vfs: &dyn Vfs,
         dir: &Path,
         codec: Codec,
-        store_id: Option<StoreId>,
+        seal: Option<(&Key, &StoreId)>,
     ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
-        let (active, len) = create_segment(vfs, dir, codec, 1, store_id.as_ref())?;
+        let (active, len) = create_segment(vfs, dir, codec, 1, seal)?;
         let inner = Inner {
             state: M::State::default(),
             next_seq: 1,
@@ -947,7 +949,7 @@ impl<M: Machine> Shared<M> {
         // one whose fsync failed (the kernel may then have marked the lost pages
         // clean: a plain fsync would "succeed" without writing them, fsyncgate).
         // So it is rewritten, making what the cache shows dirty again.
-        let id = self.seal.as_ref().map(|s| &s.1);
+        let id = self.seal.as_ref().map(|s| (&s.0, &s.1));
         match p.last {
             Some(l) if l.continues => {
                 let file = vfs
@@ -1124,7 +1126,7 @@ impl<M: Machine> Shared<M> {
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        let id = self.seal.as_ref().map(|s| &s.1);
+        let id = self.seal.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
         g.active = Arc::new(active);

@@ -350,6 +350,7 @@ pub fn for_each_record_with_key(
         let bytes: &[u8] = (*bytes).as_ref();
         let header = decode_segment_header(bytes).ok();
         if let Some(h) = &header {
+            super::load::check_key_check(&path, key, h)?;
             match store {
                 None => {
                     if key.is_some() != h.store_id.is_some() {
