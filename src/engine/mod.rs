@@ -94,6 +94,15 @@ pub trait Machine: Send + Sync + 'static {
         let _ = (state, seq, snapshot);
     }
 
+    /// Refuses a state this build must not use: called on every state an open
+    /// (writer or reader) arrives at, before anything is written. A run
+    /// written by a newer build, for one. `Err` fails the open with
+    /// [`Error::Unsupported`]; the default accepts every state.
+    fn check_state(state: &Self::State) -> std::result::Result<(), String> {
+        let _ = state;
+        Ok(())
+    }
+
     /// Why the last `apply` failed, when the cause was damage found while
     /// reading the state rather than a refusal by the rules. The default: never.
     fn take_fault(state: &mut Self::State) -> Option<Error> {
@@ -154,6 +163,10 @@ pub fn read_state_with_key<M: Machine>(
                 key,
             },
         )?;
+        M::check_state(&l.state).map_err(|reason| Error::Unsupported {
+            path: dir.to_path_buf(),
+            reason,
+        })?;
         Ok((l.state, l.report))
     })
 }

@@ -426,6 +426,14 @@ impl<M: Machine> Store<M> {
             Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
             r => Some(r?),
         };
+        // A state this build must not write to (a newer schema): refused before
+        // recovery changes a byte.
+        if let Some(l) = &loaded {
+            M::check_state(&l.state).map_err(|reason| Error::Unsupported {
+                path: dir.clone(),
+                reason,
+            })?;
+        }
         let (inner, codec, store_id, report, durable) = match loaded {
             None => {
                 // A store created with a key is keyed, under a new random id.
