@@ -31,7 +31,9 @@ pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use seal::Key;
 pub use snapshot::{SnapshotData, SnapshotSink};
-pub use store::{CompactionPolicy, Options, Stats, Store, SyncPolicy};
+pub use store::{
+    CompactionPolicy, Options, Stats, Store, SyncPolicy, create_dir_all_durable, create_dir_durable,
+};
 pub use tools::{
     Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_as,
     verify_with_key, write_file_atomic,

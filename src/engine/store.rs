@@ -341,6 +341,46 @@ fn take_lock(vfs: &dyn Vfs, dir: &Path, wait: Option<Duration>) -> Result<Box<dy
     }
 }
 
+/// Creates directory `dir` (0700) if absent, and makes its name durable: the
+/// parent is fsynced after a create. `EINTR` is retried; a directory that
+/// exists already (a concurrent creator, or an interrupted call that did
+/// create it) is not an error, and its parent is fsynced too, since its
+/// creator may not have got that far.
+pub fn create_dir_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Result<()> {
+    loop {
+        match vfs.create_dir(dir) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+            Err(e) => return Err(Error::io(op, dir, e)),
+        }
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        retry_interrupted(|| vfs.sync_dir(parent))
+            .map_err(|e| Error::io("fsync parent directory", parent, e))?;
+    }
+    Ok(())
+}
+
+/// [`create_dir_durable`] of `dir` and every missing ancestor, outermost
+/// first, each name made durable in its parent.
+pub fn create_dir_all_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty()) {
+        match vfs.dir_mode(p) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(p),
+            Err(e) => return Err(Error::io(op, p, e)),
+        }
+        d = p.parent();
+    }
+    for p in missing.into_iter().rev() {
+        create_dir_durable(vfs, p, op)?;
+    }
+    Ok(())
+}
+
 /// Creates a segment file holding only its header, durably (file and directory).
 pub(crate) fn create_segment(
     vfs: &dyn Vfs,
@@ -397,12 +437,10 @@ impl<M: Machine> Store<M> {
         let vfs = opts.vfs.clone();
         match check_dir(vfs.as_ref(), &dir) {
             Err(Error::NotFound { .. }) if opts.create => {
-                vfs.create_dir(&dir)
-                    .map_err(|e| Error::io("create store directory", &dir, e))?;
-                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    retry_interrupted(|| vfs.sync_dir(parent))
-                        .map_err(|e| Error::io("fsync parent directory", parent, e))?;
-                }
+                // Another creator may win the race to the name: its directory
+                // is as good as ours (checked below, then the lock decides).
+                create_dir_durable(vfs.as_ref(), &dir, "create store directory")?;
+                check_dir(vfs.as_ref(), &dir)?;
             }
             r => r?,
         }

@@ -36,7 +36,7 @@ pub fn write_file_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) ->
             .map_err(|e| Error::io("create temp file", &temp, e))?;
         write_all_at(f.as_ref(), bytes, 0).map_err(|e| Error::io("write temp file", &temp, e))?;
         retry_interrupted(|| f.sync_all()).map_err(|e| Error::io("fsync temp file", &temp, e))?;
-        vfs.rename(&temp, &target)
+        retry_interrupted(|| vfs.rename(&temp, &target))
             .map_err(|e| Error::io("rename temp file", &target, e))
     })();
     if r.is_err() {
