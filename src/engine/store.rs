@@ -240,6 +240,18 @@ pub struct Stats {
     pub fsyncs: AtomicU64,
     /// Snapshots written.
     pub snapshots: AtomicU64,
+    /// Preallocations that could not be had (a nearly full disk): the zeros
+    /// written were given back and appends continued plain (FORMAT.md §3.2).
+    pub preallocation_fallbacks: AtomicU64,
+    /// Final syncs that failed when the store was dropped (`Interval`,
+    /// `Never`): what was written since the last sync may not be durable.
+    /// [`Store::close`] returns the error instead.
+    pub close_sync_failures: AtomicU64,
+    /// Clean-ups after a compaction that failed (an unlink of a redundant
+    /// segment, snapshot or temp file, or the directory fsync after them):
+    /// harmless leftovers (FORMAT.md §5.4 step 5), counted, and named by
+    /// `verify` as files that could have been removed.
+    pub cleanup_failures: AtomicU64,
 }
 
 pub(crate) struct Shared<M: Machine> {
@@ -293,6 +305,8 @@ pub struct Store<M: Machine> {
     shared: Arc<Shared<M>>,
     flusher: Option<JoinHandle<()>>,
     report: RecoveryReport,
+    /// Set by [`Store::close`]: its final sync is done, the drop's is not needed.
+    closed: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -379,6 +393,11 @@ pub fn create_dir_all_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Re
         create_dir_durable(vfs, p, op)?;
     }
     Ok(())
+}
+
+/// ENOSPC or EDQUOT: the disk (or the quota) is full.
+pub(crate) fn is_out_of_space(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull || matches!(e.raw_os_error(), Some(28 | 122))
 }
 
 /// Creates a segment file holding only its header, durably (file and directory).
@@ -534,6 +553,7 @@ impl<M: Machine> Store<M> {
         Ok(Store {
             shared,
             flusher,
+            closed: false,
             report,
         })
     }
@@ -1131,13 +1151,30 @@ impl<M: Machine> Shared<M> {
         if target <= from {
             return Ok(());
         }
+        // After one failed fill, appends stay plain for this writer: a nearly
+        // full disk would fail every fill again, and each costs a write.
+        if self.stats.preallocation_fallbacks.load(Ordering::Relaxed) > 0 {
+            return Ok(());
+        }
         static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let a = g.active.clone();
         let mut at = from;
         while at < target {
             let n = (target - at).min(ZEROS.len() as u64) as usize;
-            write_all_at(a.file.as_ref(), &ZEROS[..n], at)
-                .map_err(|e| Error::io("preallocate segment", &a.path, e))?;
+            if let Err(e) = write_all_at(a.file.as_ref(), &ZEROS[..n], at) {
+                if !is_out_of_space(&e) {
+                    return Err(Error::io("preallocate segment", &a.path, e));
+                }
+                // A little space left must not become no space and no progress:
+                // give back what the fill took (the file ended at `active_alloc`
+                // before it; nothing past that was ever a record) and append plain.
+                retry_interrupted(|| a.file.set_len(g.active_alloc))
+                    .map_err(|e2| Error::io("give back a failed preallocation", &a.path, e2))?;
+                self.stats
+                    .preallocation_fallbacks
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             at += n as u64;
         }
         g.active_alloc = target;
@@ -1294,12 +1331,43 @@ impl<M: Machine> Drop for Store<M> {
         }
         compact::wait_idle(&self.shared);
         // A deferred open that wrote nothing leaves the store as it found it.
-        if matches!(
-            self.shared.opts.sync,
-            SyncPolicy::Interval(_) | SyncPolicy::Never
-        ) && lock(&self.shared.inner).pending.is_none()
-        {
-            let _ = self.sync();
+        if self.needs_final_sync() && self.sync().is_err() {
+            // Drop cannot return it: counted, and `close` returns it instead.
+            self.shared
+                .stats
+                .close_sync_failures
+                .fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+impl<M: Machine> Store<M> {
+    fn needs_final_sync(&self) -> bool {
+        !self.closed
+            && matches!(
+                self.shared.opts.sync,
+                SyncPolicy::Interval(_) | SyncPolicy::Never
+            )
+            && lock(&self.shared.inner).pending.is_none()
+    }
+
+    /// Closes the store, returning what dropping it cannot: the final sync's
+    /// error under `Interval` and `Never` (when it fails, appends acknowledged
+    /// since the last sync may not be durable). Under `Always` and `Grouped`
+    /// every acknowledged append is durable already and this is `Ok`.
+    pub fn close(mut self) -> Result<()> {
+        *lock(&self.shared.stop) = true;
+        self.shared.stop_cv.notify_all();
+        if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+        compact::wait_idle(&self.shared);
+        let r = if self.needs_final_sync() {
+            self.sync()
+        } else {
+            Ok(())
+        };
+        self.closed = true;
+        r
     }
 }

@@ -69,13 +69,39 @@ pub fn quarantine(vfs: &dyn Vfs, dir: &Path, segment: &Path, offset: u64) -> Res
         let path = dir.join(name);
         let f = match vfs.create_new(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // An earlier open that kept these very bytes and then failed
+                // (before its truncate): reuse its copy rather than add another.
+                let same = vfs
+                    .read(&path)
+                    .is_ok_and(|b| !tail.is_empty() && (*b).as_ref() == tail);
+                if same {
+                    let f = vfs
+                        .open_write(&path)
+                        .map_err(|e| Error::io("open quarantine file", &path, e))?;
+                    retry_interrupted(|| f.sync_all())
+                        .map_err(|e| Error::io("fsync quarantine file", &path, e))?;
+                    retry_interrupted(|| vfs.sync_dir(dir))
+                        .map_err(|e| Error::io("fsync store directory", dir, e))?;
+                    return Ok(path);
+                }
+                continue;
+            }
             Err(e) => return Err(Error::io("create quarantine file", &path, e)),
         };
-        write_all_at(f.as_ref(), tail, 0)
-            .map_err(|e| Error::io("write quarantine file", &path, e))?;
-        retry_interrupted(|| f.sync_all())
-            .map_err(|e| Error::io("fsync quarantine file", &path, e))?;
+        let written = write_all_at(f.as_ref(), tail, 0)
+            .map_err(|e| Error::io("write quarantine file", &path, e))
+            .and_then(|()| {
+                retry_interrupted(|| f.sync_all())
+                    .map_err(|e| Error::io("fsync quarantine file", &path, e))
+            });
+        if let Err(e) = written {
+            // A failed copy (a full disk) leaves no file behind: every retry
+            // would otherwise add one more empty `.broken-…` file.
+            drop(f);
+            let _ = vfs.remove(&path);
+            return Err(e);
+        }
         retry_interrupted(|| vfs.sync_dir(dir))
             .map_err(|e| Error::io("fsync store directory", dir, e))?;
         return Ok(path);
