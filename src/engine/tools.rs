@@ -237,21 +237,7 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
         None => Ok(l),
     });
     match r {
-        Ok(l) => {
-            let integrity = match &l.report.torn_tail {
-                None => Integrity::Clean,
-                Some(t) => Integrity::TornTail {
-                    path: t.path.clone(),
-                    offset: t.offset,
-                    bytes: t.bytes,
-                    reason: t.reason.clone(),
-                },
-            };
-            Ok(VerifyReport {
-                integrity,
-                recovery: l.report,
-            })
-        }
+        Ok(l) => Ok(integrity_of_report(vfs, l.report)),
         Err(e) => integrity_of_error(e),
     }
 }
@@ -276,21 +262,59 @@ pub fn verify_as<M: super::Machine>(
         return Ok(framing);
     }
     let r = super::read_state_with_key::<M>(vfs, dir, key).map(|(_, report)| report);
-    Ok(match r {
-        Ok(recovery) => VerifyReport {
-            integrity: match &recovery.torn_tail {
-                None => Integrity::Clean,
-                Some(t) => Integrity::TornTail {
-                    path: t.path.clone(),
-                    offset: t.offset,
-                    bytes: t.bytes,
-                    reason: t.reason.clone(),
-                },
+    match r {
+        Ok(recovery) => Ok(integrity_of_report(vfs, recovery)),
+        Err(e) => integrity_of_error(e),
+    }
+}
+
+/// Whether a whole-file torn tail is a segment whose creator has not written
+/// its header yet (FORMAT.md §5.6): nothing but zeros or the start of a binary
+/// header, shorter than any header
+/// (`KEYED_SEGMENT_HEADER_LEN` for binary, a JSONL header line is at most
+/// `MAX_JSONL_HEADER_LEN`), or the start of a JSONL header line without its
+/// newline. A concurrent compaction's rotation shows exactly this to a
+/// reader; it is an empty segment, not damage.
+fn header_not_written_yet(vfs: &dyn Vfs, t: &super::load::TornTailReport) -> bool {
+    if !t.whole_file {
+        return false;
+    }
+    let Ok(b) = vfs.read(&t.path) else {
+        return false;
+    };
+    let b: &[u8] = (*b).as_ref();
+    let zeros = b.len() < KEYED_SEGMENT_HEADER_LEN
+        && (b.iter().all(|&x| x == 0)
+            || SEGMENT_MAGIC.starts_with(b)
+            || b.starts_with(&SEGMENT_MAGIC));
+    let jsonl_start = b.len() < MAX_JSONL_HEADER_LEN
+        && !b.contains(&b'\n')
+        && (JSONL_HEADER_PREFIX.starts_with(b) || b.starts_with(JSONL_HEADER_PREFIX));
+    zeros || jsonl_start
+}
+
+/// `verify`'s reading of a load that succeeded: a segment being created
+/// right now is empty, not a torn tail.
+fn integrity_of_report(vfs: &dyn Vfs, mut recovery: RecoveryReport) -> VerifyReport {
+    if recovery
+        .torn_tail
+        .as_ref()
+        .is_some_and(|t| header_not_written_yet(vfs, t))
+    {
+        recovery.torn_tail = None;
+    }
+    VerifyReport {
+        integrity: match &recovery.torn_tail {
+            None => Integrity::Clean,
+            Some(t) => Integrity::TornTail {
+                path: t.path.clone(),
+                offset: t.offset,
+                bytes: t.bytes,
+                reason: t.reason.clone(),
             },
-            recovery,
         },
-        Err(e) => return integrity_of_error(e),
-    })
+        recovery,
+    }
 }
 
 impl VerifyReport {
