@@ -459,9 +459,18 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
         v["snapshotFallbacks"] = json!(list);
         v["fellBackTo"] = json!(r.recovery.snapshot_seq.unwrap_or(0));
     }
+    if !r.leftovers.is_empty() {
+        v["leftovers"] = json!(r.leftovers);
+    }
     if json {
         print_json(&v, true)?;
     } else {
+        for p in &r.leftovers {
+            println_out(&format!(
+                "{id}: note: {} is redundant and should have been removed by a compaction (harmless; the next compaction removes it)",
+                p.display()
+            ))?;
+        }
         for (p, why) in &r.recovery.snapshot_fallbacks {
             println_out(&format!(
                 "{id}: SNAPSHOT DAMAGED: {} ({why}); every open falls back to {fell_back_to} (`runlog compact {id}` writes a fresh snapshot)",

@@ -160,6 +160,34 @@ pub struct VerifyReport {
     pub integrity: Integrity,
     /// Details of the scan (empty when corrupt).
     pub recovery: RecoveryReport,
+    /// Files a compaction makes redundant but that are still there (a failed
+    /// unlink, counted in [`Stats::cleanup_failures`](super::Stats), or a crash
+    /// before the unlinks persisted): harmless, removed by the next
+    /// compaction, and named so that the failure is never silent.
+    pub leftovers: Vec<PathBuf>,
+}
+
+/// The files FORMAT.md §5.4 step 5 deletes that are still listed: snapshots
+/// older than the previous one, segments wholly at or below the previous
+/// snapshot, and temp files of an unfinished install.
+fn leftovers(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
+    let Ok(l) = list_store(vfs, dir) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    if l.snapshots.len() >= 2 {
+        let prev = l.snapshots[l.snapshots.len() - 2].0;
+        for (_, name) in &l.snapshots[..l.snapshots.len() - 2] {
+            out.push(dir.join(name));
+        }
+        for w in l.segments.windows(2) {
+            if w[1].0 <= prev + 1 {
+                out.push(dir.join(&w[0].1));
+            }
+        }
+    }
+    out.extend(l.temps.iter().map(|t| dir.join(t)));
+    out
 }
 
 const READ_RETRIES: usize = 20;
@@ -236,10 +264,12 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
         Some(t) => t.verify().map(|()| l),
         None => Ok(l),
     });
-    match r {
-        Ok(l) => Ok(integrity_of_report(vfs, l.report)),
-        Err(e) => integrity_of_error(e),
-    }
+    let mut report = match r {
+        Ok(l) => integrity_of_report(vfs, l.report),
+        Err(e) => integrity_of_error(e)?,
+    };
+    report.leftovers = leftovers(vfs, dir);
+    Ok(report)
 }
 
 /// [`verify_with_key`], then the open's own verdict: the state is rebuilt with
@@ -262,10 +292,12 @@ pub fn verify_as<M: super::Machine>(
         return Ok(framing);
     }
     let r = super::read_state_with_key::<M>(vfs, dir, key).map(|(_, report)| report);
-    match r {
-        Ok(recovery) => Ok(integrity_of_report(vfs, recovery)),
-        Err(e) => integrity_of_error(e),
-    }
+    let mut report = match r {
+        Ok(recovery) => integrity_of_report(vfs, recovery),
+        Err(e) => integrity_of_error(e)?,
+    };
+    report.leftovers = framing.leftovers;
+    Ok(report)
 }
 
 /// Whether a whole-file torn tail is a segment whose creator has not written
@@ -314,6 +346,7 @@ fn integrity_of_report(vfs: &dyn Vfs, mut recovery: RecoveryReport) -> VerifyRep
             },
         },
         recovery,
+        leftovers: vec![],
     }
 }
 
@@ -345,6 +378,7 @@ fn integrity_of_error(e: Error) -> Result<VerifyReport> {
                 reason,
             },
             recovery: RecoveryReport::default(),
+            leftovers: vec![],
         }),
         Error::Tampered {
             path,
@@ -359,6 +393,7 @@ fn integrity_of_error(e: Error) -> Result<VerifyReport> {
                 what,
             },
             recovery: RecoveryReport::default(),
+            leftovers: vec![],
         }),
         e => Err(e),
     }
