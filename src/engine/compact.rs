@@ -166,6 +166,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         codec: shared.codec,
         seq: k,
         seal: shared.seal.as_ref(),
+        max_len: shared.opts.max_snapshot_len,
     };
     let written = M::write_snapshot(&loaded.state, sink)?;
     drop(loaded);

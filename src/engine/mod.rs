@@ -81,10 +81,22 @@ pub trait Machine: Send + Sync + 'static {
     /// by compaction) and returns its size. The default writes it whole.
     fn write_snapshot(state: &Self::State, sink: SnapshotSink<'_>) -> Result<u64> {
         let mut payload = Vec::new();
-        encode_payload(sink.codec(), state, &mut payload).map_err(|reason| Error::Codec {
-            path: None,
-            seq: Some(sink.seq()),
-            reason,
+        // The limit is checked while encoding: a state over it costs the limit,
+        // not its own size, and is refused before anything is written.
+        let max = sink.max_len().min(format::MAX_SNAPSHOT_LEN);
+        codec::encode_payload_within(sink.codec(), state, &mut payload, max).map_err(|stop| {
+            match stop {
+                codec::EncodeStop::TooLarge => Error::TooLarge {
+                    what: "snapshot (encoding stopped at the limit)",
+                    len: max + 1,
+                    max,
+                },
+                codec::EncodeStop::Failed(reason) => Error::Codec {
+                    path: None,
+                    seq: Some(sink.seq()),
+                    reason,
+                },
+            }
         })?;
         sink.whole(&payload)
     }

@@ -99,6 +99,11 @@ pub struct Options {
     /// them ([`Error::Tampered`]). A keyed store must be opened with its key and
     /// an unkeyed one without ([`Error::Key`]). Never written into the store.
     pub key: Option<Key>,
+    /// The largest whole-state snapshot payload written (at most, and by
+    /// default, `MAX_SNAPSHOT_LEN`), checked while encoding: a state past it
+    /// is not compacted ([`Error::TooLarge`]; a background compaction's is in
+    /// [`Store::last_compaction_error`]).
+    pub max_snapshot_len: u64,
 }
 
 impl Default for Options {
@@ -114,6 +119,7 @@ impl Default for Options {
             vfs: Arc::new(RealFs),
             progress: None,
             key: None,
+            max_snapshot_len: super::format::MAX_SNAPSHOT_LEN,
         }
     }
 }
