@@ -308,7 +308,15 @@ pub fn verify_as<M: super::Machine>(
 /// newline. A concurrent compaction's rotation shows exactly this to a
 /// reader; it is an empty segment, not damage.
 fn header_not_written_yet(vfs: &dyn Vfs, t: &super::load::TornTailReport) -> bool {
-    if !t.whole_file {
+    // Only a rotation's segment (never the first, seq 1): a store whose first
+    // segment has no header is a torn creation, reported as such (§5.1).
+    let rotated = t
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_segment_name)
+        .is_some_and(|first| first > 1);
+    if !t.whole_file || !rotated {
         return false;
     }
     let Ok(b) = vfs.read(&t.path) else {
