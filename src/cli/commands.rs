@@ -221,6 +221,11 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         Command::Get { run, unit: None } => {
             let id = runs.resolve(&run)?;
             let read = runs.read_run(&id)?;
+            // A store whose init record never made it (a torn creation) holds no
+            // run: refused as a missing run is, never printed as a made-up one.
+            if !read.view().header().is_initialized() {
+                return Err(runs.not_initialized(&id));
+            }
             let doc = read.view().doc_streamed();
             // A damaged unit stops the output part-way: report the damage itself.
             write_json(&doc, json).map_err(|e| doc.take_damage().unwrap_or(e))?;
@@ -245,6 +250,9 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         Command::Resume { run } => {
             let id = runs.resolve(&run)?;
             let read = runs.read_run(&id)?;
+            if !read.view().header().is_initialized() {
+                return Err(runs.not_initialized(&id));
+            }
             let set = read.view().resume_streamed()?;
             write_json(&set, json).map_err(|e| set.take_damage().unwrap_or(e))?;
             Ok(EXIT_DONE)
@@ -348,10 +356,31 @@ fn status(
         return super::watch::watch(runs, &id, json, interval);
     }
     let read = runs.read_run(&id)?;
+    let fallbacks = &read.recovery().snapshot_fallbacks;
     if json {
-        print_json(&status_json(&read.view()), true)?;
+        let mut v = status_json(&read.view());
+        if !fallbacks.is_empty() {
+            let list: Vec<_> = fallbacks
+                .iter()
+                .map(|(p, why)| json!({"path": p, "reason": why}))
+                .collect();
+            v["snapshotFallbacks"] = json!(list);
+            v["fellBackTo"] = json!(read.recovery().snapshot_seq.unwrap_or(0));
+        }
+        print_json(&v, true)?;
     } else {
         print!("{}", render_status(&read.view())?);
+        // Loud, as README promises: what was damaged and what the open used instead.
+        for (p, why) in fallbacks {
+            let to = match read.recovery().snapshot_seq {
+                Some(s) => format!("the snapshot at seq {s} and the log after it"),
+                None => "the whole log from seq 1".to_string(),
+            };
+            eprintln!(
+                "runlog: warning SNAPSHOT_DAMAGED: run {id}: {} ({why}); read from {to}; `runlog verify {id}` reports it, `runlog compact {id}` writes a fresh snapshot",
+                p.display()
+            );
+        }
     }
     Ok(EXIT_DONE)
 }
@@ -359,11 +388,18 @@ fn status(
 fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     let id = runs.resolve(run)?;
     let dir = runs.run_dir(&id)?;
-    let r = engine::verify_with_key(&RealFs, &dir, runs.key()).map_err(|e| RunError::Engine {
-        id: id.clone(),
-        source: e,
-    })?;
-    let (v, code) = match &r.integrity {
+    // The open's own verdict (the run machine decodes and applies every
+    // record), so verify passes exactly when `get` and `unit` can open the run.
+    let r =
+        engine::verify_as::<Keyed<RunKeyed>>(&RealFs, &dir, runs.key()).map_err(|e| match e {
+            // An empty run directory is no run, as for every other command.
+            engine::Error::NotFound { .. } => runs.not_found(&id),
+            e => RunError::Engine {
+                id: id.clone(),
+                source: e,
+            },
+        })?;
+    let (mut v, code) = match &r.integrity {
         Integrity::Clean => (
             json!({"id": id, "integrity": "clean", "lastSeq": r.recovery.last_seq}),
             EXIT_DONE,
@@ -399,9 +435,44 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
             EXIT_FAILED,
         ),
     };
+    // A damaged snapshot the open skips is loud: named, with what it fell back to.
+    let fell_back_to = match r.recovery.snapshot_seq {
+        Some(s) => format!("the snapshot at seq {s} and the log after it"),
+        None => "the whole log from seq 1".to_string(),
+    };
+    let code = if r.recovery.snapshot_fallbacks.is_empty() {
+        code
+    } else {
+        EXIT_FAILED
+    };
+    if !r.recovery.snapshot_fallbacks.is_empty() {
+        let list: Vec<_> = r
+            .recovery
+            .snapshot_fallbacks
+            .iter()
+            .map(|(p, why)| json!({"path": p, "reason": why}))
+            .collect();
+        v["snapshotFallbacks"] = json!(list);
+        v["fellBackTo"] = json!(r.recovery.snapshot_seq.unwrap_or(0));
+    }
+    if !r.leftovers.is_empty() {
+        v["leftovers"] = json!(r.leftovers);
+    }
     if json {
         print_json(&v, true)?;
     } else {
+        for p in &r.leftovers {
+            println_out(&format!(
+                "{id}: note: {} is redundant and should have been removed by a compaction (harmless; the next compaction removes it)",
+                p.display()
+            ))?;
+        }
+        for (p, why) in &r.recovery.snapshot_fallbacks {
+            println_out(&format!(
+                "{id}: SNAPSHOT DAMAGED: {} ({why}); every open falls back to {fell_back_to} (`runlog compact {id}` writes a fresh snapshot)",
+                p.display()
+            ))?;
+        }
         let line = match &r.integrity {
             Integrity::Clean => format!("{id}: clean, {} records", r.recovery.last_seq),
             Integrity::TornTail {
@@ -443,6 +514,10 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
 fn dump(runs: &Runs, run: &str) -> Result<u8, RunError> {
     let id = runs.resolve(run)?;
     let dir = runs.run_dir(&id)?;
+    // Every reader stops at the same damage: what the open refuses (corruption,
+    // tampering, a record that does not decode or apply) fails the dump before
+    // its first line, with the open's error, file and offset.
+    runs.read_run(&id)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut failure: Option<RunError> = None;
     let mut codec_seen = None;

@@ -162,6 +162,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         codec: shared.codec,
         seq: k,
         seal: shared.seal.as_ref(),
+        max_len: shared.opts.max_snapshot_len,
     };
     let written = M::write_snapshot(&loaded.state, sink)?;
     drop(loaded);
@@ -190,17 +191,31 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         (segs, snaps)
     };
     let vfs = shared.vfs.as_ref();
-    for s in &segs {
-        let _ = vfs.remove(&shared.dir.join(segment_name(*s)));
+    // A failed unlink or directory fsync here is harmless (a redundant file is
+    // left, FORMAT.md §5.4 step 5) but never silent: counted in `Stats`, and
+    // `verify` names the files left behind.
+    let mut cleanup_failures = 0u64;
+    let names = segs
+        .iter()
+        .map(|s| segment_name(*s))
+        .chain(snaps.iter().map(|s| snapshot_name(*s)));
+    for name in names {
+        match vfs.remove(&shared.dir.join(name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => cleanup_failures += 1,
+            _ => {}
+        }
     }
-    for s in &snaps {
-        let _ = vfs.remove(&shared.dir.join(snapshot_name(*s)));
-    }
-    if !segs.is_empty() || !snaps.is_empty() {
+    if (!segs.is_empty() || !snaps.is_empty())
+        && super::vfs::retry_interrupted(|| vfs.sync_dir(&shared.dir)).is_err()
+    {
         // Not needed for safety (a deletion that is lost leaves a redundant file),
         // but keeps the directory's durable view close to the live one.
-        let _ = vfs.sync_dir(&shared.dir);
+        cleanup_failures += 1;
     }
+    shared
+        .stats
+        .cleanup_failures
+        .fetch_add(cleanup_failures, Ordering::Relaxed);
     Ok(CompactReport {
         snapshot_seq: k,
         snapshot_bytes: written,

@@ -102,6 +102,14 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The store holds what this build must not use (e.g. a state written by a
+    /// newer build): refused before anything is written.
+    Unsupported {
+        /// The store directory.
+        path: PathBuf,
+        /// What, and what to do.
+        reason: String,
+    },
     /// The store directory is unsafe to use (a symlink, or writable by others).
     Unsafe {
         /// The file or directory involved.
@@ -253,6 +261,7 @@ impl fmt::Display for Error {
             }
             Error::NotFound { path } => write!(f, "no runlog store at {}", path.display()),
             Error::Mismatch { path, reason } => write!(f, "{}: {reason}", path.display()),
+            Error::Unsupported { path, reason } => write!(f, "{}: {reason}", path.display()),
             Error::Unsafe { path, reason } => {
                 write!(f, "refusing to use {}: {reason}", path.display())
             }

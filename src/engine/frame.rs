@@ -2,7 +2,7 @@
 //! bytes: no I/O, no allocation beyond the output buffer, no panic on any input.
 
 use super::format::*;
-use super::seal::{STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
+use super::seal::{KEY_CHECK_LEN, KeyCheck, STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
 use serde::{Deserialize, Serialize};
 
 /// Why the bytes at some offset are not a valid frame.
@@ -83,6 +83,9 @@ pub struct SegmentHeader {
     pub len: usize,
     /// The store id of a keyed store's segment (version 2); `None` when unkeyed.
     pub store_id: Option<StoreId>,
+    /// A keyed store's key check (FORMAT.md §10.6); `None` in a segment
+    /// written before key checks (or unkeyed).
+    pub key_check: Option<KeyCheck>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -95,14 +98,18 @@ struct JsonSegmentHeader {
     first_seq: u64,
     #[serde(rename = "storeId", default, skip_serializing_if = "Option::is_none")]
     store_id: Option<String>,
+    #[serde(rename = "keyCheck", default, skip_serializing_if = "Option::is_none")]
+    key_check: Option<String>,
     crc: u32,
 }
 
-/// The checksum of a JSONL segment header: first seq, then a keyed store's id.
-fn jsonl_header_crc(first_seq: u64, id: Option<&StoreId>) -> u32 {
-    match id {
-        None => masked_crc(&[&first_seq.to_le_bytes()]),
-        Some(id) => masked_crc(&[&first_seq.to_le_bytes(), id]),
+/// The checksum of a JSONL segment header: first seq, then a keyed store's id
+/// and its key check when written.
+fn jsonl_header_crc(first_seq: u64, id: Option<&StoreId>, check: Option<&KeyCheck>) -> u32 {
+    match (id, check) {
+        (None, _) => masked_crc(&[&first_seq.to_le_bytes()]),
+        (Some(id), None) => masked_crc(&[&first_seq.to_le_bytes(), id]),
+        (Some(id), Some(c)) => masked_crc(&[&first_seq.to_le_bytes(), id, c]),
     }
 }
 
@@ -165,6 +172,18 @@ pub fn encode_segment_header(codec: Codec, first_seq: u64) -> Vec<u8> {
 /// Encodes a segment header; with a store id, the header of a keyed store
 /// (version 2, FORMAT.md §10).
 pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&StoreId>) -> Vec<u8> {
+    encode_segment_header_checked(codec, first_seq, id, None)
+}
+
+/// [`encode_segment_header_keyed`] with the store's key check (§10.6), as
+/// every keyed segment is written now.
+pub fn encode_segment_header_checked(
+    codec: Codec,
+    first_seq: u64,
+    id: Option<&StoreId>,
+    check: Option<&KeyCheck>,
+) -> Vec<u8> {
+    let check = check.filter(|_| id.is_some());
     match (codec, id) {
         (Codec::Binary, Some(id)) => {
             let mut h = vec![0u8; KEYED_SEGMENT_HEADER_LEN];
@@ -172,6 +191,10 @@ pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&Sto
             h[SEG_MAGIC_END..SEG_VERSION_END].copy_from_slice(&KEYED_FORMAT_VERSION.to_le_bytes());
             h[SEG_CODEC_AT] = CODEC_BINARY;
             h[SEG_FIRST_SEQ_AT..SEG_RESERVED_AT].copy_from_slice(&first_seq.to_le_bytes());
+            // The unkeyed layout's reserved field holds the key check.
+            if let Some(c) = check {
+                h[SEG_RESERVED_AT..SEG_STORE_ID_AT].copy_from_slice(c);
+            }
             h[SEG_STORE_ID_AT..SEG_KEYED_CRC_AT].copy_from_slice(id);
             let crc = masked_crc(&[&h[..SEG_KEYED_CRC_AT]]);
             h[SEG_KEYED_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
@@ -198,7 +221,8 @@ pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&Sto
                 codec: Codec::Jsonl.name().into(),
                 first_seq,
                 store_id: id.map(|i| to_hex(i)),
-                crc: jsonl_header_crc(first_seq, id),
+                key_check: check.map(|c| to_hex(c)),
+                crc: jsonl_header_crc(first_seq, id, check),
             };
             let mut v = serde_json::to_vec(&head).expect("header serializes");
             v.push(b'\n');
@@ -211,7 +235,16 @@ pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&Sto
 pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
     if buf.starts_with(JSONL_HEADER_PREFIX) {
         let (h, nl, store_id) = decode_jsonl_header::<JsonSegmentHeader>(buf, "segment")?;
-        if h.crc != jsonl_header_crc(h.first_seq, store_id.as_ref()) {
+        if store_id.is_none() && h.key_check.is_some() {
+            return Err(format!("version {} header with keyCheck", h.version));
+        }
+        let key_check = match h.key_check.as_deref() {
+            None => None,
+            Some(hex) => Some(from_hex::<KEY_CHECK_LEN>(hex.as_bytes()).ok_or_else(|| {
+                format!("key check {hex:?} is not {} hex digits", 2 * KEY_CHECK_LEN)
+            })?),
+        };
+        if h.crc != jsonl_header_crc(h.first_seq, store_id.as_ref(), key_check.as_ref()) {
             return Err("segment header checksum mismatch".into());
         }
         return Ok(SegmentHeader {
@@ -219,6 +252,7 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
             first_seq: h.first_seq,
             len: nl + 1,
             store_id,
+            key_check,
         });
     }
     if buf.len() < SEGMENT_HEADER_LEN {
@@ -261,11 +295,16 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
         id.copy_from_slice(&buf[SEG_STORE_ID_AT..SEG_KEYED_CRC_AT]);
         id
     });
+    let mut check = [0u8; KEY_CHECK_LEN];
+    check.copy_from_slice(&buf[SEG_RESERVED_AT..SEG_STORE_ID_AT]);
+    // Zeros: a keyed segment written before key checks (or an unkeyed one).
+    let key_check = (keyed && check != [0u8; KEY_CHECK_LEN]).then_some(check);
     Ok(SegmentHeader {
         codec: Codec::Binary,
         first_seq: le_u64(buf, SEG_FIRST_SEQ_AT),
         len,
         store_id,
+        key_check,
     })
 }
 

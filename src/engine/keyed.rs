@@ -43,6 +43,12 @@ pub trait KeyedMachine: Sized + Send + Sync + 'static {
         t: &Self::Transition,
     ) -> std::result::Result<(), Self::Error>;
 
+    /// Refuses a header this build must not use (see [`Machine::check_state`]).
+    fn check_header(header: &Self::Header) -> std::result::Result<(), String> {
+        let _ = header;
+        Ok(())
+    }
+
     /// Reads a whole-state snapshot written before this machine kept its state
     /// in a table: the header and every entry. The default refuses it.
     fn decode_whole(codec: Codec, payload: &[u8]) -> std::result::Result<WholeState<Self>, String> {
@@ -362,6 +368,10 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
         M::apply(state, t)?;
         state.seq += 1;
         Ok(())
+    }
+
+    fn check_state(state: &KeyedState<M>) -> std::result::Result<(), String> {
+        M::check_header(&state.header)
     }
 
     fn decode_snapshot(

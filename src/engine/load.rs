@@ -218,6 +218,7 @@ fn detect_codec(
             .read_head(&path, SEGMENT_HEAD_READ)
             .map_err(|e| Error::io("read segment header", &path, e))?;
         if let Ok(h) = decode_segment_header(&head) {
+            check_key_check(&path, key, &h)?;
             return Ok(Some((h.codec, h.store_id)));
         }
     }
@@ -235,6 +236,25 @@ fn detect_codec(
         }
     }
     Ok(None)
+}
+
+/// Refuses, at once and as such, a key that is not the one a keyed segment's
+/// key check (FORMAT.md §10.6) was made with. A segment without a check (written
+/// before key checks) leaves the tags to tell, as before.
+pub(crate) fn check_key_check(
+    path: &Path,
+    key: Option<&Key>,
+    h: &super::frame::SegmentHeader,
+) -> Result<()> {
+    if let (Some(key), Some(id), Some(check)) = (key, h.store_id.as_ref(), h.key_check.as_ref())
+        && super::seal::key_check(key, id) != *check
+    {
+        return Err(Error::Key {
+            path: path.to_path_buf(),
+            reason: "wrong key: this is not the key the store was created with (its key check does not match); nothing was read or written".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Refuses a key for an unkeyed store and no key for a keyed one.

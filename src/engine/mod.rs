@@ -61,11 +61,13 @@ pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use seal::Key;
 pub use snapshot::{SnapshotData, SnapshotSink};
-pub use store::{CompactionPolicy, Options, Stats, Store, SyncPolicy};
+pub use store::{
+    CompactionPolicy, Options, Stats, Store, SyncPolicy, create_dir_all_durable, create_dir_durable,
+};
 pub use table::{Table, TableIter, TableSpec, TableWriter};
 pub use tools::{
-    Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_with_key,
-    write_file_atomic,
+    Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_as,
+    verify_with_key, write_file_atomic,
 };
 pub use vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
 
@@ -110,10 +112,22 @@ pub trait Machine: Send + Sync + 'static {
     /// by compaction) and returns its size. The default writes it whole.
     fn write_snapshot(state: &Self::State, sink: SnapshotSink<'_>) -> Result<u64> {
         let mut payload = Vec::new();
-        encode_payload(sink.codec(), state, &mut payload).map_err(|reason| Error::Codec {
-            path: None,
-            seq: Some(sink.seq()),
-            reason,
+        // The limit is checked while encoding: a state over it costs the limit,
+        // not its own size, and is refused before anything is written.
+        let max = sink.max_len().min(format::MAX_SNAPSHOT_LEN);
+        codec::encode_payload_within(sink.codec(), state, &mut payload, max).map_err(|stop| {
+            match stop {
+                codec::EncodeStop::TooLarge => Error::TooLarge {
+                    what: "snapshot (encoding stopped at the limit)",
+                    len: max + 1,
+                    max,
+                },
+                codec::EncodeStop::Failed(reason) => Error::Codec {
+                    path: None,
+                    seq: Some(sink.seq()),
+                    reason,
+                },
+            }
         })?;
         sink.whole(&payload)
     }
@@ -123,6 +137,15 @@ pub trait Machine: Send + Sync + 'static {
     /// holds can drop its own copy. The default does nothing.
     fn snapshot_installed(state: &mut Self::State, seq: u64, snapshot: SnapshotData<'_>) {
         let _ = (state, seq, snapshot);
+    }
+
+    /// Refuses a state this build must not use: called on every state an open
+    /// (writer or reader) arrives at, before anything is written. A run
+    /// written by a newer build, for one. `Err` fails the open with
+    /// [`Error::Unsupported`]; the default accepts every state.
+    fn check_state(state: &Self::State) -> std::result::Result<(), String> {
+        let _ = state;
+        Ok(())
     }
 
     /// Why the last `apply` failed, when the cause was damage found while
@@ -185,6 +208,10 @@ pub fn read_state_with_key<M: Machine>(
                 key,
             },
         )?;
+        M::check_state(&l.state).map_err(|reason| Error::Unsupported {
+            path: dir.to_path_buf(),
+            reason,
+        })?;
         Ok((l.state, l.report))
     })
 }

@@ -153,15 +153,24 @@ impl Vfs for RealFs {
     }
 
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
-        let f = open_lock(path)?;
-        match f.try_lock() {
-            Ok(()) => {
-                claim(&f, holder)?;
-                Ok(LockAttempt::Acquired(Box::new(f)))
+        for _ in 0..LOCK_MOVED_RETRIES {
+            let f = open_lock(path)?;
+            match f.try_lock() {
+                // Locked, but the directory was renamed between our open and
+                // the lock (start, init and gc rename a run while holding it):
+                // that lock guards the renamed directory. Open the path again.
+                Ok(()) if !still_at(&f, path)? => continue,
+                Ok(()) => {
+                    claim(&f, holder)?;
+                    return Ok(LockAttempt::Acquired(Box::new(f)));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    return Ok(LockAttempt::Busy(read_holder(&f)));
+                }
+                Err(fs::TryLockError::Error(e)) => return Err(e),
             }
-            Err(fs::TryLockError::WouldBlock) => Ok(LockAttempt::Busy(read_holder(&f))),
-            Err(fs::TryLockError::Error(e)) => Err(e),
         }
+        Err(lock_moved(path))
     }
 
     /// Blocks in the kernel (`flock`) on a waiter thread with its own open file
@@ -170,8 +179,49 @@ impl Vfs for RealFs {
     /// handed over here anyway, otherwise it drops the lock the moment it gets it
     /// (a thread left blocked until then; no signal handler, no polling).
     fn lock_wait(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<LockAttempt> {
+        let deadline = std::time::Instant::now() + timeout;
+        for _ in 0..LOCK_MOVED_RETRIES {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lock_wait_once(path, holder, left)? {
+                Waited::Moved => continue,
+                Waited::Done(r) => return Ok(r),
+            }
+        }
+        Err(lock_moved(path))
+    }
+}
+
+/// Times a lock may turn out to guard a directory renamed away before giving up.
+const LOCK_MOVED_RETRIES: usize = 100;
+
+fn lock_moved(path: &Path) -> io::Error {
+    io::Error::other(format!(
+        "the lock file {} was replaced {LOCK_MOVED_RETRIES} times while being locked",
+        path.display()
+    ))
+}
+
+/// Whether the locked `f` is still the file at `path` (same device and inode).
+fn still_at(f: &File, path: &Path) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let a = f.metadata()?;
+    match fs::symlink_metadata(path) {
+        Ok(b) => Ok(a.dev() == b.dev() && a.ino() == b.ino()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+enum Waited {
+    /// The lock was had on a file no longer at the path: try again.
+    Moved,
+    Done(LockAttempt),
+}
+
+impl RealFs {
+    fn lock_wait_once(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<Waited> {
         if let LockAttempt::Acquired(g) = self.try_lock(path, holder)? {
-            return Ok(LockAttempt::Acquired(g));
+            return Ok(Waited::Done(LockAttempt::Acquired(g)));
         }
         let f = open_lock(path)?;
         let cancelled = Arc::new(Mutex::new(false));
@@ -202,12 +252,17 @@ impl Vfs for RealFs {
         match got {
             Some(r) => {
                 let f = r?;
+                // The wait is where a rename lands: the holder renamed the
+                // directory, then released the lock of the file we opened.
+                if !still_at(&f, path)? {
+                    return Ok(Waited::Moved);
+                }
                 claim(&f, holder)?;
-                Ok(LockAttempt::Acquired(Box::new(f)))
+                Ok(Waited::Done(LockAttempt::Acquired(Box::new(f))))
             }
-            None => Ok(LockAttempt::Busy(
+            None => Ok(Waited::Done(LockAttempt::Busy(
                 open_lock(path).ok().and_then(|f| read_holder(&f)),
-            )),
+            ))),
         }
     }
 }

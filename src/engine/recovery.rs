@@ -157,6 +157,26 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
             else {
                 unreachable!("a scan without a header always ends Damaged")
             };
+            // A torn header is a torn tail only in the segment the next seq would
+            // create: the one whose name continues the log. Any other name is a
+            // file the writer never made here, and dropping it would let the
+            // next append claim a seq the next open cannot continue from.
+            let continues = match expect_first {
+                Some(e) => name_seqs[i] == e || (name_seqs[i] > e && name_seqs[i] <= base_seq + 1),
+                None => name_seqs[i] == base_seq + 1,
+            };
+            if i == last && resync.is_none() && !continues {
+                let expected = expect_first.unwrap_or(base_seq + 1);
+                return corrupt(
+                    i,
+                    0,
+                    Some(name_seqs[i]),
+                    format!(
+                        "segment header unreadable ({problem}) in a segment whose name (first seq {}) does not continue the log (expected {expected}): not a torn creation",
+                        name_seqs[i]
+                    ),
+                );
+            }
             if i == last && resync.is_none() {
                 return Verdict::TornTail(TornTail {
                     segment: i,
@@ -523,6 +543,30 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn row_torn_header_of_a_segment_that_does_not_continue_the_log_is_corruption() {
+        // Issue 11 item 0: `echo junk > seg-…99` after a segment ending at seq 1.
+        let v = classify(
+            &[
+                scan(Some(1), 1, ScanEnd::Clean),
+                scan(None, 0, damaged(None)),
+            ],
+            &[1, 99],
+            0,
+        );
+        let Verdict::Corrupt(c) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!((c.file, c.seq), (FileRef::Segment(1), Some(99)));
+        assert!(c.reason.contains("expected 2"), "{}", c.reason);
+        // The only segment, past the base: not the one a creation would make.
+        let v = classify(&[scan(None, 0, damaged(None))], &[7], 0);
+        assert!(matches!(v, Verdict::Corrupt(_)), "{v:?}");
+        // The only segment right after the base snapshot is a torn creation.
+        let v = classify(&[scan(None, 0, damaged(None))], &[11], 10);
+        assert!(matches!(v, Verdict::TornTail(_)), "{v:?}");
     }
 
     #[test]

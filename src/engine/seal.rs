@@ -138,6 +138,25 @@ fn truncate(h: &blake3::Hasher) -> Tag {
     t
 }
 
+/// Context of a keyed store's key check (FORMAT.md §10.6).
+pub const KEY_CHECK_CONTEXT: &[u8] = b"runlog key check";
+/// Bytes of a key check.
+pub const KEY_CHECK_LEN: usize = 8;
+/// A key check: which key a keyed store was written with, without the key.
+pub type KeyCheck = [u8; KEY_CHECK_LEN];
+
+/// The key check of store `id` under `key`: the first 8 bytes of keyed BLAKE3
+/// over `"runlog key check" ‖ store id ‖ 0 (u64 LE)`. Written in every segment
+/// header of a keyed store so that a wrong key is refused at once, as the
+/// wrong key, rather than found later as a tag mismatch that looks like
+/// tampering. (All zeros would read as "no check"; the chance is 2^-64.)
+pub fn key_check(key: &Key, id: &StoreId) -> KeyCheck {
+    let h = key.hasher(KEY_CHECK_CONTEXT, id, 0);
+    let mut c = [0u8; KEY_CHECK_LEN];
+    c.copy_from_slice(&h.finalize().as_bytes()[..KEY_CHECK_LEN]);
+    c
+}
+
 /// The tag of a record: the first 16 bytes of keyed BLAKE3 over
 /// `"runlog record v1" ‖ store id ‖ seq (u64 LE) ‖ payload`.
 pub fn record_tag(key: &Key, id: &StoreId, seq: u64, payload: &[u8]) -> Tag {

@@ -174,7 +174,9 @@ impl Op {
         match kind {
             FaultKind::Eio => true,
             FaultKind::ShortWrite => self == Write,
-            FaultKind::Eintr => matches!(self, Write | Fsync | SetLen | SyncDir),
+            FaultKind::Eintr => {
+                matches!(self, Write | Fsync | SetLen | SyncDir | Rename | CreateDir)
+            }
             FaultKind::Enospc => matches!(
                 self,
                 Write | CreateNew | CreateDir | Rename | SetLen | Fsync | SyncDir

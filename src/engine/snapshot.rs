@@ -31,9 +31,17 @@ pub struct SnapshotSink<'a> {
     pub(crate) codec: Codec,
     pub(crate) seq: u64,
     pub(crate) seal: Option<&'a (Key, StoreId)>,
+    /// The largest whole-state payload accepted ([`Options::max_snapshot_len`](super::Options)).
+    pub(crate) max_len: u64,
 }
 
 impl SnapshotSink<'_> {
+    /// The largest whole-state payload this store accepts: an encoder should
+    /// stop as soon as it passes this (the default `write_snapshot` does).
+    pub fn max_len(&self) -> u64 {
+        self.max_len
+    }
+
     /// The store's codec.
     pub fn codec(&self) -> Codec {
         self.codec
@@ -47,11 +55,12 @@ impl SnapshotSink<'_> {
     /// Installs a whole-state snapshot of `payload` (temp, fsync, rename, fsync
     /// directory). Returns the file's size.
     pub fn whole(self, payload: &[u8]) -> Result<u64> {
-        if payload.len() as u64 > MAX_SNAPSHOT_LEN {
+        let max = self.max_len.min(MAX_SNAPSHOT_LEN);
+        if payload.len() as u64 > max {
             return Err(Error::TooLarge {
                 what: "snapshot",
                 len: payload.len() as u64,
-                max: MAX_SNAPSHOT_LEN,
+                max,
             });
         }
         let seal = self.seal.map(|(key, id)| {

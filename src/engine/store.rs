@@ -8,7 +8,7 @@ use super::codec::{decode_payload, encode_payload};
 use super::compact;
 use super::error::{Error, ErrorChain, Result};
 use super::format::*;
-use super::frame::{encode_record_tagged, encode_segment_header_keyed};
+use super::frame::{encode_record_tagged, encode_segment_header_checked};
 use super::group::GroupCommit;
 use super::load::{LoadSpec, Loaded, Progress, RecoveryReport, load};
 use super::recovery::Verdict;
@@ -99,6 +99,11 @@ pub struct Options {
     /// them ([`Error::Tampered`]). A keyed store must be opened with its key and
     /// an unkeyed one without ([`Error::Key`]). Never written into the store.
     pub key: Option<Key>,
+    /// The largest whole-state snapshot payload written (at most, and by
+    /// default, `MAX_SNAPSHOT_LEN`), checked while encoding: a state past it
+    /// is not compacted ([`Error::TooLarge`]; a background compaction's is in
+    /// [`Store::last_compaction_error`]).
+    pub max_snapshot_len: u64,
 }
 
 impl Default for Options {
@@ -114,6 +119,7 @@ impl Default for Options {
             vfs: Arc::new(RealFs),
             progress: None,
             key: None,
+            max_snapshot_len: super::format::MAX_SNAPSHOT_LEN,
         }
     }
 }
@@ -240,6 +246,18 @@ pub struct Stats {
     pub fsyncs: AtomicU64,
     /// Snapshots written.
     pub snapshots: AtomicU64,
+    /// Preallocations that could not be had (a nearly full disk): the zeros
+    /// written were given back and appends continued plain (FORMAT.md §3.2).
+    pub preallocation_fallbacks: AtomicU64,
+    /// Final syncs that failed when the store was dropped (`Interval`,
+    /// `Never`): what was written since the last sync may not be durable.
+    /// [`Store::close`] returns the error instead.
+    pub close_sync_failures: AtomicU64,
+    /// Clean-ups after a compaction that failed (an unlink of a redundant
+    /// segment, snapshot or temp file, or the directory fsync after them):
+    /// harmless leftovers (FORMAT.md §5.4 step 5), counted, and named by
+    /// `verify` as files that could have been removed.
+    pub cleanup_failures: AtomicU64,
 }
 
 pub(crate) struct Shared<M: Machine> {
@@ -293,6 +311,8 @@ pub struct Store<M: Machine> {
     shared: Arc<Shared<M>>,
     flusher: Option<JoinHandle<()>>,
     report: RecoveryReport,
+    /// Set by [`Store::close`]: its final sync is done, the drop's is not needed.
+    closed: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -341,19 +361,65 @@ fn take_lock(vfs: &dyn Vfs, dir: &Path, wait: Option<Duration>) -> Result<Box<dy
     }
 }
 
+/// Creates directory `dir` (0700) if absent, and makes its name durable: the
+/// parent is fsynced after a create. `EINTR` is retried; a directory that
+/// exists already (a concurrent creator, or an interrupted call that did
+/// create it) is not an error, and its parent is fsynced too, since its
+/// creator may not have got that far.
+pub fn create_dir_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Result<()> {
+    loop {
+        match vfs.create_dir(dir) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+            Err(e) => return Err(Error::io(op, dir, e)),
+        }
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        retry_interrupted(|| vfs.sync_dir(parent))
+            .map_err(|e| Error::io("fsync parent directory", parent, e))?;
+    }
+    Ok(())
+}
+
+/// [`create_dir_durable`] of `dir` and every missing ancestor, outermost
+/// first, each name made durable in its parent.
+pub fn create_dir_all_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty()) {
+        match vfs.dir_mode(p) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(p),
+            Err(e) => return Err(Error::io(op, p, e)),
+        }
+        d = p.parent();
+    }
+    for p in missing.into_iter().rev() {
+        create_dir_durable(vfs, p, op)?;
+    }
+    Ok(())
+}
+
+/// ENOSPC or EDQUOT: the disk (or the quota) is full.
+pub(crate) fn is_out_of_space(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull || matches!(e.raw_os_error(), Some(28 | 122))
+}
+
 /// Creates a segment file holding only its header, durably (file and directory).
 pub(crate) fn create_segment(
     vfs: &dyn Vfs,
     dir: &Path,
     codec: Codec,
     first_seq: u64,
-    store_id: Option<&StoreId>,
+    seal: Option<(&Key, &StoreId)>,
 ) -> Result<(Active, u64)> {
     let path = dir.join(segment_name(first_seq));
     let file = vfs
         .create_new(&path)
         .map_err(|e| Error::io("create segment", &path, e))?;
-    let header = encode_segment_header_keyed(codec, first_seq, store_id);
+    let check = seal.map(|(key, id)| super::seal::key_check(key, id));
+    let header = encode_segment_header_checked(codec, first_seq, seal.map(|s| s.1), check.as_ref());
     write_all_at(file.as_ref(), &header, 0)
         .map_err(|e| Error::io("write segment header", &path, e))?;
     retry_interrupted(|| file.sync_data()).map_err(|e| Error::io("fsync new segment", &path, e))?;
@@ -396,12 +462,10 @@ impl<M: Machine> Store<M> {
         let vfs = opts.vfs.clone();
         match check_dir(vfs.as_ref(), &dir) {
             Err(Error::NotFound { .. }) if opts.create => {
-                vfs.create_dir(&dir)
-                    .map_err(|e| Error::io("create store directory", &dir, e))?;
-                if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    retry_interrupted(|| vfs.sync_dir(parent))
-                        .map_err(|e| Error::io("fsync parent directory", parent, e))?;
-                }
+                // Another creator may win the race to the name: its directory
+                // is as good as ours (checked below, then the lock decides).
+                create_dir_durable(vfs.as_ref(), &dir, "create store directory")?;
+                check_dir(vfs.as_ref(), &dir)?;
             }
             r => r?,
         }
@@ -425,11 +489,20 @@ impl<M: Machine> Store<M> {
             Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
             r => Some(r?),
         };
+        // A state this build must not write to (a newer schema): refused before
+        // recovery changes a byte.
+        if let Some(l) = &loaded {
+            M::check_state(&l.state).map_err(|reason| Error::Unsupported {
+                path: dir.clone(),
+                reason,
+            })?;
+        }
         let (inner, codec, store_id, report, durable) = match loaded {
             None => {
                 // A store created with a key is keyed, under a new random id.
                 let id = opts.key.as_ref().map(|_| new_store_id());
-                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, id)?;
+                let seal = opts.key.as_ref().zip(id.as_ref());
+                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, seal)?;
                 let durable = inner.next_seq - 1;
                 (inner, codec, id, report, durable)
             }
@@ -486,6 +559,7 @@ impl<M: Machine> Store<M> {
         Ok(Store {
             shared,
             flusher,
+            closed: false,
             report,
         })
     }
@@ -494,9 +568,9 @@ impl<M: Machine> Store<M> {
         vfs: &dyn Vfs,
         dir: &Path,
         codec: Codec,
-        store_id: Option<StoreId>,
+        seal: Option<(&Key, &StoreId)>,
     ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
-        let (active, len) = create_segment(vfs, dir, codec, 1, store_id.as_ref())?;
+        let (active, len) = create_segment(vfs, dir, codec, 1, seal)?;
         let inner = Inner {
             state: M::State::default(),
             next_seq: 1,
@@ -947,7 +1021,7 @@ impl<M: Machine> Shared<M> {
         // one whose fsync failed (the kernel may then have marked the lost pages
         // clean: a plain fsync would "succeed" without writing them, fsyncgate).
         // So it is rewritten, making what the cache shows dirty again.
-        let id = self.seal.as_ref().map(|s| &s.1);
+        let id = self.seal.as_ref().map(|s| (&s.0, &s.1));
         match p.last {
             Some(l) if l.continues => {
                 let file = vfs
@@ -1083,13 +1157,30 @@ impl<M: Machine> Shared<M> {
         if target <= from {
             return Ok(());
         }
+        // After one failed fill, appends stay plain for this writer: a nearly
+        // full disk would fail every fill again, and each costs a write.
+        if self.stats.preallocation_fallbacks.load(Ordering::Relaxed) > 0 {
+            return Ok(());
+        }
         static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
         let a = g.active.clone();
         let mut at = from;
         while at < target {
             let n = (target - at).min(ZEROS.len() as u64) as usize;
-            write_all_at(a.file.as_ref(), &ZEROS[..n], at)
-                .map_err(|e| Error::io("preallocate segment", &a.path, e))?;
+            if let Err(e) = write_all_at(a.file.as_ref(), &ZEROS[..n], at) {
+                if !is_out_of_space(&e) {
+                    return Err(Error::io("preallocate segment", &a.path, e));
+                }
+                // A little space left must not become no space and no progress:
+                // give back what the fill took (the file ended at `active_alloc`
+                // before it; nothing past that was ever a record) and append plain.
+                retry_interrupted(|| a.file.set_len(g.active_alloc))
+                    .map_err(|e2| Error::io("give back a failed preallocation", &a.path, e2))?;
+                self.stats
+                    .preallocation_fallbacks
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             at += n as u64;
         }
         g.active_alloc = target;
@@ -1124,7 +1215,7 @@ impl<M: Machine> Shared<M> {
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        let id = self.seal.as_ref().map(|s| &s.1);
+        let id = self.seal.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
         g.active = Arc::new(active);
@@ -1247,12 +1338,43 @@ impl<M: Machine> Drop for Store<M> {
         }
         compact::wait_idle(&self.shared);
         // A deferred open that wrote nothing leaves the store as it found it.
-        if matches!(
-            self.shared.opts.sync,
-            SyncPolicy::Interval(_) | SyncPolicy::Never
-        ) && lock(&self.shared.inner).pending.is_none()
-        {
-            let _ = self.sync();
+        if self.needs_final_sync() && self.sync().is_err() {
+            // Drop cannot return it: counted, and `close` returns it instead.
+            self.shared
+                .stats
+                .close_sync_failures
+                .fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+impl<M: Machine> Store<M> {
+    fn needs_final_sync(&self) -> bool {
+        !self.closed
+            && matches!(
+                self.shared.opts.sync,
+                SyncPolicy::Interval(_) | SyncPolicy::Never
+            )
+            && lock(&self.shared.inner).pending.is_none()
+    }
+
+    /// Closes the store, returning what dropping it cannot: the final sync's
+    /// error under `Interval` and `Never` (when it fails, appends acknowledged
+    /// since the last sync may not be durable). Under `Always` and `Grouped`
+    /// every acknowledged append is durable already and this is `Ok`.
+    pub fn close(mut self) -> Result<()> {
+        *lock(&self.shared.stop) = true;
+        self.shared.stop_cv.notify_all();
+        if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+        compact::wait_idle(&self.shared);
+        let r = if self.needs_final_sync() {
+            self.sync()
+        } else {
+            Ok(())
+        };
+        self.closed = true;
+        r
     }
 }

@@ -37,7 +37,7 @@ pub fn write_file_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) ->
             .map_err(|e| Error::io("create temp file", &temp, e))?;
         write_all_at(f.as_ref(), bytes, 0).map_err(|e| Error::io("write temp file", &temp, e))?;
         retry_interrupted(|| f.sync_all()).map_err(|e| Error::io("fsync temp file", &temp, e))?;
-        vfs.rename(&temp, &target)
+        retry_interrupted(|| vfs.rename(&temp, &target))
             .map_err(|e| Error::io("rename temp file", &target, e))
     })();
     if r.is_err() {
@@ -70,13 +70,39 @@ pub fn quarantine(vfs: &dyn Vfs, dir: &Path, segment: &Path, offset: u64) -> Res
         let path = dir.join(name);
         let f = match vfs.create_new(&path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // An earlier open that kept these very bytes and then failed
+                // (before its truncate): reuse its copy rather than add another.
+                let same = vfs
+                    .read(&path)
+                    .is_ok_and(|b| !tail.is_empty() && (*b).as_ref() == tail);
+                if same {
+                    let f = vfs
+                        .open_write(&path)
+                        .map_err(|e| Error::io("open quarantine file", &path, e))?;
+                    retry_interrupted(|| f.sync_all())
+                        .map_err(|e| Error::io("fsync quarantine file", &path, e))?;
+                    retry_interrupted(|| vfs.sync_dir(dir))
+                        .map_err(|e| Error::io("fsync store directory", dir, e))?;
+                    return Ok(path);
+                }
+                continue;
+            }
             Err(e) => return Err(Error::io("create quarantine file", &path, e)),
         };
-        write_all_at(f.as_ref(), tail, 0)
-            .map_err(|e| Error::io("write quarantine file", &path, e))?;
-        retry_interrupted(|| f.sync_all())
-            .map_err(|e| Error::io("fsync quarantine file", &path, e))?;
+        let written = write_all_at(f.as_ref(), tail, 0)
+            .map_err(|e| Error::io("write quarantine file", &path, e))
+            .and_then(|()| {
+                retry_interrupted(|| f.sync_all())
+                    .map_err(|e| Error::io("fsync quarantine file", &path, e))
+            });
+        if let Err(e) = written {
+            // A failed copy (a full disk) leaves no file behind: every retry
+            // would otherwise add one more empty `.broken-…` file.
+            drop(f);
+            let _ = vfs.remove(&path);
+            return Err(e);
+        }
         retry_interrupted(|| vfs.sync_dir(dir))
             .map_err(|e| Error::io("fsync store directory", dir, e))?;
         return Ok(path);
@@ -169,6 +195,34 @@ pub struct VerifyReport {
     pub integrity: Integrity,
     /// Details of the scan (empty when corrupt).
     pub recovery: RecoveryReport,
+    /// Files a compaction makes redundant but that are still there (a failed
+    /// unlink, counted in [`Stats::cleanup_failures`](super::Stats), or a crash
+    /// before the unlinks persisted): harmless, removed by the next
+    /// compaction, and named so that the failure is never silent.
+    pub leftovers: Vec<PathBuf>,
+}
+
+/// The files FORMAT.md §5.4 step 5 deletes that are still listed: snapshots
+/// older than the previous one, segments wholly at or below the previous
+/// snapshot, and temp files of an unfinished install.
+fn leftovers(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
+    let Ok(l) = list_store(vfs, dir) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    if l.snapshots.len() >= 2 {
+        let prev = l.snapshots[l.snapshots.len() - 2].0;
+        for (_, name) in &l.snapshots[..l.snapshots.len() - 2] {
+            out.push(dir.join(name));
+        }
+        for w in l.segments.windows(2) {
+            if w[1].0 <= prev + 1 {
+                out.push(dir.join(&w[0].1));
+            }
+        }
+    }
+    out.extend(l.temps.iter().map(|t| dir.join(t)));
+    out
 }
 
 const READ_RETRIES: usize = 20;
@@ -245,28 +299,119 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
         Some(t) => t.verify().map(|()| l),
         None => Ok(l),
     });
-    match r {
-        Ok(l) => {
-            let integrity = match &l.report.torn_tail {
-                None => Integrity::Clean,
-                Some(t) => Integrity::TornTail {
-                    path: t.path.clone(),
-                    offset: t.offset,
-                    bytes: t.bytes,
-                    reason: t.reason.clone(),
-                },
-            };
-            Ok(VerifyReport {
-                integrity,
-                recovery: l.report,
-            })
-        }
-        // Damage is the report's verdict; anything else (I/O, the key) is an error.
-        Err(e) => Integrity::from_damage(e).map(|integrity| VerifyReport {
-            integrity,
-            recovery: RecoveryReport::default(),
-        }),
+    let mut report = match r {
+        Ok(l) => integrity_of_report(vfs, l.report),
+        Err(e) => integrity_of_error(e)?,
+    };
+    report.leftovers = leftovers(vfs, dir);
+    Ok(report)
+}
+
+/// [`verify_with_key`], then the open's own verdict: the state is rebuilt with
+/// `M`'s snapshot decoder and `apply`, exactly as a writer's or a reader's open
+/// would, so a record that does not decode, one `apply` refuses, or a snapshot
+/// whose payload does not decode (FORMAT.md §6) is reported here as it is there,
+/// and the base snapshot and every fallback are the ones the open picks.
+///
+/// `verify` passes only if every open would, with the same file and offset.
+pub fn verify_as<M: super::Machine>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    key: Option<&Key>,
+) -> Result<VerifyReport> {
+    let framing = verify_with_key(vfs, dir, key)?;
+    if !matches!(
+        framing.integrity,
+        Integrity::Clean | Integrity::TornTail { .. }
+    ) {
+        return Ok(framing);
     }
+    let r = super::read_state_with_key::<M>(vfs, dir, key).map(|(_, report)| report);
+    let mut report = match r {
+        Ok(recovery) => integrity_of_report(vfs, recovery),
+        Err(e) => integrity_of_error(e)?,
+    };
+    report.leftovers = framing.leftovers;
+    Ok(report)
+}
+
+/// Whether a whole-file torn tail is a segment whose creator has not written
+/// its header yet (FORMAT.md §5.6): nothing but zeros or the start of a binary
+/// header, shorter than any header
+/// (`KEYED_SEGMENT_HEADER_LEN` for binary, a JSONL header line is at most
+/// `MAX_JSONL_HEADER_LEN`), or the start of a JSONL header line without its
+/// newline. A concurrent compaction's rotation shows exactly this to a
+/// reader; it is an empty segment, not damage.
+fn header_not_written_yet(vfs: &dyn Vfs, t: &super::load::TornTailReport) -> bool {
+    // Only a rotation's segment (never the first, seq 1): a store whose first
+    // segment has no header is a torn creation, reported as such (§5.1).
+    let rotated = t
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(parse_segment_name)
+        .is_some_and(|first| first > 1);
+    if !t.whole_file || !rotated {
+        return false;
+    }
+    let Ok(b) = vfs.read(&t.path) else {
+        return false;
+    };
+    let b: &[u8] = (*b).as_ref();
+    let zeros = b.len() < KEYED_SEGMENT_HEADER_LEN
+        && (b.iter().all(|&x| x == 0)
+            || SEGMENT_MAGIC.starts_with(b)
+            || b.starts_with(&SEGMENT_MAGIC));
+    let jsonl_start = b.len() < MAX_JSONL_HEADER_LEN
+        && !b.contains(&b'\n')
+        && (JSONL_HEADER_PREFIX.starts_with(b) || b.starts_with(JSONL_HEADER_PREFIX));
+    zeros || jsonl_start
+}
+
+/// `verify`'s reading of a load that succeeded: a segment being created
+/// right now is empty, not a torn tail.
+fn integrity_of_report(vfs: &dyn Vfs, mut recovery: RecoveryReport) -> VerifyReport {
+    if recovery
+        .torn_tail
+        .as_ref()
+        .is_some_and(|t| header_not_written_yet(vfs, t))
+    {
+        recovery.torn_tail = None;
+    }
+    VerifyReport {
+        integrity: match &recovery.torn_tail {
+            None => Integrity::Clean,
+            Some(t) => Integrity::TornTail {
+                path: t.path.clone(),
+                offset: t.offset,
+                bytes: t.bytes,
+                reason: t.reason.clone(),
+            },
+        },
+        recovery,
+        leftovers: vec![],
+    }
+}
+
+impl VerifyReport {
+    /// True when every open reads the store as it is: clean or a torn tail
+    /// only, and no damaged snapshot skipped on the way to the base.
+    pub fn ok(&self) -> bool {
+        matches!(
+            self.integrity,
+            Integrity::Clean | Integrity::TornTail { .. }
+        ) && self.recovery.snapshot_fallbacks.is_empty()
+    }
+}
+
+/// A load's failure as `verify` reports it: damage is a verdict, anything
+/// else (I/O, a missing store, the wrong key) stays an error.
+fn integrity_of_error(e: Error) -> Result<VerifyReport> {
+    Integrity::from_damage(e).map(|integrity| VerifyReport {
+        integrity,
+        recovery: RecoveryReport::default(),
+        leftovers: vec![],
+    })
 }
 
 /// Calls `f(seq, payload)` for every valid record in every segment, oldest first,
@@ -305,6 +450,7 @@ pub fn for_each_record_with_key(
         let bytes: &[u8] = (*bytes).as_ref();
         let header = decode_segment_header(bytes).ok();
         if let Some(h) = &header {
+            super::load::check_key_check(&path, key, h)?;
             match store {
                 None => {
                     check_key(dir, key, h.store_id.as_ref())?;

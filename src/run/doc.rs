@@ -8,8 +8,21 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-/// The schema version new runs are written at.
+/// The schema version new runs are written at, and the newest this build
+/// reads: a run written at a newer schema is refused, never read narrowed
+/// (its fields this build does not know would be dropped, and its next
+/// compaction would make the loss permanent).
 pub const SCHEMA_VERSION: u32 = 2;
+
+/// Refuses a run document from a newer schema than this build's.
+pub fn check_schema(found: u32) -> Result<(), String> {
+    if found > SCHEMA_VERSION {
+        return Err(format!(
+            "written by a newer runlog (schema {found}); this build reads up to {SCHEMA_VERSION}: open it with that runlog or a newer one (nothing was read further or written)"
+        ));
+    }
+    Ok(())
+}
 
 /// Named parts identifying the inputs a run's progress depends on
 /// (`size=…`, `mtime=…`, `params=…`).
@@ -18,7 +31,7 @@ pub type Fingerprint = BTreeMap<String, String>;
 /// A run's document. `schemaVersion` 0 means the store exists but the run was
 /// never initialized.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunDoc {
     /// [`SCHEMA_VERSION`] once initialized, 0 before.
     pub schema_version: u32,
@@ -178,7 +191,7 @@ status_enum!(
 
 /// One unit of work.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Unit {
     /// Its status.
     pub status: UnitStatus,
@@ -200,7 +213,7 @@ pub struct Unit {
 
 /// One phase of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Phase {
     /// Its status.
     pub status: PhaseStatus,
@@ -214,7 +227,7 @@ pub struct Phase {
 
 /// An open item: anything the run should carry forward.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Item {
     /// Stable id (`item-<n>`).
     pub id: String,
@@ -226,7 +239,7 @@ pub struct Item {
 
 /// A resolved item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResolvedItem {
     /// Its stable id.
     pub id: String,
@@ -242,7 +255,7 @@ pub struct ResolvedItem {
 
 /// A typed relaunch descriptor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Launch {
     /// The script to run; non-empty.
     pub script_path: String,
@@ -290,7 +303,7 @@ impl Launch {
 
 /// A named limit with its owner, and what has been spent against it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Budget {
     /// The limit (`None`: tracked, unlimited).
     pub limit: Option<f64>,
@@ -316,7 +329,7 @@ impl Budget {
 
 /// What was open when a run was finalized.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OpenAtFinish {
     /// Units not done, with their status.
     pub units: BTreeMap<String, UnitStatus>,
@@ -326,7 +339,7 @@ pub struct OpenAtFinish {
 
 /// A whole-state checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SavedCheckpoint {
     /// When it was saved.
     pub at: String,

@@ -93,17 +93,51 @@ impl Runs {
             Ok(_) | Err(RunError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
-        let run = self.open_store(&spec.id, true)?;
+        let id = spec.id.clone();
+        let run = self.open_store(&id, true)?;
         let doc = run.read(|v| v.header().clone());
+        if doc.is_initialized() && !doc.is_closed() {
+            // Another init or start made it between the check above and the lock.
+            return Err(created_meanwhile(&id));
+        }
         let run = if doc.is_closed() {
-            self.archive(&spec.id)?;
+            self.archive(&id)?;
             drop(run);
-            self.open_store(&spec.id, true)?
+            let run = self.open_store(&id, true)?;
+            if run.read(|v| v.header().is_initialized()) {
+                return Err(created_meanwhile(&id));
+            }
+            run
         } else {
             run
         };
-        run.apply(Change::Init(spec))?;
-        Ok(run)
+        match run.apply(Change::Init(spec)) {
+            Ok(_) => Ok(run),
+            // A failed create (an fsync or a write failed: nothing acknowledged)
+            // must not block its retry. The store held no run before (no init
+            // record, so no transition at all), so its files go, under the lock
+            // still held: the retry finds no run and starts over.
+            Err(e) if !e.is_refused() => {
+                self.discard_uninitialized(&id);
+                drop(run);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Best effort: removes every file of run `id`'s store but its `LOCK`
+    /// (held by the caller), leaving the empty directory that reads as no run.
+    /// Only for a store that holds no initialized run.
+    fn discard_uninitialized(&self, id: &str) {
+        let Ok(dir) = self.run_dir(id) else { return };
+        let Ok(names) = self.vfs.list(&dir) else {
+            return;
+        };
+        for n in names.iter().filter(|n| *n != "LOCK") {
+            let _ = self.vfs.remove(&dir.join(n));
+        }
+        let _ = engine::vfs::retry_interrupted(|| self.vfs.sync_dir(&dir));
     }
 
     /// Restore-or-create. The live run with `spec.id` is returned when its
@@ -154,6 +188,24 @@ impl Runs {
             warnings,
         })
     }
+}
+
+impl Runs {
+    /// The error for a run directory whose store holds no `init` record (its
+    /// creation did not finish, or its only record was torn): no run, exactly
+    /// as an empty run directory is (exit 2), and `init` may create it again.
+    pub(crate) fn not_initialized(&self, id: &str) -> RunError {
+        RunError::Invalid(format!(
+            "run {id:?} under {} was never initialized: its store holds no init record (a creation that did not finish); `runlog init` creates it again",
+            self.root().display()
+        ))
+    }
+}
+
+fn created_meanwhile(id: &str) -> RunError {
+    RunError::Invalid(format!(
+        "run {id:?} was created meanwhile by another process (a concurrent init or start); nothing was written"
+    ))
 }
 
 fn refused_live(doc: &RunDoc) -> RunError {

@@ -210,9 +210,16 @@ impl Runs {
     }
 
     pub(crate) fn ensure_layout(&self) -> Result<()> {
+        // Each new directory's name is made durable in its parent (issue 11):
+        // the root, `runs/` and `archive/` survive a crash after the first init.
         for sub in [RUNS_SUBDIR, ARCHIVE_SUBDIR] {
             let p = self.root.join(sub);
-            std::fs::create_dir_all(&p).map_err(|e| RunError::io("create runs root", &p, e))?;
+            engine::create_dir_all_durable(self.vfs.as_ref(), &p, "create runs root").map_err(
+                |e| match e {
+                    engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
+                    e => RunError::io("create runs root", &p, std::io::Error::other(e.to_string())),
+                },
+            )?;
         }
         Ok(())
     }
@@ -272,9 +279,10 @@ impl Runs {
     pub fn read_run(&self, id: &str) -> Result<RunRead> {
         let dir = self.run_dir(id)?;
         match engine::read_state_with_key::<Keyed<RunKeyed>>(self.vfs.as_ref(), &dir, self.key()) {
-            Ok((state, _)) => Ok(RunRead {
+            Ok((state, recovery)) => Ok(RunRead {
                 id: id.to_string(),
                 state,
+                recovery,
             }),
             Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
             Err(e) => Err(RunError::engine(id, e)),

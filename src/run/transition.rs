@@ -20,6 +20,7 @@ pub const MAX_ITEMS_PER_CHANGE: usize = 10_000;
 
 /// One stamped transition: what changed and when (RFC 3339 UTC).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Transition {
     /// When the caller read the clock for it.
     pub at: String,
@@ -29,7 +30,7 @@ pub struct Transition {
 
 /// What a new run starts with.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InitSpec {
     /// The run id.
     pub id: String,
@@ -49,6 +50,7 @@ pub struct InitSpec {
 
 /// A budget's declaration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BudgetSpec {
     /// The limit (`None`: tracked, unlimited).
     pub limit: Option<f64>,
@@ -58,7 +60,7 @@ pub struct BudgetSpec {
 
 /// A change to a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Change {
     /// Initialize the run (only once, first).
     Init(InitSpec),
@@ -366,6 +368,10 @@ impl KeyedMachine for RunKeyed {
         );
         *state.header_mut() = h;
         r
+    }
+
+    fn check_header(h: &RunHeader) -> Result<(), String> {
+        super::doc::check_schema(h.doc.schema_version)
     }
 
     fn decode_whole(codec: Codec, payload: &[u8]) -> Result<WholeState<RunKeyed>, String> {

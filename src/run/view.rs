@@ -132,6 +132,8 @@ impl<'a> RunView<'a> {
 pub struct RunRead {
     pub(crate) id: String,
     pub(crate) state: RunState,
+    /// What the read-only open found (damaged snapshots skipped, a torn tail).
+    pub(crate) recovery: crate::engine::RecoveryReport,
 }
 
 impl std::fmt::Debug for RunRead {
@@ -149,6 +151,12 @@ impl RunRead {
     /// The state, by lookup.
     pub fn view(&self) -> RunView<'_> {
         RunView::new(&self.id, &self.state)
+    }
+
+    /// What the open found on the way: every damaged snapshot it skipped
+    /// (`snapshot_fallbacks`, loud by design), the base it used, a torn tail.
+    pub fn recovery(&self) -> &crate::engine::RecoveryReport {
+        &self.recovery
     }
 }
 

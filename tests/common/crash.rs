@@ -133,6 +133,9 @@ pub fn run_workload_as<S: Subject>(fs: &SimFs, x: &Explore, steps: &[Step], tall
     o.sync = x.sync;
     let mut store = Some(Store::<S::M>::open(dir(), o.clone()).expect("open"));
     for step in steps {
+        if x.open_after_ack {
+            opens_after_ack::<S>(fs, x.codec, tally.acked.load(Ordering::SeqCst));
+        }
         let s = store.as_ref().unwrap();
         match step {
             Step::Append(pad) => {
@@ -186,7 +189,26 @@ pub fn run_workload_as<S: Subject>(fs: &SimFs, x: &Explore, steps: &[Step], tall
             }
         }
     }
+    if x.open_after_ack {
+        opens_after_ack::<S>(fs, x.codec, tally.acked.load(Ordering::SeqCst));
+    }
     drop(store);
+}
+
+/// The live files of `fs` (what a process crash leaves), opened by a writer,
+/// must hold every transition acknowledged so far.
+fn opens_after_ack<S: Subject>(fs: &SimFs, codec: Codec, acked: u64) {
+    let files = fs.with_state(|s| s.live_files());
+    if files.is_empty() || acked == 0 {
+        return;
+    }
+    let (st, _) = recover_as::<S>(&fs_of(&files), codec, None, true)
+        .unwrap_or_else(|e| panic!("open after acknowledging seq {acked}: {e}"));
+    assert!(
+        S::applied(&st) as u64 >= acked,
+        "open after acknowledging seq {acked} read back {} transitions",
+        S::applied(&st)
+    );
 }
 
 /// The state the model reaches after `h`.
@@ -415,6 +437,10 @@ pub struct Explore {
     /// Also check that the shortcut images (durable files, live files) equal
     /// the simulator's own crash images (costly: for short workloads).
     pub paranoid: bool,
+    /// After every acknowledged step, open a copy of the live files (no crash)
+    /// with the writer and check it reads back every acknowledged transition:
+    /// no writer may acknowledge what the next open cannot read (issue 11).
+    pub open_after_ack: bool,
 }
 
 /// One distinct crash image, recovered as soon as it was taken.

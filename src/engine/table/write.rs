@@ -241,8 +241,7 @@ impl TableWriter {
         let temp = &self.temp;
         retry_interrupted(|| self.file.sync_all())
             .map_err(|e| Error::io("fsync table temp file", temp, e))?;
-        self.vfs
-            .rename(temp, &self.target)
+        retry_interrupted(|| self.vfs.rename(temp, &self.target))
             .map_err(|e| Error::io("rename table temp file", &self.target, e))?;
         self.done = true;
         // Until the directory is synced the rename may not survive a crash; the
