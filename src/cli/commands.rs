@@ -1,7 +1,7 @@
 //! One function per command: call the library, print the result.
 
 use super::args::{Command, NewRun, parse_amount, parse_budgets, parse_deps, parse_list};
-use super::{EXIT_DONE, EXIT_FAILED};
+use super::{EXIT_DONE, EXIT_FAILED, write_out};
 use crate::engine::{self, Codec, Integrity, Keyed, RealFs};
 use crate::run::fingerprint::parse_parts;
 use crate::run::json::parse_json_limited;
@@ -53,14 +53,7 @@ fn write_json<T: Serialize>(value: &T, compact: bool) -> Result<(), RunError> {
 }
 
 fn println_out(text: &str) -> Result<(), RunError> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")
-        .and_then(|_| out.flush())
-        .map_err(|e| RunError::Io {
-            op: "write stdout",
-            path: "-".into(),
-            source: e,
-        })
+    write_out(&format!("{text}\n"))
 }
 
 fn print_seq(json: bool, seq: u64) -> Result<u8, RunError> {
@@ -337,7 +330,7 @@ fn status(
         if json {
             print_json(&all, true)?;
         } else {
-            print!("{}", render_list(&all));
+            write_out(&render_list(&all))?;
         }
         return Ok(EXIT_DONE);
     }
@@ -355,7 +348,7 @@ fn status(
     if json {
         print_json(&status_json(&read.view()), true)?;
     } else {
-        print!("{}", render_status(&read.view())?);
+        write_out(&render_status(&read.view())?)?;
     }
     Ok(EXIT_DONE)
 }

@@ -41,10 +41,43 @@ pub fn main() -> ExitCode {
     };
     match run_cli(cli) {
         Ok(code) => ExitCode::from(code),
+        // The reader of stdout went away (`runlog status | head`): end quietly,
+        // as a Unix tool does, by SIGPIPE.
+        Err(e) if is_broken_pipe(&e) => {
+            crate::run::signal::end_by_sigpipe();
+            ExitCode::from(EXIT_SIGPIPE)
+        }
         Err(e) => {
             eprintln!("runlog: {e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// The status a shell reports for a process killed by SIGPIPE (128 + 13),
+/// used only if the signal could not be raised.
+const EXIT_SIGPIPE: u8 = 141;
+
+/// True when `e` is a write to a stdout whose reader has gone.
+fn is_broken_pipe(e: &RunError) -> bool {
+    matches!(e, RunError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Writes `text` to stdout and flushes; a closed stdout is an error (never a panic).
+pub(crate) fn write_out(text: &str) -> Result<(), RunError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(stdout_error)
+}
+
+/// The error of a failed write to stdout.
+pub(crate) fn stdout_error(e: std::io::Error) -> RunError {
+    RunError::Io {
+        op: "write stdout",
+        path: "-".into(),
+        source: e,
     }
 }
 
@@ -139,9 +172,9 @@ fn demo(opts: &crate::demo::DemoOptions, json: bool) -> Result<u8, RunError> {
     let report = crate::demo::run_demo(opts, &exe)?;
     if json {
         let line = serde_json::to_string(&report).map_err(|e| RunError::Invalid(e.to_string()))?;
-        println!("{line}");
+        write_out(&format!("{line}\n"))?;
     } else {
-        print!("{}", crate::demo::render(&report));
+        write_out(&crate::demo::render(&report))?;
     }
     Ok(if report.ok() { EXIT_DONE } else { EXIT_FAILED })
 }
