@@ -8,7 +8,13 @@ use std::path::PathBuf;
 
 /// runlog: durable, resumable runs on an fsync'd transition log.
 #[derive(Debug, Parser)]
-#[command(name = "runlog", version, about, propagate_version = true)]
+#[command(
+    name = "runlog",
+    version,
+    about,
+    propagate_version = true,
+    after_help = EXIT_CODES_HELP
+)]
 pub struct Cli {
     /// The runs root (else $RUNLOG_DIR, else the nearest .runlog/ above the working directory).
     #[arg(long, global = true, value_name = "DIR")]
@@ -26,6 +32,30 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The exit codes, shown under every `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes: 0 done; 1 failed (I/O error, corruption, tampering, the writer lock
+not obtained within --lock-timeout, a run that can't be read); 2 refused
+(invalid argument, unknown run, or a transition the rules forbid: nothing was
+written). Killed by SIGPIPE (shell status 141) when stdout's reader goes away.
+Full reference: docs/CLI.md.";
+
+/// `apply --help`: the operation lines.
+pub const APPLY_HELP: &str = "\
+Each stdin line is one JSON object with an \"op\" field:
+  {\"op\":\"unit\",\"unit\":\"u1\",\"status\":\"done\",\"note\":\"…\",\"deps\":[\"u0\"]}
+  {\"op\":\"phase\",\"phase\":\"load\",\"status\":\"running\"}
+  {\"op\":\"item\",\"item\":{…}}            (or an array of objects)
+  {\"op\":\"resolve\",\"id\":\"item-1\",\"note\":\"…\"}
+  {\"op\":\"budget\",\"name\":\"usd\",\"limit\":5,\"owner\":\"ops\"}
+  {\"op\":\"spend\",\"budget\":\"usd\",\"amount\":0.5}
+  {\"op\":\"checkpoint\",\"state\":{…}}
+  {\"op\":\"finalize\",\"status\":\"done\",\"result\":\"…\"}
+note, deps, limit and result are optional. Blank lines are skipped.
+Each line gets one ack line on stdout once durable: {\"seq\":N}, or
+{\"error\":\"…\",\"code\":2} for a refused line (also written to stderr); after a
+failure (code 1) apply stops and exits 1. The full reference: docs/CLI.md.";
 
 /// Fields shared by `init` and `start`.
 #[derive(Debug, Args)]
@@ -50,7 +80,9 @@ pub struct NewRun {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create a run (refused if a live run with that id exists).
+    /// Create a run (refused if a live run with that id exists; a finished one is
+    /// archived first). Resume it later with `runlog start --id ID` and the same
+    /// --fingerprint (none, if init was given none).
     Init {
         /// The run id.
         #[arg(long)]
@@ -65,17 +97,31 @@ pub enum Command {
         #[command(flatten)]
         new: NewRun,
     },
-    /// Restore the live run with this fingerprint, or start it fresh.
+    /// Resume the live run with this id and fingerprint, or start it fresh.
+    ///
+    /// A live run with the same fingerprint is resumed as it is: a --task,
+    /// --units, --deps, --budget or --launch that differs from it is ignored,
+    /// with a START_ARGS_IGNORED warning. A live run with another fingerprint
+    /// (a run made by `init` without one counts as the empty fingerprint) is
+    /// archived and a fresh one started (CHECKPOINT_DISCARDED). A finished run
+    /// is archived and started afresh (RUN_FINISHED_STARTED_FRESH), unless
+    /// --keep-finished: then it is left as it is and start exits 0.
+    /// Warnings go to stderr, and into "warnings" with --json.
     Start {
         /// The run id.
         #[arg(long)]
         id: String,
-        /// The inputs the progress depends on: name=value[,name=value…].
-        #[arg(long, value_name = "PARTS")]
+        /// The inputs the progress depends on: name=value[,name=value…]
+        /// (default: none, which resumes a run made by `init` without one).
+        #[arg(long, value_name = "PARTS", default_value = "")]
         fingerprint: String,
-        /// What the run does (default: the id).
+        /// What the run does (default: the live run's task, else the id).
         #[arg(long)]
         task: Option<String>,
+        /// Resume the live run, or do nothing if it has finished (instead of
+        /// archiving it and starting afresh).
+        #[arg(long)]
+        keep_finished: bool,
         /// Units, dependencies, launch, budgets, codec.
         #[command(flatten)]
         new: NewRun,
@@ -104,7 +150,7 @@ pub enum Command {
         /// pending | running | done | blocked | skipped.
         status: String,
     },
-    /// Add an open item (a JSON object, or an array of objects).
+    /// Add an open item (a JSON object, or an array of objects); prints each new item's id (item-N).
     Item {
         /// The run id.
         run: String,
@@ -135,7 +181,8 @@ pub enum Command {
         #[arg(long)]
         owner: String,
     },
-    /// Record spending against a declared budget.
+    /// Record spending against a declared budget (a BUDGET_EXCEEDED warning on
+    /// stderr, and in --json, once the spending reaches the limit).
     Spend {
         /// The run id.
         run: String,
@@ -156,6 +203,7 @@ pub enum Command {
         result: Option<String>,
     },
     /// Apply JSON-line operations from stdin, acknowledging each once durable.
+    #[command(after_long_help = APPLY_HELP)]
     Apply {
         /// The run id.
         run: String,
@@ -183,7 +231,7 @@ pub enum Command {
         /// Redraw every --interval seconds (lock-free) until the run is finalized or Ctrl-C.
         #[arg(long, conflicts_with = "list")]
         watch: bool,
-        /// Seconds between redraws with --watch.
+        /// Seconds between redraws with --watch (0.05 to 3600).
         #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "watch")]
         interval: f64,
     },
@@ -207,11 +255,19 @@ pub enum Command {
         /// The run id (a unique prefix will do).
         run: String,
     },
-    /// Remove terminal runs (and archived runs) older than N days.
+    /// Remove terminal runs (and archived runs) older than N days. A run in use
+    /// is skipped at once; runs that can't be read are left and listed (exit 1).
     Gc {
         /// Keep runs finished less than this many days ago.
         #[arg(long, default_value_t = 7)]
         keep_days: u64,
+    },
+    /// List archived runs, or restore one (`start` and `init` archive the runs
+    /// they replace; `gc` removes archived runs after --keep-days).
+    Archive {
+        /// What to do.
+        #[command(subcommand)]
+        action: ArchiveCommand,
     },
     /// Show what runlog is for: a run killed with SIGKILL K times and resumed,
     /// then checked: every unit done exactly once, nothing acknowledged lost.
@@ -245,6 +301,18 @@ pub enum Command {
         /// Simulated work per unit, in microseconds.
         #[arg(long)]
         work_us: u64,
+    },
+}
+
+/// `runlog archive …`.
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// List archived runs, newest first, with the name `restore` takes.
+    List,
+    /// Move an archived run back to the live runs (refused while a run with its id exists).
+    Restore {
+        /// The archived run's name, as `archive list` shows it (<id>.<timestamp>).
+        name: String,
     },
 }
 

@@ -3,7 +3,7 @@
 
 use super::doc::UnitStatus;
 use super::error::Result;
-use super::runs::RunSummary;
+use super::runs::{ArchivedRun, RunSummary};
 use super::view::RunView;
 use std::fmt::Write;
 
@@ -146,16 +146,68 @@ pub fn render_status(view: &RunView<'_>) -> Result<String> {
     Ok(s)
 }
 
-/// Renders `status --list`: one line per run, newest first.
+/// Renders `status --list`: a header row, then one line per run, newest
+/// first. Columns are as wide as their longest value, so any id (up to 128
+/// bytes) keeps them aligned. A run that can't be read says so in its row.
 pub fn render_list(runs: &[RunSummary]) -> String {
+    let rows: Vec<[String; 5]> = runs.iter().map(list_row).collect();
+    render_table(["ID", "STATUS", "UNITS", "CREATED", "TASK"], &rows)
+}
+
+/// Renders `archive list`: like `status --list`, keyed by the archived name.
+pub fn render_archive_list(runs: &[ArchivedRun]) -> String {
+    let rows: Vec<[String; 5]> = runs
+        .iter()
+        .map(|a| {
+            let mut r = list_row(&a.summary);
+            r[0] = a.name.clone();
+            r
+        })
+        .collect();
+    render_table(["NAME", "STATUS", "UNITS", "CREATED", "TASK"], &rows)
+}
+
+fn list_row(r: &RunSummary) -> [String; 5] {
+    match &r.error {
+        Some(e) => [
+            r.id.clone(),
+            "unreadable".into(),
+            "-".into(),
+            "-".into(),
+            e.clone(),
+        ],
+        None => [
+            r.id.clone(),
+            r.status
+                .map_or("uninitialized", |s| s.as_str())
+                .to_string(),
+            format!("{}/{}", r.units_done, r.units_total),
+            r.created_at.clone(),
+            r.task.clone(),
+        ],
+    }
+}
+
+/// Left-aligned columns as wide as their widest cell; the last is not padded.
+fn render_table(head: [&str; 5], rows: &[[String; 5]]) -> String {
+    let mut width = head.map(|h| h.chars().count());
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
     let mut s = String::new();
-    for r in runs {
-        let status = r.status.map_or("uninitialized", |s| s.as_str());
-        let _ = writeln!(
-            s,
-            "{:<24} {:<16} {:>5}/{:<5} {}  {}",
-            r.id, status, r.units_done, r.units_total, r.created_at, r.task
-        );
+    let head = head.map(String::from);
+    for r in std::iter::once(&head).chain(rows) {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                let _ = write!(line, "{c:<w$}  ", w = width[i]);
+            }
+        }
+        let _ = writeln!(s, "{}", line.trim_end());
     }
     s
 }
