@@ -49,9 +49,24 @@ pub fn main() -> ExitCode {
             ExitCode::from(EXIT_SIGPIPE)
         }
         Err(e) => {
-            eprintln!("runlog: {e}");
+            eprintln!("runlog: {}", message(&e));
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// The error as the CLI says it: in the CLI's words where the library's
+/// would name library API.
+fn message(e: &RunError) -> String {
+    match e {
+        RunError::Engine {
+            id,
+            source: crate::engine::Error::Key { path, reason },
+        } if reason.starts_with("store is keyed") => format!(
+            "run {id}: {}: the run is keyed; pass its key with --key-file PATH (or ${ENV_KEY_FILE})",
+            path.display()
+        ),
+        _ => e.to_string(),
     }
 }
 

@@ -595,7 +595,16 @@ fn unreadable_summary(id: String, e: &RunError) -> RunSummary {
         updated_at: String::new(),
         units_done: 0,
         units_total: 0,
-        error: Some(e.to_string()),
+        error: Some(match e {
+            // The engine's text names library API; say it in a row's words.
+            RunError::Engine {
+                source: engine::Error::Key { reason, .. },
+                ..
+            } if reason.starts_with("store is keyed") => {
+                "a keyed run: it can't be read without its key".to_string()
+            }
+            e => e.to_string(),
+        }),
     }
 }
 
