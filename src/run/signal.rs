@@ -1,5 +1,6 @@
-//! The one place with `unsafe`: signal dispositions. A SIGTERM or SIGINT
-//! handler that sets a flag, and the conventional end on a closed stdout.
+//! The one place with `unsafe`: signal dispositions (a SIGTERM or SIGINT
+//! handler that sets a flag, the conventional end on a closed stdout) and
+//! the one terminal query the CLI needs (its size, for `status --watch`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -61,4 +62,20 @@ pub fn end_by_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         libc::raise(libc::SIGPIPE);
     }
+}
+
+/// The size of the terminal on stdout as (rows, columns); `None` when stdout
+/// is not a terminal or reports no size.
+pub fn terminal_size() -> Option<(usize, usize)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which points
+    // to a live, properly aligned `winsize` owned by this frame.
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row as usize, ws.ws_col as usize))
 }
