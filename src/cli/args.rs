@@ -16,13 +16,14 @@ use std::path::PathBuf;
     after_help = EXIT_CODES_HELP
 )]
 pub struct Cli {
-    /// The runs root (else $RUNLOG_DIR, else the nearest .runlog/ above the working directory).
+    /// The runs root (else $RUNLOG_DIR, else the nearest .runlog/ above the
+    /// working directory; for `demo`: else a temporary directory, removed at the end).
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Print machine-readable JSON on stdout.
     #[arg(long, global = true)]
     pub json: bool,
-    /// How long a writer waits for another writer's lock.
+    /// How long a writer waits for another writer's lock (0 fails at once; after a second of waiting it says on stderr who holds the lock).
     #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
     pub lock_timeout: f64,
     /// The key of keyed runs (else $RUNLOG_KEY_FILE): 32 raw bytes or 64 hex digits, mode 0600. Runs created with it are keyed (tamper-evident); keyed runs need it.
@@ -314,6 +315,73 @@ pub enum ArchiveCommand {
         /// The archived run's name, as `archive list` shows it (<id>.<timestamp>).
         name: String,
     },
+}
+
+/// Commands that take no writer lock: `--lock-timeout` is hidden from their help.
+pub const LOCK_FREE_COMMANDS: [&str; 9] = [
+    "get",
+    "resume",
+    "status",
+    "verify",
+    "dump",
+    "gc",
+    "archive",
+    "demo",
+    "demo-worker",
+];
+/// Commands that use no key: `--key-file` is hidden from their help.
+pub const KEYLESS_COMMANDS: [&str; 2] = ["demo", "demo-worker"];
+/// The flags each command has, hidden where it does not use them.
+const PER_COMMAND_FLAGS: [(&str, &[&str]); 2] = [
+    ("lock_timeout", &LOCK_FREE_COMMANDS),
+    ("key_file", &KEYLESS_COMMANDS),
+];
+
+/// The command line as clap sees it: the derived one, with `--lock-timeout`
+/// and `--key-file` given to every command itself rather than as clap
+/// globals, so each command's help lists them only where it uses them. They
+/// are still accepted everywhere (a script may pass them to every command),
+/// before the command or after it; [`parse`] merges the two places.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    for (id, hidden_in) in PER_COMMAND_FLAGS {
+        let Some(arg) = cmd.get_arguments().find(|a| a.get_id() == id).cloned() else {
+            continue;
+        };
+        let arg = arg.global(false);
+        cmd = cmd.mut_arg(id, |a| a.global(false));
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        for name in names {
+            let hide = hidden_in.contains(&name.as_str());
+            let a = arg.clone().hide(hide);
+            cmd = cmd.mut_subcommand(&name, |sc| sc.arg(a));
+        }
+    }
+    cmd
+}
+
+/// Parses the process's arguments ([`command`]): a per-command flag given
+/// after the command wins over the same flag given before it.
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    use clap::parser::ValueSource;
+    let m = command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&m)?;
+    if let Some((_, sub)) = m.subcommand() {
+        if sub.value_source("lock_timeout") == Some(ValueSource::CommandLine)
+            && let Some(t) = sub.get_one::<f64>("lock_timeout")
+        {
+            cli.lock_timeout = *t;
+        }
+        if let Some(k) = sub.get_one::<PathBuf>("key_file") {
+            cli.key_file = Some(k.clone());
+        }
+    }
+    Ok(cli)
 }
 
 fn invalid(s: String) -> RunError {

@@ -9,7 +9,6 @@ pub mod wait;
 pub mod watch;
 
 use crate::run::{Clock, ManualClock, RunError, Runs, SystemClock, locate_root};
-use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +27,7 @@ pub const ENV_KEY_FILE: &str = "RUNLOG_KEY_FILE";
 
 /// Runs the CLI with the process's arguments.
 pub fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    let cli = match args::parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
