@@ -270,6 +270,14 @@ pub enum Command {
         #[command(subcommand)]
         action: ArchiveCommand,
     },
+    /// Print a shell completion script, generated from this command line:
+    /// `runlog completions bash > /etc/bash_completion.d/runlog`.
+    Completions {
+        /// bash | zsh | fish | elvish | powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from this command line: `runlog man | man -l -`.
+    Man,
     /// Show what runlog is for: a run killed with SIGKILL K times and resumed,
     /// then checked: every unit done exactly once, nothing acknowledged lost.
     /// Uses a fresh temporary runs root unless --dir is given.
@@ -318,7 +326,9 @@ pub enum ArchiveCommand {
 }
 
 /// Commands that take no writer lock: `--lock-timeout` is hidden from their help.
-pub const LOCK_FREE_COMMANDS: [&str; 9] = [
+pub const LOCK_FREE_COMMANDS: [&str; 11] = [
+    "completions",
+    "man",
     "get",
     "resume",
     "status",
@@ -330,7 +340,7 @@ pub const LOCK_FREE_COMMANDS: [&str; 9] = [
     "demo-worker",
 ];
 /// Commands that use no key: `--key-file` is hidden from their help.
-pub const KEYLESS_COMMANDS: [&str; 2] = ["demo", "demo-worker"];
+pub const KEYLESS_COMMANDS: [&str; 4] = ["demo", "demo-worker", "completions", "man"];
 /// The flags each command has, hidden where it does not use them.
 const PER_COMMAND_FLAGS: [(&str, &[&str]); 2] = [
     ("lock_timeout", &LOCK_FREE_COMMANDS),

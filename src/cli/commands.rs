@@ -437,7 +437,10 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             Ok(EXIT_DONE)
         }
         Command::Dump { run } => dump(runs, &run),
-        Command::Demo { .. } | Command::DemoWorker { .. } => Err(invalid(
+        Command::Demo { .. }
+        | Command::DemoWorker { .. }
+        | Command::Completions { .. }
+        | Command::Man => Err(invalid(
             "the demo runs before a runs root is chosen (see cli::run_cli)",
         )),
         Command::Gc { keep_days } => {

@@ -167,6 +167,20 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
             })?;
             return Ok(EXIT_DONE);
         }
+        args::Command::Completions { shell } => {
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut args::command(), "runlog", &mut text);
+            write_out(&String::from_utf8_lossy(&text))?;
+            return Ok(EXIT_DONE);
+        }
+        args::Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(args::command())
+                .render(&mut text)
+                .map_err(stdout_error)?;
+            write_out(&String::from_utf8_lossy(&text))?;
+            return Ok(EXIT_DONE);
+        }
         _ => {}
     }
     let runs = runs_for(&cli)?;
