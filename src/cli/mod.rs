@@ -17,6 +17,8 @@ use std::time::Duration;
 pub const EXIT_DONE: u8 = 0;
 /// Exit status: failed (I/O error, corruption, lock wait timed out).
 pub const EXIT_FAILED: u8 = 1;
+/// Exit status: stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+pub const EXIT_INTERRUPTED: u8 = 130;
 /// Exit status: refused (invalid argument or a transition the rules forbid).
 pub const EXIT_REFUSED: u8 = 2;
 
@@ -198,7 +200,14 @@ fn demo(opts: &crate::demo::DemoOptions, json: bool) -> Result<u8, RunError> {
             "runlog demo: working in a temporary runs root; pass --dir DIR to keep it and watch it with `runlog --dir DIR status demo --watch`"
         );
     }
-    let report = crate::demo::run_demo(opts, &exe)?;
+    let report = match crate::demo::run_demo(opts, &exe) {
+        Ok(r) => r,
+        Err(e) if crate::demo::is_interrupted(&e) => {
+            eprintln!("runlog demo: interrupted; the worker was stopped and the temporary runs root removed");
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(e) => return Err(e),
+    };
     if json {
         let line = serde_json::to_string(&report).map_err(|e| RunError::Invalid(e.to_string()))?;
         write_out(&format!("{line}\n"))?;

@@ -166,22 +166,62 @@ fn progress_bar(o: &DemoOptions) -> indicatif::ProgressBar {
     pb
 }
 
-/// Runs the demo. `exe` is the `runlog` binary to start workers with.
+/// How often the supervisor looks for Ctrl-C while it waits for the worker.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
+/// The error `run_demo` returns after Ctrl-C (its temporary root removed).
+pub fn is_interrupted(e: &RunError) -> bool {
+    matches!(e, RunError::Invalid(m) if m == INTERRUPTED)
+}
+
+const INTERRUPTED: &str = "demo interrupted (Ctrl-C)";
+
+/// Runs the demo. `exe` is the `runlog` binary to start workers with. A
+/// temporary runs root is removed at the end, after Ctrl-C and after an
+/// error too; it is kept (and named in the report) only when the check fails.
 pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
     if o.units == 0 || o.workers == 0 {
         return Err(err("--units and --workers must be at least 1"));
+    }
+    if o.kills > super::plan::max_kills(o.units) {
+        return Err(err(format!(
+            "--kills {} needs at least {} units (--units {}): each kill falls at a distinct count of units done, between the first and the last",
+            o.kills,
+            o.kills + 2,
+            o.units
+        )));
     }
     let seed = o.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
-    let temp = o.dir.is_none();
-    let root = match &o.dir {
-        Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("runlog-demo-{}-{seed:x}", std::process::id())),
-    };
-    let runs = Runs::new(&root);
+    if let Some(root) = &o.dir {
+        return run_demo_in(o, exe, root, seed, false);
+    }
+    let root = std::env::temp_dir().join(format!("runlog-demo-{}-{seed:x}", std::process::id()));
+    // Ctrl-C sets a flag the supervisor polls, so it can kill its worker and
+    // remove the temporary root before it exits.
+    crate::run::signal::install_sigint_handler();
+    let r = run_demo_in(o, exe, &root, seed, true);
+    if !matches!(&r, Ok(rep) if !rep.ok()) {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    r
+}
+
+fn interrupted() -> bool {
+    crate::run::signal::sigint_received()
+}
+
+fn run_demo_in(
+    o: &DemoOptions,
+    exe: &Path,
+    root: &Path,
+    seed: u64,
+    temp: bool,
+) -> Result<DemoReport, RunError> {
+    let runs = Runs::new(root);
     let plan: Vec<String> = (1..=o.units).map(unit_name).collect();
     let deps = (1..=o.units)
         .filter(|&i| i >= 2)
@@ -211,10 +251,26 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
     let mut pending_kill: Option<usize> = None;
     let mut finished = false;
     for _ in 0..o.kills + 3 {
-        let mut inc = spawn_worker(exe, &root, o)?;
+        if temp && interrupted() {
+            return Err(err(INTERRUPTED));
+        }
+        let mut inc = spawn_worker(exe, root, o)?;
         let mut last_fsyncs = 0;
         let mut killed = false;
-        for line in inc.lines.iter() {
+        loop {
+            let line = match inc.lines.recv_timeout(INTERRUPT_POLL) {
+                Ok(l) => l,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if temp && interrupted() {
+                        let _ = inc.child.kill();
+                        let _ = inc.child.wait();
+                        pb.finish_and_clear();
+                        return Err(err(INTERRUPTED));
+                    }
+                    continue;
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            };
             match line {
                 Line::Ready {
                     recovery_us,
@@ -309,9 +365,6 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
     }
     let doc = runs.read(DEMO_RUN)?;
     let check = check(&plan, &acked, &log, &doc);
-    if temp && check.ok() {
-        let _ = std::fs::remove_dir_all(&root);
-    }
     let secs = elapsed.as_secs_f64().max(1e-9);
     Ok(DemoReport {
         units: o.units,
