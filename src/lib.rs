@@ -11,9 +11,10 @@
 //!   resume set ([`run::Runs`], [`run::Run`]).
 //! * [`cli`]: the `runlog` command line over the run model (`docs/CLI.md`).
 //!
-//! `docs/TOUR.md` walks through the three ways to drive runs: embedded in Rust
-//! (`examples/orchestrator.rs`), from a shell (`examples/pipeline.sh`) and from
-//! another language through `runlog apply` (`examples/driver.py`).
+//! [The tour](crate::tour) (`docs/TOUR.md`) walks through the three ways to
+//! drive runs: embedded in Rust (`examples/orchestrator.rs`), from a shell
+//! (`examples/pipeline.sh`) and from another language through `runlog apply`
+//! (`examples/driver.py`).
 //!
 //! Embedding the engine: a machine, a store, durable appends, replay on reopen.
 //!
@@ -37,17 +38,20 @@
 //!     }
 //! }
 //!
-//! let dir = tempfile::tempdir()?;
+//! let dir = std::env::temp_dir().join(format!("runlog-counter-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
 //! let opts = || Options { create: true, ..Options::default() };
-//! let store = Store::<Counter>::open(dir.path(), opts())?; // takes the writer lock
+//! let store = Store::<Counter>::open(&dir, opts())?; // takes the writer lock
 //! store.append(&Add(2))?; // returns once fsync'd: seq 1
 //! assert_eq!(store.append(&Add(3))?, 2);
 //! assert!(store.append(&Add(u64::MAX)).is_err()); // refused: nothing written
 //! // A lock-free reader beside the live writer sees every acknowledged append.
-//! assert_eq!(engine::read_state::<Counter>(&RealFs, dir.path())?.0, 5);
+//! assert_eq!(engine::read_state::<Counter>(&RealFs, &dir)?.0, 5);
 //! drop(store); // releases the lock
-//! let store = Store::<Counter>::open(dir.path(), opts())?; // replays the log
+//! let store = Store::<Counter>::open(&dir, opts())?; // replays the log
 //! assert_eq!(store.read(|n| *n), 5);
+//! # drop(store);
+//! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(unsafe_code)]
@@ -57,6 +61,10 @@ pub mod cli;
 pub mod demo;
 pub mod engine;
 pub mod run;
+
+/// The tour: the three ways to drive runs, step by step (`docs/TOUR.md`).
+#[doc = include_str!("../docs/TOUR.md")]
+pub mod tour {}
 
 /// README's code blocks, compiled as doctests so the README cannot drift.
 #[cfg(doctest)]

@@ -69,4 +69,11 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let k = v.as_array().unwrap().iter().find(|r| r["id"] == "k").unwrap();
     assert!(k["error"].is_string() && k["status"].is_null(), "{k}");
+
+    // gc does not skip it silently: listed, named on stderr, exit 1.
+    let o = runlog(root, &["gc", "--keep-days", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("skipped k (can't be read)"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("gc skipped k"));
+    assert!(root.join("runs/k").is_dir());
 }

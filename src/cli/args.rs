@@ -320,7 +320,7 @@ pub enum ArchiveCommand {
     List,
     /// Move an archived run back to the live runs (refused while a run with its id exists).
     Restore {
-        /// The archived run's name, as `archive list` shows it (<id>.<timestamp>).
+        /// The archived run's name, as `archive list` shows it (`<id>.<timestamp>`).
         name: String,
     },
 }
