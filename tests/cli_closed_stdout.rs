@@ -22,7 +22,18 @@ fn readers_end_by_sigpipe_without_a_word_on_a_closed_stdout() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     let units: Vec<String> = (0..200).map(|i| format!("u{i}")).collect();
-    ok(root, &["init", "--id", "r", "--task", "t", "--units", &units.join(",")]);
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            "r",
+            "--task",
+            "t",
+            "--units",
+            &units.join(","),
+        ],
+    );
     ok(root, &["unit", "r", "u0", "done"]);
     let before = tree_bytes(root);
     let cases: [&[&str]; 9] = [
@@ -63,7 +74,18 @@ fn a_shell_pipeline_into_head_reports_no_error() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     let units: Vec<String> = (0..2000).map(|i| format!("unit-{i}")).collect();
-    ok(root, &["init", "--id", "r", "--task", "t", "--units", &units.join(",")]);
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            "r",
+            "--task",
+            "t",
+            "--units",
+            &units.join(","),
+        ],
+    );
     for verb in ["get", "dump", "resume", "status"] {
         let script = format!(
             "set -o pipefail 2>/dev/null; \"$0\" --dir \"$1\" {verb} r | head -2 >/dev/null; echo \"status=$?\""

@@ -11,14 +11,19 @@ fn demo_dirs(tmp: &std::path::Path) -> Vec<std::path::PathBuf> {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("runlog-demo-"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("runlog-demo-")
+        })
         .collect()
 }
 
 #[test]
 fn ctrl_c_removes_the_temporary_root() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["demo", "--units", "50000", "--work-us", "2000"])
         .env("TMPDIR", tmp.path())
         .env_remove("RUNLOG_DIR")
@@ -28,7 +33,10 @@ fn ctrl_c_removes_the_temporary_root() {
         .unwrap();
     // Wait (counting polls) until the demo's run exists, so there is something to clean.
     let mut polls = 0;
-    while !demo_dirs(tmp.path()).iter().any(|d| d.join("runs/demo").is_dir()) {
+    while !demo_dirs(tmp.path())
+        .iter()
+        .any(|d| d.join("runs/demo").is_dir())
+    {
         polls += 1;
         assert!(polls < 1200, "the demo never created its run");
         std::thread::sleep(std::time::Duration::from_millis(25));
@@ -42,7 +50,11 @@ fn ctrl_c_removes_the_temporary_root() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
-    assert_eq!(demo_dirs(tmp.path()), Vec::<std::path::PathBuf>::new(), "left behind");
+    assert_eq!(
+        demo_dirs(tmp.path()),
+        Vec::<std::path::PathBuf>::new(),
+        "left behind"
+    );
 }
 
 #[test]
@@ -61,9 +73,28 @@ fn kills_are_validated_and_all_done() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--kills 10") && e.contains("--units 5"), "{e}");
     assert!(demo_dirs(tmp.path()).is_empty());
-    let o = run(&["--json", "demo", "--units", "5", "--kills", "3", "--work-us", "10", "--seed", "1"]);
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(&[
+        "--json",
+        "demo",
+        "--units",
+        "5",
+        "--kills",
+        "3",
+        "--work-us",
+        "10",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["crashes"], 3, "{v}");
-    assert!(demo_dirs(tmp.path()).is_empty(), "a finished demo removes its root");
+    assert!(
+        demo_dirs(tmp.path()).is_empty(),
+        "a finished demo removes its root"
+    );
 }

@@ -39,15 +39,36 @@ fn apply_errors_show_the_line_shape_and_go_to_stderr() {
     for a in &acks[..4] {
         assert_eq!(a["code"], 2, "{a}");
         let e = a["error"].as_str().unwrap();
-        assert!(!e.contains("internally tagged") && !e.contains("enum Op"), "{e}");
+        assert!(
+            !e.contains("internally tagged") && !e.contains("enum Op"),
+            "{e}"
+        );
         assert!(!e.contains('`'), "{e}");
     }
     for a in &acks[..3] {
-        assert!(a["error"].as_str().unwrap().contains("runlog apply --help"), "{a}");
+        assert!(
+            a["error"].as_str().unwrap().contains("runlog apply --help"),
+            "{a}"
+        );
     }
-    assert!(acks[0]["error"].as_str().unwrap().contains("not a JSON object"));
-    assert!(acks[1]["error"].as_str().unwrap().contains("unknown op \"bogus\""));
-    assert!(acks[2]["error"].as_str().unwrap().contains("missing field \"status\""));
+    assert!(
+        acks[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a JSON object")
+    );
+    assert!(
+        acks[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown op \"bogus\"")
+    );
+    assert!(
+        acks[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing field \"status\"")
+    );
     assert!(acks[3]["error"].as_str().unwrap().contains("not UTF-8"));
     assert!(acks[4]["seq"].is_u64(), "the good line still applies");
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -58,7 +79,10 @@ fn apply_errors_show_the_line_shape_and_go_to_stderr() {
     // Nothing invalid was stored: the U+FFFD repair is gone.
     assert!(!ok(root, &["dump", "r"]).contains('\u{fffd}'));
     let help = ok(root, &["apply", "--help"]);
-    assert!(help.contains("\"op\":\"spend\"") && help.contains("docs/CLI.md"), "{help}");
+    assert!(
+        help.contains("\"op\":\"spend\"") && help.contains("docs/CLI.md"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -73,12 +97,26 @@ fn finalize_and_key_messages() {
     let o = runlog(root, &["finalize", "r", "bogus"]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("done, needs_attention or aborted") && !e.contains("running"), "{e}");
+    assert!(
+        e.contains("done, needs_attention or aborted") && !e.contains("running"),
+        "{e}"
+    );
 
     let key = root.join("key");
     std::fs::write(&key, [7u8; 32]).unwrap();
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    ok(root, &["--key-file", key.to_str().unwrap(), "init", "--id", "k", "--task", "t"]);
+    ok(
+        root,
+        &[
+            "--key-file",
+            key.to_str().unwrap(),
+            "init",
+            "--id",
+            "k",
+            "--task",
+            "t",
+        ],
+    );
     let o = runlog(root, &["get", "k"]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);

@@ -42,10 +42,20 @@ fn a_waiting_writer_says_who_holds_the_lock_and_for_how_long() {
     let pid = format!("pid {}", holder.id());
     assert!(stderr.contains("waiting for the writer lock"), "{stderr}");
     assert!(stderr.contains(&pid), "{stderr} does not name {pid}");
-    assert!(stderr.contains("apply r"), "{stderr} does not show the holder's command");
-    assert!(stderr.contains("0.5 s more"), "{stderr} does not say how long");
+    assert!(
+        stderr.contains("apply r"),
+        "{stderr} does not show the holder's command"
+    );
+    assert!(
+        stderr.contains("0.5 s more"),
+        "{stderr} does not say how long"
+    );
     // Exactly one notice, then the failure.
-    assert_eq!(stderr.matches("waiting for the writer lock").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("waiting for the writer lock").count(),
+        1,
+        "{stderr}"
+    );
 
     // A wait of a second or less says nothing extra: it fails as before.
     let o = runlog(root, &["unit", "r", "a", "done", "--lock-timeout", "0.2"]);

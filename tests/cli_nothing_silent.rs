@@ -19,7 +19,18 @@ fn json_of(o: &std::process::Output) -> serde_json::Value {
 fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    ok(root, &["start", "--id", "job", "--fingerprint", "v=1", "--units", "a"]);
+    ok(
+        root,
+        &[
+            "start",
+            "--id",
+            "job",
+            "--fingerprint",
+            "v=1",
+            "--units",
+            "a",
+        ],
+    );
     ok(root, &["unit", "job", "a", "done"]);
     ok(root, &["finalize", "job", "done"]);
 
@@ -27,18 +38,37 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
     let before = tree_bytes(root);
     let out = ok(
         root,
-        &["start", "--id", "job", "--fingerprint", "v=1", "--keep-finished"],
+        &[
+            "start",
+            "--id",
+            "job",
+            "--fingerprint",
+            "v=1",
+            "--keep-finished",
+        ],
     );
-    assert!(out.contains("has finished") && out.contains("left as it is"), "{out}");
+    assert!(
+        out.contains("has finished") && out.contains("left as it is"),
+        "{out}"
+    );
     let after = tree_bytes(root);
     let no_lock = |t: Vec<(std::path::PathBuf, Vec<u8>)>| {
-        t.into_iter().filter(|(p, _)| !p.ends_with("LOCK")).collect::<Vec<_>>()
+        t.into_iter()
+            .filter(|(p, _)| !p.ends_with("LOCK"))
+            .collect::<Vec<_>>()
     };
-    assert_eq!(no_lock(after), no_lock(before), "--keep-finished changed the run");
+    assert_eq!(
+        no_lock(after),
+        no_lock(before),
+        "--keep-finished changed the run"
+    );
     assert_eq!(ok_json(root, &["get", "job"])["status"], "done");
 
     // Without it: archived and fresh, loudly, with where it went.
-    let o = runlog(root, &["--json", "start", "--id", "job", "--fingerprint", "v=1"]);
+    let o = runlog(
+        root,
+        &["--json", "start", "--id", "job", "--fingerprint", "v=1"],
+    );
     assert_eq!(o.status.code(), Some(0));
     let v = json_of(&o);
     let w = &v["warnings"][0];
@@ -76,7 +106,10 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
 fn init_then_start_resumes_and_a_refused_reinit_says_how() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    ok(root, &["init", "--id", "r", "--task", "t", "--units", "a,b"]);
+    ok(
+        root,
+        &["init", "--id", "r", "--task", "t", "--units", "a,b"],
+    );
     ok(root, &["unit", "r", "a", "done"]);
     let o = runlog(root, &["init", "--id", "r", "--task", "t"]);
     assert_eq!(o.status.code(), Some(2));
@@ -95,12 +128,35 @@ fn init_then_start_resumes_and_a_refused_reinit_says_how() {
 fn a_resumed_start_names_what_it_ignored() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    ok(root, &["start", "--id", "r", "--fingerprint", "v=1", "--units", "a", "--task", "t"]);
+    ok(
+        root,
+        &[
+            "start",
+            "--id",
+            "r",
+            "--fingerprint",
+            "v=1",
+            "--units",
+            "a",
+            "--task",
+            "t",
+        ],
+    );
     let o = runlog(
         root,
         &[
-            "--json", "start", "--id", "r", "--fingerprint", "v=1", "--units", "a,new1,new2",
-            "--task", "other", "--budget", "usd=5@ops",
+            "--json",
+            "start",
+            "--id",
+            "r",
+            "--fingerprint",
+            "v=1",
+            "--units",
+            "a,new1,new2",
+            "--task",
+            "other",
+            "--budget",
+            "usd=5@ops",
         ],
     );
     assert_eq!(o.status.code(), Some(0));
@@ -117,7 +173,10 @@ fn a_resumed_start_names_what_it_ignored() {
     assert_eq!(doc["task"], "t");
     assert!(doc["units"].get("new1").is_none());
     // Same arguments again, and no --task: no warning (the task defaults to the run's).
-    let v = ok_json(root, &["start", "--id", "r", "--fingerprint", "v=1", "--units", "a"]);
+    let v = ok_json(
+        root,
+        &["start", "--id", "r", "--fingerprint", "v=1", "--units", "a"],
+    );
     assert_eq!(v["warnings"], serde_json::json!([]), "{v}");
 }
 
@@ -125,7 +184,10 @@ fn a_resumed_start_names_what_it_ignored() {
 fn spend_past_the_limit_warns_on_stderr_and_in_json() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    ok(root, &["init", "--id", "r", "--task", "t", "--budget", "usd=1@ops"]);
+    ok(
+        root,
+        &["init", "--id", "r", "--task", "t", "--budget", "usd=1@ops"],
+    );
     let o = runlog(root, &["--json", "spend", "r", "usd", "0.5"]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(json_of(&o)["warnings"], serde_json::json!([]));
@@ -136,7 +198,10 @@ fn spend_past_the_limit_warns_on_stderr_and_in_json() {
     assert_eq!(v["warnings"][0]["code"], "BUDGET_EXCEEDED", "{v}");
     assert!(v["seq"].is_u64());
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("BUDGET_EXCEEDED") && stderr.contains("usd"), "{stderr}");
+    assert!(
+        stderr.contains("BUDGET_EXCEEDED") && stderr.contains("usd"),
+        "{stderr}"
+    );
     let o = runlog(root, &["spend", "r", "usd", "1"]);
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("BUDGET_EXCEEDED"));

@@ -11,10 +11,16 @@ fn compact_rebuild_gc_and_item_print_plain_lines() {
     let root = d.path();
     ok(root, &["init", "--id", "r", "--task", "t", "--units", "a"]);
     let out = ok(root, &["compact", "r"]);
-    assert!(out.starts_with("compacted run r:") && out.lines().count() == 1, "{out}");
+    assert!(
+        out.starts_with("compacted run r:") && out.lines().count() == 1,
+        "{out}"
+    );
     assert!(ok_json(root, &["compact", "r"])["snapshotSeq"].is_u64());
     let out = ok(root, &["rebuild", "r"]);
-    assert!(out.starts_with("rebuilt run r:") && out.lines().count() == 1, "{out}");
+    assert!(
+        out.starts_with("rebuilt run r:") && out.lines().count() == 1,
+        "{out}"
+    );
     assert!(ok_json(root, &["rebuild", "r"])["lastSeq"].is_u64());
     let out = ok(root, &["gc"]);
     assert!(out.contains("nothing to remove"), "{out}");
@@ -43,20 +49,40 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no runs under"));
 
     let long = "L".repeat(128);
-    ok(root, &["init", "--id", &long, "--task", "long", "--units", "a,b"]);
+    ok(
+        root,
+        &["init", "--id", &long, "--task", "long", "--units", "a,b"],
+    );
     ok(root, &["init", "--id", "s", "--task", "short"]);
     let out = ok(root, &["status", "--list"]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines[0].starts_with("ID ") && lines[0].contains("STATUS"), "{out}");
+    assert!(
+        lines[0].starts_with("ID ") && lines[0].contains("STATUS"),
+        "{out}"
+    );
     let col = |l: &str| l.find("running").or_else(|| l.find("STATUS")).unwrap();
-    assert!(lines.iter().all(|l| col(l) == col(lines[0])), "columns drift:\n{out}");
+    assert!(
+        lines.iter().all(|l| col(l) == col(lines[0])),
+        "columns drift:\n{out}"
+    );
 
     // A keyed run listed without its key, and a damaged run: said, and exit 1.
     let key = root.join("key");
     std::fs::write(&key, "ab".repeat(32)).unwrap();
     std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    ok(root, &["--key-file", key.to_str().unwrap(), "init", "--id", "k", "--task", "t"]);
+    ok(
+        root,
+        &[
+            "--key-file",
+            key.to_str().unwrap(),
+            "init",
+            "--id",
+            "k",
+            "--task",
+            "t",
+        ],
+    );
     let o = runlog(root, &["status", "--list"]);
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -67,7 +93,12 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
     let o = runlog(root, &["--json", "status", "--list"]);
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let k = v.as_array().unwrap().iter().find(|r| r["id"] == "k").unwrap();
+    let k = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "k")
+        .unwrap();
     assert!(k["error"].is_string() && k["status"].is_null(), "{k}");
 
     // gc does not skip it silently: listed, named on stderr, exit 1.

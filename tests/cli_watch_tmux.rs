@@ -14,13 +14,18 @@ const ROWS: usize = 24;
 const COLS: usize = 80;
 
 fn tmux_available() -> bool {
-    let found = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
         assert!(
             std::env::var("RUNLOG_REQUIRE_TMUX").as_deref() != Ok("1"),
             "RUNLOG_REQUIRE_TMUX=1 but tmux is not installed"
         );
-        eprintln!("skipped: tmux is not installed (apt-get install -y tmux); set RUNLOG_REQUIRE_TMUX=1 to fail instead");
+        eprintln!(
+            "skipped: tmux is not installed (apt-get install -y tmux); set RUNLOG_REQUIRE_TMUX=1 to fail instead"
+        );
     }
     found
 }
@@ -83,9 +88,21 @@ fn capture(root: &Path, want: &str) -> Vec<String> {
         root.display()
     );
     let o = tmux(&[
-        "new-session", "-d", "-s", "w", "-x", &COLS.to_string(), "-y", &ROWS.to_string(), &shell_cmd,
+        "new-session",
+        "-d",
+        "-s",
+        "w",
+        "-x",
+        &COLS.to_string(),
+        "-y",
+        &ROWS.to_string(),
+        &shell_cmd,
     ]);
-    assert!(o.status.success(), "tmux: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "tmux: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let mut lines = vec![];
     // Poll the pane (each poll a capture) until a whole frame is drawn.
     for _ in 0..400 {
@@ -98,7 +115,10 @@ fn capture(root: &Path, want: &str) -> Vec<String> {
         }
     }
     tmux(&["kill-server"]);
-    assert!(!lines.is_empty(), "no frame with {want:?} appeared in the pane");
+    assert!(
+        !lines.is_empty(),
+        "no frame with {want:?} appeared in the pane"
+    );
     lines
 }
 
@@ -126,18 +146,30 @@ fn watch_fits_an_80x24_terminal_at_10_and_at_a_million_units() {
     let shown = lines.join("\n");
     assert!(shown.contains("pending 7 · done 3"), "{shown}");
     assert!(shown.contains("eligible (7): u0000003"), "{shown}");
-    assert!(shown.contains("open items (3):") && shown.contains("… and"), "{shown}");
+    assert!(
+        shown.contains("open items (3):") && shown.contains("… and"),
+        "{shown}"
+    );
 
     let d = tempfile::tempdir().unwrap();
     let t0 = std::time::Instant::now();
     build(d.path(), 1_000_000, 1000);
-    eprintln!("built 1,000,000 units in {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "built 1,000,000 units in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     let t0 = std::time::Instant::now();
     let lines = capture(d.path(), "1000/1000000");
-    eprintln!("first frame captured in {:.1} s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "first frame captured in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     assert_fits(&lines);
     let shown = lines.join("\n");
     assert!(shown.contains("pending 999000 · done 1000"), "{shown}");
     assert!(shown.contains("0.1% done"), "{shown}");
-    assert!(!shown.contains("u0000999"), "a large run lists no units:\n{shown}");
+    assert!(
+        !shown.contains("u0000999"),
+        "a large run lists no units:\n{shown}"
+    );
 }

@@ -11,7 +11,14 @@ use std::process::Command;
 fn pipeline_refuses_bad_numbers_and_writes_nothing() {
     let d = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pipeline.sh");
-    for args in [["x", "abc", "4"], ["x", "0", "4"], ["x", "5", "-1"], ["x", "5", "zz"], ["x", "", "4"], ["x", "2000", "4"]] {
+    for args in [
+        ["x", "abc", "4"],
+        ["x", "0", "4"],
+        ["x", "5", "-1"],
+        ["x", "5", "zz"],
+        ["x", "", "4"],
+        ["x", "2000", "4"],
+    ] {
         let o = Command::new("sh")
             .arg(&script)
             .args(args)
@@ -33,7 +40,10 @@ fn orchestrator_answers_help() {
     let o = Command::new(&bin).arg("--help").output().unwrap();
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.starts_with("usage: orchestrator") && out.contains("--crash-after"), "{out}");
+    assert!(
+        out.starts_with("usage: orchestrator") && out.contains("--crash-after"),
+        "{out}"
+    );
     let o = Command::new(&bin).arg("--bogus").output().unwrap();
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("usage: orchestrator"));

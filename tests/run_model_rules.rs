@@ -280,7 +280,11 @@ fn checkpoints_restore_and_stop_only_after_saving() {
         .unwrap();
     assert!(got.state.is_none(), "after completion: fresh");
     let codes: Vec<&str> = got.warnings.iter().map(|w| w.code.as_str()).collect();
-    assert_eq!(codes, [runlog::run::RUN_FINISHED_STARTED_FRESH], "and says so");
+    assert_eq!(
+        codes,
+        [runlog::run::RUN_FINISHED_STARTED_FRESH],
+        "and says so"
+    );
 }
 
 #[test]

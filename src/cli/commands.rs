@@ -283,7 +283,9 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
                 amount,
             };
             let (seq, b) = with_lock_notice(runs, |r| {
-                r.change_then(&run, c.clone(), |v| v.header().budgets.get(&budget).cloned())
+                r.change_then(&run, c.clone(), |v| {
+                    v.header().budgets.get(&budget).cloned()
+                })
             })?;
             let mut warnings = vec![];
             if let Some(b) = b.filter(|b| b.is_exhausted()) {
@@ -539,7 +541,9 @@ fn archive_list(runs: &Runs, json: bool) -> Result<u8, RunError> {
         ))?;
     } else {
         write_out(&render_archive_list(&all))?;
-        println_out("restore one with: runlog archive restore NAME (gc removes archived runs after --keep-days)")?;
+        println_out(
+            "restore one with: runlog archive restore NAME (gc removes archived runs after --keep-days)",
+        )?;
     }
     Ok(EXIT_DONE)
 }

@@ -203,7 +203,9 @@ fn demo(opts: &crate::demo::DemoOptions, json: bool) -> Result<u8, RunError> {
     let report = match crate::demo::run_demo(opts, &exe) {
         Ok(r) => r,
         Err(e) if crate::demo::is_interrupted(&e) => {
-            eprintln!("runlog demo: interrupted; the worker was stopped and the temporary runs root removed");
+            eprintln!(
+                "runlog demo: interrupted; the worker was stopped and the temporary runs root removed"
+            );
             return Ok(EXIT_INTERRUPTED);
         }
         Err(e) => return Err(e),

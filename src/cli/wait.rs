@@ -86,7 +86,10 @@ mod tests {
         let n = notice("/r/LOCK", Some("pid 4294967295"), Duration::from_secs(29));
         assert!(n.contains("/r/LOCK") && n.contains("pid 4294967295") && n.contains("29.0 s"));
         let me = format!("pid {}", std::process::id());
-        assert!(notice("L", Some(&me), Duration::ZERO).contains('('), "own cmdline");
+        assert!(
+            notice("L", Some(&me), Duration::ZERO).contains('('),
+            "own cmdline"
+        );
         assert!(notice("L", None, Duration::ZERO).contains("another process"));
         assert_eq!(pid_of("pid 12"), Some(12));
         assert_eq!(pid_of("a simulated holder"), None);

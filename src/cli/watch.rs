@@ -13,11 +13,11 @@
 use super::EXIT_DONE;
 use crate::run::RunView;
 use crate::run::render::{WatchContext, render_watch, status_json};
-use std::collections::VecDeque;
-use std::time::Instant;
 use crate::run::{RunError, Runs};
+use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
+use std::time::Instant;
 
 /// The shortest `--interval`, in seconds: a reader replays the log each time.
 pub const MIN_INTERVAL_SECS: f64 = 0.05;
@@ -59,7 +59,10 @@ pub fn frame_output(
     prev: Option<&str>,
 ) -> Option<String> {
     match screen {
-        Screen::Terminal => Some(format!("{CLEAR}{header}\n\n{}", frame.trim_end_matches('\n'))),
+        Screen::Terminal => Some(format!(
+            "{CLEAR}{header}\n\n{}",
+            frame.trim_end_matches('\n')
+        )),
         Screen::Stream | Screen::JsonLines if prev == Some(frame) => None,
         Screen::Stream if prev.is_some() => Some(format!("\n{frame}")),
         Screen::Stream | Screen::JsonLines => Some(frame.to_string()),
@@ -133,11 +136,7 @@ impl Memory {
     }
 }
 
-fn render(
-    screen: Screen,
-    view: &RunView<'_>,
-    memory: &mut Memory,
-) -> Result<String, RunError> {
+fn render(screen: Screen, view: &RunView<'_>, memory: &mut Memory) -> Result<String, RunError> {
     match screen {
         Screen::JsonLines => serde_json::to_string(&status_json(view))
             .map(|s| s + "\n")
@@ -154,8 +153,7 @@ fn render(
         ),
         Screen::Terminal => {
             let rate = memory.observe(view, Instant::now());
-            let (rows, cols) =
-                crate::run::signal::terminal_size().unwrap_or(FALLBACK_SIZE);
+            let (rows, cols) = crate::run::signal::terminal_size().unwrap_or(FALLBACK_SIZE);
             let ctx = WatchContext {
                 rows: rows.saturating_sub(HEADER_ROWS).max(1),
                 cols,

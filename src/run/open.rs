@@ -193,7 +193,10 @@ fn ignored_by_resume(view: &super::view::RunView<'_>, spec: &InitSpec) -> Result
     let doc = view.header();
     let mut out = vec![];
     if spec.task != doc.task {
-        out.push(format!("task {:?} (the run's is {:?})", spec.task, doc.task));
+        out.push(format!(
+            "task {:?} (the run's is {:?})",
+            spec.task, doc.task
+        ));
     }
     let mut new_units = vec![];
     for u in spec.units.iter().chain(spec.deps.keys()) {
@@ -215,7 +218,11 @@ fn ignored_by_resume(view: &super::view::RunView<'_>, spec: &InitSpec) -> Result
             "{} unit(s) the run does not have: {}{}",
             new_units.len(),
             shown.join(", "),
-            if more > 0 { format!(" … and {more} more") } else { String::new() }
+            if more > 0 {
+                format!(" … and {more} more")
+            } else {
+                String::new()
+            }
         ));
     }
     for (name, b) in &spec.budgets {

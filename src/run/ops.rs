@@ -209,7 +209,10 @@ mod tests {
             let e = parse_op_line(line).unwrap_err();
             assert!(e.contains(says), "{line}: {e}");
             assert!(e.contains("runlog apply --help"), "{line}: {e}");
-            assert!(!e.contains("internally tagged") && !e.contains('`'), "{line}: {e}");
+            assert!(
+                !e.contains("internally tagged") && !e.contains('`'),
+                "{line}: {e}"
+            );
         }
     }
 }

@@ -178,9 +178,7 @@ fn list_row(r: &RunSummary) -> [String; 5] {
         ],
         None => [
             r.id.clone(),
-            r.status
-                .map_or("uninitialized", |s| s.as_str())
-                .to_string(),
+            r.status.map_or("uninitialized", |s| s.as_str()).to_string(),
             format!("{}/{}", r.units_done, r.units_total),
             r.created_at.clone(),
             r.task.clone(),
@@ -239,7 +237,10 @@ const WATCH_LIST_ITEMS: usize = 5;
 pub fn render_watch(view: &RunView<'_>, ctx: &WatchContext) -> Result<String> {
     let doc = view.header();
     if !doc.is_initialized() {
-        return Ok(fit(vec!["run store exists but was never initialized".into()], ctx));
+        return Ok(fit(
+            vec!["run store exists but was never initialized".into()],
+            ctx,
+        ));
     }
     let c = view.counts();
     let mut l: Vec<String> = vec![];
@@ -369,12 +370,7 @@ fn duration_text(secs: f64) -> String {
 }
 
 /// `head` and as many of `items` as fit in `cols`, then "… and N more".
-fn fit_list(
-    head: &str,
-    items: impl Iterator<Item = String>,
-    total: usize,
-    cols: usize,
-) -> String {
+fn fit_list(head: &str, items: impl Iterator<Item = String>, total: usize, cols: usize) -> String {
     let mut line = head.to_string();
     let mut shown = 0usize;
     for item in items.take(WATCH_LIST_ITEMS) {

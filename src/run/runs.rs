@@ -501,16 +501,14 @@ impl Runs {
             // use is skipped at once (no wait), and reported.
             let dir = self.run_dir(&id)?;
             let opts = self.store_options(false, Some(None));
-            let store =
-                match engine::Store::<Keyed<RunKeyed>>::open(&dir, opts)
-                {
-                    Ok(s) => s,
-                    Err(engine::Error::Locked { .. }) => {
-                        report.skipped_locked.push(id);
-                        continue;
-                    }
-                    Err(e) => return Err(RunError::engine(&id, e)),
-                };
+            let store = match engine::Store::<Keyed<RunKeyed>>::open(&dir, opts) {
+                Ok(s) => s,
+                Err(engine::Error::Locked { .. }) => {
+                    report.skipped_locked.push(id);
+                    continue;
+                }
+                Err(e) => return Err(RunError::engine(&id, e)),
+            };
             if !store.read(|d| d.header().doc.is_closed()) {
                 continue;
             }
