@@ -77,11 +77,11 @@ fn kills_are_validated_and_all_done() {
         "--json",
         "demo",
         "--units",
-        "5",
+        "60",
         "--kills",
         "3",
         "--work-us",
-        "10",
+        "3000",
         "--seed",
         "1",
     ]);
@@ -92,6 +92,7 @@ fn kills_are_validated_and_all_done() {
         String::from_utf8_lossy(&o.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kills_asked"], 3, "{v}");
     assert_eq!(v["crashes"], 3, "{v}");
     assert!(
         demo_dirs(tmp.path()).is_empty(),
