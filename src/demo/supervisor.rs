@@ -292,7 +292,7 @@ fn run_demo_in(
                             restart_ms: inc.spawned.elapsed().as_secs_f64() * 1000.0,
                         });
                     }
-                    done_now = done_now.max(done as usize);
+                    done_now = done_now.max(done);
                     pb.set_position(done as u64);
                 }
                 Line::Ack {
