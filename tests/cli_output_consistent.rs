@@ -101,6 +101,27 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
         .unwrap();
     assert!(k["error"].is_string() && k["status"].is_null(), "{k}");
 
+    // A damaged run (its only record junk) and an empty run directory: the same.
+    std::fs::create_dir_all(root.join("runs/junk")).unwrap();
+    std::fs::write(
+        root.join("runs/junk/seg-00000000000000000001.log"),
+        "junk\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("runs/empty")).unwrap();
+    let o = runlog(root, &["status", "--list"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for id in ["junk", "empty"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap();
+        assert!(row.contains("unreadable") && !row.contains("0/0"), "{row}");
+    }
+    std::fs::remove_dir_all(root.join("runs/junk")).unwrap();
+    std::fs::remove_dir_all(root.join("runs/empty")).unwrap();
+
     // gc does not skip it silently: listed, named on stderr, exit 1.
     let o = runlog(root, &["gc", "--keep-days", "0"]);
     assert_eq!(o.status.code(), Some(1));

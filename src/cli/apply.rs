@@ -147,7 +147,7 @@ pub fn apply_stream(
 
 /// `runlog apply RUN`: holds the writer lock while stdin lasts.
 pub fn apply_stdin(runs: &Runs, id: &str) -> Result<u8, RunError> {
-    let run = runs.open(id)?;
+    let run = super::wait::with_lock_notice(runs, |r| r.open(id))?;
     let stdin = std::io::stdin();
     let mut input = std::io::BufReader::with_capacity(256 << 10, stdin.lock());
     let mut out = std::io::stdout().lock();

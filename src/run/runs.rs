@@ -571,6 +571,11 @@ impl Runs {
 fn summary(id: String, view: &super::view::RunView<'_>) -> RunSummary {
     let doc = view.header();
     let counts = view.counts();
+    // A store with no initialized run (its first record missing or torn) is
+    // not an empty run: say so rather than list "0/0".
+    let error = (!doc.is_initialized()).then(|| {
+        format!("holds no initialized run (its first record is missing or torn); `runlog verify {id}` says more")
+    });
     RunSummary {
         status: doc.is_initialized().then_some(doc.status),
         task: doc.task.clone(),
@@ -578,7 +583,7 @@ fn summary(id: String, view: &super::view::RunView<'_>) -> RunSummary {
         updated_at: doc.updated_at.clone(),
         units_done: counts.done as usize,
         units_total: counts.total() as usize,
-        error: None,
+        error,
         id,
     }
 }
@@ -600,6 +605,9 @@ fn unreadable_summary(id: String, e: &RunError) -> RunSummary {
                 ..
             } if reason.starts_with("store is keyed") => {
                 "a keyed run: it can't be read without its key".to_string()
+            }
+            RunError::NotFound { .. } => {
+                "its directory holds no run store (empty, or partly created)".to_string()
             }
             e => e.to_string(),
         }),
