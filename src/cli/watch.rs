@@ -198,6 +198,11 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
                 })?;
         }
         if doc.is_initialized() && doc.is_closed() {
+            if screen == Screen::Terminal {
+                // A terminal frame ends on its last line: end it, so the prompt
+                // starts on a line of its own.
+                super::write_out("\n")?;
+            }
             return Ok(EXIT_DONE);
         }
         prev = Some(frame);
