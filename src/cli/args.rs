@@ -85,7 +85,8 @@ pub enum Command {
     /// archived first). Resume it later with `runlog start --id ID` and the same
     /// --fingerprint (none, if init was given none).
     Init {
-        /// The run id.
+        /// The run id: 1–128 letters, digits, '-', '_' or '.', starting with a
+        /// letter or a digit, without ".." and not ending in '.'.
         #[arg(long)]
         id: String,
         /// What the run does.
@@ -109,7 +110,8 @@ pub enum Command {
     /// --keep-finished: then it is left as it is and start exits 0.
     /// Warnings go to stderr, and into "warnings" with --json.
     Start {
-        /// The run id.
+        /// The run id: 1–128 letters, digits, '-', '_' or '.', starting with a
+        /// letter or a digit, without ".." and not ending in '.'.
         #[arg(long)]
         id: String,
         /// The inputs the progress depends on: name=value[,name=value…]
