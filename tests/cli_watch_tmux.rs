@@ -107,10 +107,11 @@ fn capture(root: &Path, want: &str) -> Vec<String> {
     // Poll the pane (each poll a capture) until a whole frame is drawn.
     for _ in 0..400 {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let o = tmux(&["capture-pane", "-p", "-t", "w"]);
+        // -J joins a wrapped line back into one, so a line wider than the pane shows.
+        let o = tmux(&["capture-pane", "-p", "-J", "-t", "w"]);
         let text = String::from_utf8_lossy(&o.stdout).into_owned();
         if text.contains(want) && text.contains("resume: runlog resume big") {
-            lines = text.lines().map(str::to_string).collect();
+            lines = text.lines().map(|l| l.trim_end().to_string()).collect();
             break;
         }
     }
