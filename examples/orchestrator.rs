@@ -25,6 +25,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+const USAGE: &str = "\
+usage: orchestrator [--dir D] [--units N] [--workers W] [--crash-after K] [--run ID]
+  --dir D          the runs root (default .runlog)
+  --units N        units in the DAG, 1..=1000 (default 20)
+  --workers W      worker threads, 1..=64 (default 4)
+  --crash-after K  abort the process right after the K-th unit is done, to try resuming
+  --run ID         the run id (default orchestrator)
+Run it again on the same runs root and it resumes; after the run finished, it starts afresh
+(with a RUN_FINISHED_STARTED_FRESH warning).";
+
 struct Args {
     dir: PathBuf,
     run: String,
@@ -43,6 +53,10 @@ fn parse_args() -> Result<Args, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            println!("{USAGE}");
+            std::process::exit(0);
+        }
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         let num = |v: String| v.parse::<usize>().map_err(|e| format!("{flag} {v:?}: {e}"));
         match flag.as_str() {
@@ -52,9 +66,7 @@ fn parse_args() -> Result<Args, String> {
             "--workers" => a.workers = num(value()?)?,
             "--crash-after" => a.crash_after = Some(num(value()?)?),
             _ => {
-                return Err(format!(
-                    "unknown argument {flag:?}; usage: orchestrator --dir D --units N --workers W [--crash-after K] [--run ID]"
-                ));
+                return Err(format!("unknown argument {flag:?}\n{USAGE}"));
             }
         }
     }
@@ -176,7 +188,7 @@ fn orchestrate() -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?;
     for w in &started.warnings {
-        eprintln!("orchestrator: warning: {}", w.message);
+        eprintln!("orchestrator: warning {}: {}", w.code, w.message);
     }
     let rs = started.run.resume_set().map_err(|e| e.to_string())?;
     println!(

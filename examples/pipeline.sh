@@ -39,6 +39,23 @@ fi
 run=$1
 n=$2
 par=${3:-4}
+# Refuse bad numbers before anything is written (exit 2, as runlog refuses).
+case $n in
+'' | *[!0-9]*)
+    echo "pipeline: UNITS must be a whole number from 1 to 1000, not '$n'" >&2
+    exit 2
+    ;;
+esac
+case $par in
+'' | *[!0-9]*)
+    echo "pipeline: PARALLEL must be a whole number from 1 to 64, not '$par'" >&2
+    exit 2
+    ;;
+esac
+if [ "$n" -lt 1 ] || [ "$n" -gt 1000 ] || [ "$par" -lt 1 ] || [ "$par" -gt 64 ]; then
+    echo "pipeline: UNITS must be 1..1000 and PARALLEL 1..64 (got $n and $par)" >&2
+    exit 2
+fi
 
 # The units and their dependencies; "$@" collects the --deps arguments.
 set --

@@ -21,8 +21,8 @@
 //! Errors chain: each `Display` is one layer's message and `source()` is the
 //! cause, so a reporter ([`engine::ErrorChain`], anyhow) prints every cause once.
 //!
-//! `docs/TOUR.md` in the repository walks through the three ways to drive runs:
-//! embedded in Rust (`examples/orchestrator.rs`), from a shell
+//! [The tour](crate::tour) (`docs/TOUR.md`) walks through the three ways to
+//! drive runs: embedded in Rust (`examples/orchestrator.rs`), from a shell
 //! (`examples/pipeline.sh`) and from another language through `runlog apply`
 //! (`examples/driver.py`).
 //!
@@ -48,7 +48,8 @@
 //!     }
 //! }
 //!
-//! let dir = std::env::temp_dir().join(format!("runlog-doc-{}", std::process::id()));
+//! let dir = std::env::temp_dir().join(format!("runlog-counter-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
 //! let opts = || Options { create: true, ..Options::default() };
 //! let store = Store::<Counter>::open(&dir, opts())?; // takes the writer lock
 //! store.append(&Add(2))?; // returns once fsync'd: seq 1
@@ -72,6 +73,10 @@ pub mod cli;
 pub mod demo;
 pub mod engine;
 pub mod run;
+
+/// The tour: the three ways to drive runs, step by step (`docs/TOUR.md`).
+#[doc = include_str!("../docs/TOUR.md")]
+pub mod tour {}
 
 /// README's code blocks, compiled as doctests so the README cannot drift.
 #[cfg(doctest)]

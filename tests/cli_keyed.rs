@@ -114,7 +114,7 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
         let o = runlog(&root, &["verify", id]);
         assert_eq!(o.status.code(), Some(2));
         assert!(
-            stdout_and_stderr(&o).contains("store is keyed; pass its key"),
+            stdout_and_stderr(&o).contains("keyed; pass its key"),
             "{}",
             stdout_and_stderr(&o)
         );

@@ -74,7 +74,10 @@ fn start_resumes_discards_and_restarts_after_finish() {
         ],
     );
     assert_eq!(s["resumed"], false);
-    assert!(s["warnings"].as_array().unwrap().is_empty());
+    assert_eq!(
+        s["warnings"][0]["code"], "RUN_FINISHED_STARTED_FRESH",
+        "{s}"
+    );
     assert_eq!(ok_json(root, &["get", "job"])["status"], "running");
 
     // Old terminal runs go with gc; a live one stays.

@@ -2,7 +2,7 @@
 //! stdout. Lines already buffered are applied together with one write and one
 //! fsync; no ack is written before the fsync that covers it.
 
-use super::{EXIT_DONE, EXIT_FAILED};
+use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED};
 use crate::run::ops::{MAX_OP_LINE_BYTES, parse_op_line};
 use crate::run::{Run, RunError, Runs};
 use serde_json::json;
@@ -76,6 +76,7 @@ pub fn apply_stream(
         path: "-".into(),
         source: e,
     };
+    let mut line_no = 0u64;
     loop {
         // Block for one line, then take every line already buffered.
         let mut lines = vec![];
@@ -90,46 +91,52 @@ pub fn apply_stream(
             }
         }
         // Parse; refused lines get their ack in place, accepted ones go in the batch.
-        let mut acks: Vec<Option<String>> = vec![];
+        // Each ack: (line number, refusal or None for a line in the batch).
+        let mut acks: Vec<(u64, Option<String>)> = vec![];
         let mut changes = vec![];
         for l in lines {
-            match l {
-                Line::TooLong(n) => acks.push(Some(ack_error(
-                    &format!("line of {n} bytes exceeds the limit of {MAX_OP_LINE_BYTES}"),
-                    2,
-                ))),
-                Line::Text(t) => {
-                    let text = String::from_utf8_lossy(&t);
-                    if text.trim().is_empty() {
-                        continue;
-                    }
-                    match parse_op_line(text.trim()) {
-                        Ok(c) => {
-                            acks.push(None);
-                            changes.push(c);
-                        }
-                        Err(e) => acks.push(Some(ack_error(&e, 2))),
-                    }
+            line_no += 1;
+            let parsed = match l {
+                Line::TooLong(n) => Err(format!(
+                    "line of {n} bytes exceeds the limit of {MAX_OP_LINE_BYTES}"
+                )),
+                // Invalid UTF-8 is refused, never repaired into U+FFFD.
+                Line::Text(t) => match std::str::from_utf8(&t) {
+                    Err(e) => Err(format!(
+                        "line is not UTF-8 (invalid byte at offset {})",
+                        e.valid_up_to()
+                    )),
+                    Ok(text) if text.trim().is_empty() => continue,
+                    Ok(text) => parse_op_line(text.trim()),
+                },
+            };
+            match parsed {
+                Ok(c) => {
+                    acks.push((line_no, None));
+                    changes.push(c);
                 }
+                Err(e) => acks.push((line_no, Some(e))),
             }
         }
         // `apply_batch` returns only after the fsync covering every accepted change.
         let mut results = run.apply_batch(changes).into_iter();
         let mut failed = false;
-        for ack in acks {
-            let line = match ack {
-                Some(a) => a,
+        for (n, ack) in acks {
+            let (msg, code) = match ack {
+                Some(why) => (why, EXIT_REFUSED),
                 None => match results.next() {
-                    Some(Ok(seq)) => json!({ "seq": seq }).to_string(),
-                    Some(Err(e)) => {
-                        let code = e.exit_code();
-                        failed |= code == EXIT_FAILED;
-                        ack_error(&super::report(&e), code)
+                    Some(Ok(seq)) => {
+                        writeln!(out, "{}", json!({ "seq": seq })).map_err(io_err)?;
+                        continue;
                     }
-                    None => ack_error("internal: missing result", EXIT_FAILED),
+                    Some(Err(e)) => (super::report(&e), e.exit_code()),
+                    None => ("internal: missing result".to_string(), EXIT_FAILED),
                 },
             };
-            writeln!(out, "{line}").map_err(io_err)?;
+            failed |= code == EXIT_FAILED;
+            // Failures go to stderr as well as into the ack (docs/CLI.md).
+            eprintln!("runlog: apply: line {n}: {msg}");
+            writeln!(out, "{}", ack_error(&msg, code)).map_err(io_err)?;
         }
         out.flush().map_err(io_err)?;
         if failed {
@@ -140,7 +147,7 @@ pub fn apply_stream(
 
 /// `runlog apply RUN`: holds the writer lock while stdin lasts.
 pub fn apply_stdin(runs: &Runs, id: &str) -> Result<u8, RunError> {
-    let run = runs.open(id)?;
+    let run = super::wait::with_lock_notice(runs, |r| r.open(id))?;
     let stdin = std::io::stdin();
     let mut input = std::io::BufReader::with_capacity(256 << 10, stdin.lock());
     let mut out = std::io::stdout().lock();

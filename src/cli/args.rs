@@ -8,15 +8,22 @@ use std::path::PathBuf;
 
 /// runlog: durable, resumable runs on an fsync'd transition log.
 #[derive(Debug, Parser)]
-#[command(name = "runlog", version, about, propagate_version = true)]
+#[command(
+    name = "runlog",
+    version,
+    about,
+    propagate_version = true,
+    after_help = EXIT_CODES_HELP
+)]
 pub struct Cli {
-    /// The runs root (else $RUNLOG_DIR, else the nearest .runlog/ above the working directory).
+    /// The runs root (else $RUNLOG_DIR, else the nearest .runlog/ above the
+    /// working directory; for `demo`: else a temporary directory, removed at the end).
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Print machine-readable JSON on stdout.
     #[arg(long, global = true)]
     pub json: bool,
-    /// How long a writer waits for another writer's lock.
+    /// How long a writer waits for another writer's lock (0 fails at once; after a second of waiting it says on stderr who holds the lock).
     #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
     pub lock_timeout: f64,
     /// The key of keyed runs (else $RUNLOG_KEY_FILE): 32 raw bytes or 64 hex digits, mode 0600. Runs created with it are keyed (tamper-evident); keyed runs need it.
@@ -26,6 +33,30 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// The exit codes, shown under every `--help`.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes: 0 done; 1 failed (I/O error, corruption, tampering, the writer lock
+not obtained within --lock-timeout, a run that can't be read); 2 refused
+(invalid argument, unknown run, or a transition the rules forbid: nothing was
+written). Killed by SIGPIPE (shell status 141) when stdout's reader goes away.
+Full reference: docs/CLI.md.";
+
+/// `apply --help`: the operation lines.
+pub const APPLY_HELP: &str = "\
+Each stdin line is one JSON object with an \"op\" field:
+  {\"op\":\"unit\",\"unit\":\"u1\",\"status\":\"done\",\"note\":\"…\",\"deps\":[\"u0\"]}
+  {\"op\":\"phase\",\"phase\":\"load\",\"status\":\"running\"}
+  {\"op\":\"item\",\"item\":{…}}            (or an array of objects)
+  {\"op\":\"resolve\",\"id\":\"item-1\",\"note\":\"…\"}
+  {\"op\":\"budget\",\"name\":\"usd\",\"limit\":5,\"owner\":\"ops\"}
+  {\"op\":\"spend\",\"budget\":\"usd\",\"amount\":0.5}
+  {\"op\":\"checkpoint\",\"state\":{…}}
+  {\"op\":\"finalize\",\"status\":\"done\",\"result\":\"…\"}
+note, deps, limit and result are optional. Blank lines are skipped.
+Each line gets one ack line on stdout once durable: {\"seq\":N}, or
+{\"error\":\"…\",\"code\":2} for a refused line (also written to stderr); after a
+failure (code 1) apply stops and exits 1. The full reference: docs/CLI.md.";
 
 /// Fields shared by `init` and `start`.
 #[derive(Debug, Args)]
@@ -50,9 +81,12 @@ pub struct NewRun {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create a run (refused if a live run with that id exists).
+    /// Create a run (refused if a live run with that id exists; a finished one is
+    /// archived first). Resume it later with `runlog start --id ID` and the same
+    /// --fingerprint (none, if init was given none).
     Init {
-        /// The run id.
+        /// The run id: 1–128 letters, digits, '-', '_' or '.', starting with a
+        /// letter or a digit, without ".." and not ending in '.'.
         #[arg(long)]
         id: String,
         /// What the run does.
@@ -65,17 +99,32 @@ pub enum Command {
         #[command(flatten)]
         new: NewRun,
     },
-    /// Restore the live run with this fingerprint, or start it fresh.
+    /// Resume the live run with this id and fingerprint, or start it fresh.
+    ///
+    /// A live run with the same fingerprint is resumed as it is: a --task,
+    /// --units, --deps, --budget or --launch that differs from it is ignored,
+    /// with a START_ARGS_IGNORED warning. A live run with another fingerprint
+    /// (a run made by `init` without one counts as the empty fingerprint) is
+    /// archived and a fresh one started (CHECKPOINT_DISCARDED). A finished run
+    /// is archived and started afresh (RUN_FINISHED_STARTED_FRESH), unless
+    /// --keep-finished: then it is left as it is and start exits 0.
+    /// Warnings go to stderr, and into "warnings" with --json.
     Start {
-        /// The run id.
+        /// The run id: 1–128 letters, digits, '-', '_' or '.', starting with a
+        /// letter or a digit, without ".." and not ending in '.'.
         #[arg(long)]
         id: String,
-        /// The inputs the progress depends on: name=value[,name=value…].
-        #[arg(long, value_name = "PARTS")]
+        /// The inputs the progress depends on: name=value[,name=value…]
+        /// (default: none, which resumes a run made by `init` without one).
+        #[arg(long, value_name = "PARTS", default_value = "")]
         fingerprint: String,
-        /// What the run does (default: the id).
+        /// What the run does (default: the live run's task, else the id).
         #[arg(long)]
         task: Option<String>,
+        /// Resume the live run, or do nothing if it has finished (instead of
+        /// archiving it and starting afresh).
+        #[arg(long)]
+        keep_finished: bool,
         /// Units, dependencies, launch, budgets, codec.
         #[command(flatten)]
         new: NewRun,
@@ -104,7 +153,7 @@ pub enum Command {
         /// pending | running | done | blocked | skipped.
         status: String,
     },
-    /// Add an open item (a JSON object, or an array of objects).
+    /// Add an open item (a JSON object, or an array of objects); prints each new item's id (item-N).
     Item {
         /// The run id.
         run: String,
@@ -135,7 +184,8 @@ pub enum Command {
         #[arg(long)]
         owner: String,
     },
-    /// Record spending against a declared budget.
+    /// Record spending against a declared budget (a BUDGET_EXCEEDED warning on
+    /// stderr, and in --json, once the spending reaches the limit).
     Spend {
         /// The run id.
         run: String,
@@ -156,6 +206,7 @@ pub enum Command {
         result: Option<String>,
     },
     /// Apply JSON-line operations from stdin, acknowledging each once durable.
+    #[command(after_long_help = APPLY_HELP)]
     Apply {
         /// The run id.
         run: String,
@@ -183,7 +234,7 @@ pub enum Command {
         /// Redraw every --interval seconds (lock-free) until the run is finalized or Ctrl-C.
         #[arg(long, conflicts_with = "list")]
         watch: bool,
-        /// Seconds between redraws with --watch.
+        /// Seconds between redraws with --watch (0.05 to 3600).
         #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "watch")]
         interval: f64,
     },
@@ -207,12 +258,28 @@ pub enum Command {
         /// The run id (a unique prefix will do).
         run: String,
     },
-    /// Remove terminal runs (and archived runs) older than N days.
+    /// Remove terminal runs (and archived runs) older than N days. A run in use
+    /// is skipped at once; runs that can't be read are left and listed (exit 1).
     Gc {
         /// Keep runs finished less than this many days ago.
         #[arg(long, default_value_t = 7)]
         keep_days: u64,
     },
+    /// List archived runs, or restore one (`start` and `init` archive the runs
+    /// they replace; `gc` removes archived runs after --keep-days).
+    Archive {
+        /// What to do.
+        #[command(subcommand)]
+        action: ArchiveCommand,
+    },
+    /// Print a shell completion script, generated from this command line:
+    /// `runlog completions bash > /etc/bash_completion.d/runlog`.
+    Completions {
+        /// bash | zsh | fish | elvish | powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from this command line: `runlog man | man -l -`.
+    Man,
     /// Show what runlog is for: a run killed with SIGKILL K times and resumed,
     /// then checked: every unit done exactly once, nothing acknowledged lost.
     /// Uses a fresh temporary runs root unless --dir is given.
@@ -246,6 +313,87 @@ pub enum Command {
         #[arg(long)]
         work_us: u64,
     },
+}
+
+/// `runlog archive …`.
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// List archived runs, newest first, with the name `restore` takes.
+    List,
+    /// Move an archived run back to the live runs (refused while a run with its id exists).
+    Restore {
+        /// The archived run's name, as `archive list` shows it (`<id>.<timestamp>`).
+        name: String,
+    },
+}
+
+/// Commands that take no writer lock: `--lock-timeout` is hidden from their help.
+pub const LOCK_FREE_COMMANDS: [&str; 11] = [
+    "completions",
+    "man",
+    "get",
+    "resume",
+    "status",
+    "verify",
+    "dump",
+    "gc",
+    "archive",
+    "demo",
+    "demo-worker",
+];
+/// Commands that use no key: `--key-file` is hidden from their help.
+pub const KEYLESS_COMMANDS: [&str; 4] = ["demo", "demo-worker", "completions", "man"];
+/// The flags each command has, hidden where it does not use them.
+const PER_COMMAND_FLAGS: [(&str, &[&str]); 2] = [
+    ("lock_timeout", &LOCK_FREE_COMMANDS),
+    ("key_file", &KEYLESS_COMMANDS),
+];
+
+/// The command line as clap sees it: the derived one, with `--lock-timeout`
+/// and `--key-file` given to every command itself rather than as clap
+/// globals, so each command's help lists them only where it uses them. They
+/// are still accepted everywhere (a script may pass them to every command),
+/// before the command or after it; [`parse`] merges the two places.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    for (id, hidden_in) in PER_COMMAND_FLAGS {
+        let Some(arg) = cmd.get_arguments().find(|a| a.get_id() == id).cloned() else {
+            continue;
+        };
+        let arg = arg.global(false);
+        cmd = cmd.mut_arg(id, |a| a.global(false));
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        for name in names {
+            let hide = hidden_in.contains(&name.as_str());
+            let a = arg.clone().hide(hide);
+            cmd = cmd.mut_subcommand(&name, |sc| sc.arg(a));
+        }
+    }
+    cmd
+}
+
+/// Parses the process's arguments ([`command`]): a per-command flag given
+/// after the command wins over the same flag given before it.
+pub fn parse() -> Result<Cli, clap::Error> {
+    use clap::FromArgMatches;
+    use clap::parser::ValueSource;
+    let m = command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&m)?;
+    if let Some((_, sub)) = m.subcommand() {
+        if sub.value_source("lock_timeout") == Some(ValueSource::CommandLine)
+            && let Some(t) = sub.get_one::<f64>("lock_timeout")
+        {
+            cli.lock_timeout = *t;
+        }
+        if let Some(k) = sub.get_one::<PathBuf>("key_file") {
+            cli.key_file = Some(k.clone());
+        }
+    }
+    Ok(cli)
 }
 
 fn invalid(s: String) -> RunError {

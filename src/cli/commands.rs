@@ -1,15 +1,18 @@
 //! One function per command: call the library, print the result.
 
-use super::args::{Command, NewRun, parse_amount, parse_budgets, parse_deps, parse_list};
-use super::{EXIT_DONE, EXIT_FAILED};
+use super::args::{
+    ArchiveCommand, Command, NewRun, parse_amount, parse_budgets, parse_deps, parse_list,
+};
+use super::wait::with_lock_notice;
+use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, write_out};
 use crate::engine::{self, Codec, Integrity, Keyed, RealFs};
 use crate::run::fingerprint::parse_parts;
 use crate::run::json::parse_json_limited;
 use crate::run::ops::items_from_json;
-use crate::run::render::{render_list, render_status, status_json};
+use crate::run::render::{render_archive_list, render_list, render_status, status_json};
 use crate::run::{
-    Change, InitSpec, Launch, PhaseStatus, RunError, RunKeyed, RunStatus, Runs, Transition,
-    UnitStatus,
+    Change, InitSpec, Launch, PhaseStatus, RunError, RunKeyed, RunStatus, RunSummary, Runs,
+    Transition, UnitStatus,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -53,14 +56,7 @@ fn write_json<T: Serialize>(value: &T, compact: bool) -> Result<(), RunError> {
 }
 
 fn println_out(text: &str) -> Result<(), RunError> {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{text}")
-        .and_then(|_| out.flush())
-        .map_err(|e| RunError::Io {
-            op: "write stdout",
-            path: "-".into(),
-            source: e,
-        })
+    write_out(&format!("{text}\n"))
 }
 
 fn print_seq(json: bool, seq: u64) -> Result<u8, RunError> {
@@ -70,6 +66,36 @@ fn print_seq(json: bool, seq: u64) -> Result<u8, RunError> {
         println_out(&format!("seq {seq}"))?;
     }
     Ok(EXIT_DONE)
+}
+
+/// Applies `change` to run `run` (waiting visibly for the lock) and prints its seq.
+fn change(runs: &Runs, json: bool, run: &str, change: Change) -> Result<u8, RunError> {
+    let seq = with_lock_notice(runs, |r| r.change(run, change.clone()))?;
+    print_seq(json, seq)
+}
+
+/// The code of the warning `spend` prints once a budget's spending reaches its limit.
+pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
+
+/// Prints each warning on stderr as `runlog: warning CODE: message`.
+fn warn_all(warnings: &[crate::run::Warning]) {
+    for w in warnings {
+        eprintln!("runlog: warning {}: {}", w.code, w.message);
+    }
+}
+
+/// True when `e` is the rules' refusal of an `init` over a live run.
+fn is_already_live(e: &RunError) -> bool {
+    match e {
+        RunError::Engine {
+            source: engine::Error::Refused(why),
+            ..
+        } => matches!(
+            why.downcast_ref::<crate::run::RuleError>(),
+            Some(crate::run::RuleError::AlreadyInitialized { .. })
+        ),
+        _ => false,
+    }
 }
 
 fn parse_status<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, RunError> {
@@ -112,8 +138,21 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             fingerprint,
             new,
         } => {
-            let (spec, codec) = init_spec(id, task, fingerprint.as_deref(), &new)?;
-            let run = runs.clone().with_codec(codec).init(spec)?;
+            let (spec, codec) = init_spec(id.clone(), task, fingerprint.as_deref(), &new)?;
+            let runs = runs.clone().with_codec(codec);
+            let run = match with_lock_notice(&runs, |r| r.init(spec.clone())) {
+                Ok(run) => run,
+                Err(e) if is_already_live(&e) => {
+                    let fp = fingerprint
+                        .as_deref()
+                        .map_or(String::new(), |f| format!(" --fingerprint {f:?}"));
+                    eprintln!(
+                        "runlog: {e}\nrunlog: to resume it: runlog start --id {id}{fp} (with the --fingerprint it was made with, if any)"
+                    );
+                    return Ok(EXIT_REFUSED);
+                }
+                Err(e) => return Err(e),
+            };
             if json {
                 print_json(
                     &json!({ "id": run.id(), "seq": run.store().last_seq() }),
@@ -128,14 +167,35 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             id,
             fingerprint,
             task,
+            keep_finished,
             new,
         } => {
-            let task = task.unwrap_or_else(|| id.clone());
-            let (spec, codec) = init_spec(id, task, Some(&fingerprint), &new)?;
-            let started = runs.clone().with_codec(codec).start(spec)?;
-            for w in &started.warnings {
-                eprintln!("runlog: warning {}: {}", w.code, w.message);
+            // The live run as it is now: its task is the default, and with
+            // --keep-finished a finished run is left alone.
+            let live = match runs.read_run(&id) {
+                Ok(r) => Some(r.view().header().clone()).filter(|d| d.is_initialized()),
+                Err(_) => None,
+            };
+            if let Some(doc) = live.as_ref().filter(|d| keep_finished && d.is_closed()) {
+                if json {
+                    let v = json!({"id": id, "resumed": false, "finished": true,
+                                   "status": doc.status, "warnings": []});
+                    print_json(&v, true)?;
+                } else {
+                    println_out(&format!(
+                        "run {id} has finished ({}); left as it is (--keep-finished)",
+                        doc.status
+                    ))?;
+                }
+                return Ok(EXIT_DONE);
             }
+            let task = task
+                .or_else(|| live.filter(|d| !d.is_closed()).map(|d| d.task))
+                .unwrap_or_else(|| id.clone());
+            let (spec, codec) = init_spec(id, task, Some(&fingerprint), &new)?;
+            let runs = runs.clone().with_codec(codec);
+            let started = with_lock_notice(&runs, |r| r.start(spec.clone()))?;
+            warn_all(&started.warnings);
             if json {
                 let v = json!({
                     "id": started.run.id(),
@@ -162,26 +222,39 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         } => {
             let status: UnitStatus = parse_status(&status)?;
             let deps = deps.map(|d| parse_list("dependency", &d)).transpose()?;
-            let change = Change::Unit {
+            let c = Change::Unit {
                 unit,
                 status,
                 note,
                 deps,
             };
-            print_seq(json, runs.change(&run, change)?)
+            change(runs, json, &run, c)
         }
         Command::Phase { run, phase, status } => {
             let status: PhaseStatus = parse_status(&status)?;
-            print_seq(json, runs.change(&run, Change::Phase { phase, status })?)
+            change(runs, json, &run, Change::Phase { phase, status })
         }
         Command::Item { run, item: text } => {
             let v = parse_json_limited(&text).map_err(invalid)?;
             let items = items_from_json(v).map_err(invalid)?;
-            print_seq(json, runs.change(&run, Change::Items { items })?)
+            let n = items.len() as u64;
+            let c = Change::Items { items };
+            // `nextItem` holds the last id handed out: the new ones end there.
+            let (seq, last) = with_lock_notice(runs, |r| {
+                r.change_then(&run, c.clone(), |v| v.header().next_item)
+            })?;
+            let ids: Vec<String> = (last + 1 - n.min(last)..=last)
+                .map(|i| format!("item-{i}"))
+                .collect();
+            if json {
+                print_json(&json!({ "seq": seq, "ids": ids }), true)?;
+            } else {
+                println_out(&format!("{} (seq {seq})", ids.join(" ")))?;
+            }
+            Ok(EXIT_DONE)
         }
         Command::Resolve { run, item_id, note } => {
-            let change = Change::Resolve { id: item_id, note };
-            print_seq(json, runs.change(&run, change)?)
+            change(runs, json, &run, Change::Resolve { id: item_id, note })
         }
         Command::Budget {
             run,
@@ -193,7 +266,7 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
                 parse_amount(&l.to_string())?;
             }
             let spec = crate::run::BudgetSpec { limit, owner };
-            print_seq(json, runs.change(&run, Change::Budget { name, spec })?)
+            change(runs, json, &run, Change::Budget { name, spec })
         }
         Command::Spend {
             run,
@@ -201,23 +274,67 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             amount,
         } => {
             let amount = parse_amount(&amount)?;
-            print_seq(json, runs.change(&run, Change::Spend { budget, amount })?)
+            let c = Change::Spend {
+                budget: budget.clone(),
+                amount,
+            };
+            let (seq, b) = with_lock_notice(runs, |r| {
+                r.change_then(&run, c.clone(), |v| {
+                    v.header().budgets.get(&budget).cloned()
+                })
+            })?;
+            let mut warnings = vec![];
+            if let Some(b) = b.filter(|b| b.is_exhausted()) {
+                warnings.push(crate::run::Warning {
+                    code: BUDGET_EXCEEDED.to_string(),
+                    message: format!(
+                        "budget {budget:?} of run {run}: spent {} of its limit {} (owner {}); `runlog budget` changes the limit",
+                        b.spent,
+                        b.limit.map_or("-".to_string(), |l| l.to_string()),
+                        b.owner
+                    ),
+                    changed: vec![budget.clone()],
+                    archived_to: String::new(),
+                });
+            }
+            warn_all(&warnings);
+            if json {
+                print_json(&json!({ "seq": seq, "warnings": warnings }), true)?;
+            } else {
+                println_out(&format!("seq {seq}"))?;
+            }
+            Ok(EXIT_DONE)
         }
         Command::Finalize {
             run,
             status,
             result,
         } => {
-            let status: RunStatus = parse_status(&status)?;
-            if !status.is_terminal() {
-                return Err(invalid("finalize takes done, needs_attention or aborted"));
-            }
-            print_seq(
-                json,
-                runs.change(&run, Change::Finalize { status, result })?,
-            )
+            let status: RunStatus = match status.parse() {
+                Ok(s) if RunStatus::is_terminal(s) => s,
+                _ => {
+                    return Err(invalid(format!(
+                        "finalize takes done, needs_attention or aborted, not {status:?}"
+                    )));
+                }
+            };
+            change(runs, json, &run, Change::Finalize { status, result })
         }
         Command::Apply { run } => super::apply::apply_stdin(runs, &run),
+        Command::Archive {
+            action: ArchiveCommand::List,
+        } => archive_list(runs, json),
+        Command::Archive {
+            action: ArchiveCommand::Restore { name },
+        } => {
+            let id = runs.restore_archived(&name)?;
+            if json {
+                print_json(&json!({ "id": id, "restoredFrom": name }), true)?;
+            } else {
+                println_out(&format!("restored run {id} from archive/{name}"))?;
+            }
+            Ok(EXIT_DONE)
+        }
         Command::Get { run, unit: None } => {
             let id = runs.resolve(&run)?;
             let read = runs.read_run(&id)?;
@@ -270,47 +387,73 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         Command::Rebuild { run } => {
             let id = runs.resolve(&run)?;
             let dir = runs.run_dir(&id)?;
-            let opts = engine::Options {
-                lock_wait: Some(crate::run::DEFAULT_LOCK_WAIT),
-                key: runs.key().cloned(),
-                ..engine::Options::default()
-            };
-            let (rec, c) =
+            let (rec, c) = with_lock_notice(runs, |r| {
+                let opts = engine::Options {
+                    lock_wait: r.lock_wait,
+                    key: r.key().cloned(),
+                    ..engine::Options::default()
+                };
                 engine::rebuild_snapshot::<Keyed<RunKeyed>>(&dir, opts).map_err(|e| {
                     RunError::Engine {
                         id: id.clone(),
                         source: e,
                     }
-                })?;
-            let v = json!({
-                "id": id,
-                "lastSeq": rec.last_seq,
-                "tornTailDropped": rec.torn_tail.is_some(),
-                "snapshotSeq": c.snapshot_seq,
-                "segmentsRemoved": c.segments_removed,
-            });
-            print_json(&v, json)?;
+                })
+            })?;
+            if json {
+                let v = json!({
+                    "id": id,
+                    "lastSeq": rec.last_seq,
+                    "tornTailDropped": rec.torn_tail.is_some(),
+                    "snapshotSeq": c.snapshot_seq,
+                    "segmentsRemoved": c.segments_removed,
+                });
+                print_json(&v, true)?;
+            } else {
+                let torn = if rec.torn_tail.is_some() {
+                    "a torn tail dropped"
+                } else {
+                    "no torn tail"
+                };
+                println_out(&format!(
+                    "rebuilt run {id}: {} records, {torn}; snapshot at seq {}, {} segment(s) removed",
+                    rec.last_seq, c.snapshot_seq, c.segments_removed
+                ))?;
+            }
             Ok(EXIT_DONE)
         }
         Command::Compact { run } => {
             let id = runs.resolve(&run)?;
-            let c = runs.open(&id)?.compact()?;
-            let v = json!({
-                "id": id,
-                "snapshotSeq": c.snapshot_seq,
-                "snapshotBytes": c.snapshot_bytes,
-                "segmentsRemoved": c.segments_removed,
-                "snapshotsRemoved": c.snapshots_removed,
-            });
-            print_json(&v, json)?;
+            let c = with_lock_notice(runs, |r| r.open(&id))?.compact()?;
+            if json {
+                let v = json!({
+                    "id": id,
+                    "snapshotSeq": c.snapshot_seq,
+                    "snapshotBytes": c.snapshot_bytes,
+                    "segmentsRemoved": c.segments_removed,
+                    "snapshotsRemoved": c.snapshots_removed,
+                });
+                print_json(&v, true)?;
+            } else {
+                println_out(&format!(
+                    "compacted run {id}: snapshot at seq {} ({} bytes), {} segment(s) and {} old snapshot(s) removed",
+                    c.snapshot_seq, c.snapshot_bytes, c.segments_removed, c.snapshots_removed
+                ))?;
+            }
             Ok(EXIT_DONE)
         }
         Command::Dump { run } => dump(runs, &run),
-        Command::Demo { .. } | Command::DemoWorker { .. } => Err(invalid(
+        Command::Demo { .. }
+        | Command::DemoWorker { .. }
+        | Command::Completions { .. }
+        | Command::Man => Err(invalid(
             "the demo runs before a runs root is chosen (see cli::run_cli)",
         )),
         Command::Gc { keep_days } => {
             let r = runs.gc(keep_days)?;
+            for u in &r.skipped_unreadable {
+                eprintln!("runlog: gc skipped {}: it can't be read: {}", u.id, u.error);
+            }
             if json {
                 print_json(&r, true)?;
             } else {
@@ -323,8 +466,20 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
                 for id in &r.skipped_locked {
                     println_out(&format!("skipped {id} (in use)"))?;
                 }
+                for u in &r.skipped_unreadable {
+                    println_out(&format!("skipped {} (can't be read)", u.id))?;
+                }
+                if r.removed.is_empty() && r.removed_archived.is_empty() {
+                    println_out(&format!(
+                        "nothing to remove (no finished or archived run older than {keep_days} days)"
+                    ))?;
+                }
             }
-            Ok(EXIT_DONE)
+            Ok(if r.skipped_unreadable.is_empty() {
+                EXIT_DONE
+            } else {
+                EXIT_FAILED
+            })
         }
     }
 }
@@ -338,12 +493,27 @@ fn status(
 ) -> Result<u8, RunError> {
     if list {
         let all = runs.list()?;
+        if all.is_empty() {
+            return Err(invalid(format!("no runs under {}", runs.root().display())));
+        }
         if json {
             print_json(&all, true)?;
         } else {
-            print!("{}", render_list(&all));
+            write_out(&render_list(&all))?;
         }
-        return Ok(EXIT_DONE);
+        let unreadable: Vec<&RunSummary> = all.iter().filter(|r| r.error.is_some()).collect();
+        for r in &unreadable {
+            eprintln!(
+                "runlog: run {} can't be read: {}",
+                r.id,
+                r.error.as_deref().unwrap_or_default()
+            );
+        }
+        return Ok(if unreadable.is_empty() {
+            EXIT_DONE
+        } else {
+            EXIT_FAILED
+        });
     }
     let id = match run {
         Some(r) => runs.resolve(&r)?,
@@ -369,7 +539,7 @@ fn status(
         }
         print_json(&v, true)?;
     } else {
-        print!("{}", render_status(&read.view())?);
+        write_out(&render_status(&read.view())?)?;
         // Loud, as README promises: what was damaged and what the open used instead.
         for (p, why) in fallbacks {
             let to = match read.recovery().snapshot_seq {
@@ -381,6 +551,24 @@ fn status(
                 p.display()
             );
         }
+    }
+    Ok(EXIT_DONE)
+}
+
+fn archive_list(runs: &Runs, json: bool) -> Result<u8, RunError> {
+    let all = runs.list_archived()?;
+    if json {
+        print_json(&all, true)?;
+    } else if all.is_empty() {
+        println_out(&format!(
+            "no archived runs under {}",
+            runs.root().join(crate::run::ARCHIVE_SUBDIR).display()
+        ))?;
+    } else {
+        write_out(&render_archive_list(&all))?;
+        println_out(
+            "restore one with: runlog archive restore NAME (gc removes archived runs after --keep-days)",
+        )?;
     }
     Ok(EXIT_DONE)
 }

@@ -5,11 +5,11 @@
 pub mod apply;
 pub mod args;
 mod commands;
+pub mod wait;
 pub mod watch;
 
 use crate::engine::{self, ErrorChain};
 use crate::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock, locate_root};
-use clap::Parser;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +18,8 @@ use std::time::Duration;
 pub const EXIT_DONE: u8 = 0;
 /// Exit status: failed (I/O error, corruption, lock wait timed out).
 pub const EXIT_FAILED: u8 = 1;
+/// Exit status: stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+pub const EXIT_INTERRUPTED: u8 = 130;
 /// Exit status: refused (invalid argument or a transition the rules forbid).
 pub const EXIT_REFUSED: u8 = 2;
 
@@ -28,7 +30,7 @@ pub const ENV_KEY_FILE: &str = "RUNLOG_KEY_FILE";
 
 /// Runs the CLI with the process's arguments.
 pub fn main() -> ExitCode {
-    let cli = match args::Cli::try_parse() {
+    let cli = match args::parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -42,6 +44,12 @@ pub fn main() -> ExitCode {
     };
     match run_cli(cli) {
         Ok(code) => ExitCode::from(code),
+        // The reader of stdout went away (`runlog status | head`): end quietly,
+        // as a Unix tool does, by SIGPIPE.
+        Err(e) if is_broken_pipe(&e) => {
+            crate::run::signal::end_by_sigpipe();
+            ExitCode::from(EXIT_SIGPIPE)
+        }
         Err(e) => {
             eprintln!("runlog: {}", report(&e));
             ExitCode::from(e.exit_code())
@@ -55,6 +63,13 @@ pub fn main() -> ExitCode {
 pub fn report(e: &RunError) -> String {
     let chain = ErrorChain(e);
     match e {
+        RunError::Engine {
+            id,
+            source: engine::Error::Key { path, reason },
+        } if reason.starts_with("store is keyed") => format!(
+            "run {id}: {}: the run is keyed; pass its key with --key-file PATH (or ${ENV_KEY_FILE})",
+            path.display()
+        ),
         RunError::Engine { id, source } if source.is_corrupt() => {
             format!("{chain}; `runlog verify {id}` reports every damaged record")
         }
@@ -69,6 +84,33 @@ pub fn report(e: &RunError) -> String {
             format!("{chain}; declare it with `runlog budget {id} {name} --owner WHO [--limit X]`")
         }
         _ => chain.to_string(),
+    }
+}
+
+/// The status a shell reports for a process killed by SIGPIPE (128 + 13),
+/// used only if the signal could not be raised.
+const EXIT_SIGPIPE: u8 = 141;
+
+/// True when `e` is a write to a stdout whose reader has gone.
+fn is_broken_pipe(e: &RunError) -> bool {
+    matches!(e, RunError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+/// Writes `text` to stdout and flushes; a closed stdout is an error (never a panic).
+pub(crate) fn write_out(text: &str) -> Result<(), RunError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(stdout_error)
+}
+
+/// The error of a failed write to stdout.
+pub(crate) fn stdout_error(e: std::io::Error) -> RunError {
+    RunError::Io {
+        op: "write stdout",
+        path: "-".into(),
+        source: e,
     }
 }
 
@@ -147,6 +189,20 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
             })?;
             return Ok(EXIT_DONE);
         }
+        args::Command::Completions { shell } => {
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut args::command(), "runlog", &mut text);
+            write_out(&String::from_utf8_lossy(&text))?;
+            return Ok(EXIT_DONE);
+        }
+        args::Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(args::command())
+                .render(&mut text)
+                .map_err(stdout_error)?;
+            write_out(&String::from_utf8_lossy(&text))?;
+            return Ok(EXIT_DONE);
+        }
         _ => {}
     }
     let runs = runs_for(&cli)?;
@@ -163,12 +219,21 @@ fn demo(opts: &crate::demo::DemoOptions, json: bool) -> Result<u8, RunError> {
             "runlog demo: working in a temporary runs root; pass --dir DIR to keep it and watch it with `runlog --dir DIR status demo --watch`"
         );
     }
-    let report = crate::demo::run_demo(opts, &exe)?;
+    let report = match crate::demo::run_demo(opts, &exe) {
+        Ok(r) => r,
+        Err(e) if crate::demo::is_interrupted(&e) => {
+            eprintln!(
+                "runlog demo: interrupted; the worker was stopped and the temporary runs root removed"
+            );
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(e) => return Err(e),
+    };
     if json {
         let line = serde_json::to_string(&report).map_err(|e| RunError::Invalid(e.to_string()))?;
-        println!("{line}");
+        write_out(&format!("{line}\n"))?;
     } else {
-        print!("{}", crate::demo::render(&report));
+        write_out(&crate::demo::render(&report))?;
     }
     Ok(if report.ok() { EXIT_DONE } else { EXIT_FAILED })
 }

@@ -2,17 +2,22 @@
 //! redraws its status view until the run is finalized (then the final view is
 //! shown and it exits 0) or the user presses Ctrl-C.
 //!
-//! On a terminal each frame clears the screen. Anywhere else (a pipe, a file, a
-//! test) frames are appended, separated by a blank line, and a frame equal to
-//! the previous one is not repeated, so a log of a long run stays readable.
-//! With `--json` every changed document is printed as one JSON line.
+//! Each frame is a summary that costs the same at any run size (header and
+//! counts; see [`render_watch`]). On a terminal each frame clears the screen
+//! and fits it: no more lines than the terminal has rows (less the header),
+//! no line wider than it, with rate, ETA and the recent changes. Anywhere else
+//! (a pipe, a file, a test) frames are appended, separated by a blank line, and
+//! a frame equal to the previous one is not repeated, so a log of a long run
+//! stays readable. With `--json` every changed document is printed as one JSON line.
 
 use super::EXIT_DONE;
 use crate::run::RunView;
-use crate::run::render::{render_status, status_json};
+use crate::run::render::{WatchContext, render_watch, status_json};
 use crate::run::{RunError, Runs};
+use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
+use std::time::Instant;
 
 /// The shortest `--interval`, in seconds: a reader replays the log each time.
 pub const MIN_INTERVAL_SECS: f64 = 0.05;
@@ -54,19 +59,109 @@ pub fn frame_output(
     prev: Option<&str>,
 ) -> Option<String> {
     match screen {
-        Screen::Terminal => Some(format!("{CLEAR}{header}\n\n{frame}")),
+        Screen::Terminal => Some(format!(
+            "{CLEAR}{header}\n\n{}",
+            frame.trim_end_matches('\n')
+        )),
         Screen::Stream | Screen::JsonLines if prev == Some(frame) => None,
         Screen::Stream if prev.is_some() => Some(format!("\n{frame}")),
         Screen::Stream | Screen::JsonLines => Some(frame.to_string()),
     }
 }
 
-fn render(screen: Screen, view: &RunView<'_>) -> Result<String, RunError> {
+/// The terminal size assumed when stdout is a terminal that reports none.
+const FALLBACK_SIZE: (usize, usize) = (24, 80);
+/// Lines a terminal frame leaves for the header, the blank line under it and
+/// the cursor's line (so the screen never scrolls).
+const HEADER_ROWS: usize = 3;
+/// How far back the rate looks.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+/// Recent changes kept.
+const RECENT_KEPT: usize = 5;
+
+/// What the watcher remembers between frames: done counts over time for the
+/// rate, and the changes it has seen. Constant size.
+#[derive(Default)]
+struct Memory {
+    samples: VecDeque<(Instant, u64)>,
+    last: Option<(crate::run::UnitCounts, crate::run::RunStatus, usize)>,
+    recent: VecDeque<String>,
+}
+
+impl Memory {
+    /// Records the run as seen now; returns the rate in units done per second.
+    fn observe(&mut self, view: &RunView<'_>, now: Instant) -> Option<f64> {
+        let doc = view.header();
+        let c = view.counts();
+        while self
+            .samples
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > RATE_WINDOW)
+        {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((now, c.done));
+        let now_state = (c, doc.status, doc.open_items.len());
+        if let Some(prev) = self.last.replace(now_state)
+            && prev != now_state
+        {
+            let at = doc.updated_at.get(11..19).unwrap_or(&doc.updated_at);
+            let mut what = vec![];
+            let d = |a: u64, b: u64| b as i64 - a as i64;
+            for (name, delta) in [
+                ("done", d(prev.0.done, c.done)),
+                ("in_progress", d(prev.0.in_progress, c.in_progress)),
+                ("pending", d(prev.0.pending, c.pending)),
+                ("blocked", d(prev.0.blocked, c.blocked)),
+                ("dep_blocked", d(prev.0.dep_blocked, c.dep_blocked)),
+            ] {
+                if delta != 0 {
+                    what.push(format!("{name} {delta:+}"));
+                }
+            }
+            if prev.1 != doc.status {
+                what.push(format!("run {}", doc.status));
+            }
+            if prev.2 != now_state.2 {
+                what.push(format!("open items {}", now_state.2));
+            }
+            self.recent.push_back(format!("{at}  {}", what.join(", ")));
+            if self.recent.len() > RECENT_KEPT {
+                self.recent.pop_front();
+            }
+        }
+        let (t0, d0) = *self.samples.front()?;
+        let dt = now.duration_since(t0).as_secs_f64();
+        (dt > 0.0).then(|| c.done.saturating_sub(d0) as f64 / dt)
+    }
+}
+
+fn render(screen: Screen, view: &RunView<'_>, memory: &mut Memory) -> Result<String, RunError> {
     match screen {
         Screen::JsonLines => serde_json::to_string(&status_json(view))
             .map(|s| s + "\n")
             .map_err(|e| RunError::Invalid(format!("cannot print JSON: {e}"))),
-        Screen::Terminal | Screen::Stream => render_status(view),
+        // A stream keeps every frame: no rate or recent lines, which would
+        // make frames differ when the run does not.
+        Screen::Stream => render_watch(
+            view,
+            &WatchContext {
+                rows: usize::MAX,
+                cols: usize::MAX,
+                ..WatchContext::default()
+            },
+        ),
+        Screen::Terminal => {
+            let rate = memory.observe(view, Instant::now());
+            let (rows, cols) = crate::run::signal::terminal_size().unwrap_or(FALLBACK_SIZE);
+            let ctx = WatchContext {
+                rows: rows.saturating_sub(HEADER_ROWS).max(1),
+                cols,
+                rate,
+                recent: memory.recent.iter().cloned().collect(),
+            };
+            render_watch(view, &ctx)
+        }
     }
 }
 
@@ -82,13 +177,16 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
     };
     let header = format!("runlog status {id} --watch (every {interval_secs}s; Ctrl-C to stop)");
     let mut prev: Option<String> = None;
+    let mut memory = Memory::default();
     loop {
         // `read` takes no lock and writes nothing: a watcher never slows or
         // blocks the writer, and leaves every byte of the run as it was.
         let read = runs.read_run(id)?;
         let view = read.view();
         let doc = view.header();
-        let frame = render(screen, &view)?;
+        let frame = render(screen, &view, &mut memory)?;
+        let cols = crate::run::signal::terminal_size().map_or(usize::MAX, |(_, c)| c);
+        let header = crate::run::render::cut(&header, cols);
         if let Some(text) = frame_output(screen, &header, &frame, prev.as_deref()) {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())
@@ -100,6 +198,11 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
                 })?;
         }
         if doc.is_initialized() && doc.is_closed() {
+            if screen == Screen::Terminal {
+                // A terminal frame ends on its last line: end it, so the prompt
+                // starts on a line of its own.
+                super::write_out("\n")?;
+            }
             return Ok(EXIT_DONE);
         }
         prev = Some(frame);
@@ -127,7 +230,7 @@ mod tests {
         );
         assert_eq!(frame_output(j, "h", "{}\n", Some("{}\n")), None);
         let t = frame_output(Screen::Terminal, "h", "a\n", Some("a\n")).unwrap();
-        assert!(t.starts_with(CLEAR) && t.ends_with("h\n\na\n"));
+        assert!(t.starts_with(CLEAR) && t.ends_with("h\n\na"));
     }
 
     #[test]

@@ -13,7 +13,9 @@ mod supervisor;
 mod worker;
 
 pub use check::{Acked, Check, check};
-pub use plan::{Rng, deps_of, kill_points, result_of, unit_name};
+pub use plan::{Rng, deps_of, kill_points, max_kills, result_of, unit_name};
 pub use protocol::Line;
-pub use supervisor::{DEMO_RUN, DemoOptions, DemoReport, Recovery, render, run_demo};
+pub use supervisor::{
+    DEMO_RUN, DemoOptions, DemoReport, Recovery, is_interrupted, render, run_demo,
+};
 pub use worker::{WorkerOptions, run_worker};

@@ -59,20 +59,41 @@ impl Rng {
 /// The points (counts of units done) at which the supervisor kills the worker:
 /// `kills` distinct values spread over the middle of the run, ascending.
 pub fn kill_points(units: usize, kills: usize, rng: &mut Rng) -> Vec<usize> {
-    if units < 4 {
-        return vec![];
+    // Distinct points in 1..units-1 (Floyd's sampling): each is one kill, so
+    // `kills` points give `kills` kills. [`max_kills`] bounds what is asked.
+    let n = units.saturating_sub(2) as u64;
+    let k = (kills as u64).min(n);
+    let mut picked = std::collections::BTreeSet::new();
+    for j in n - k..n {
+        let t = rng.range(0, j + 1);
+        if !picked.insert(t) {
+            picked.insert(j);
+        }
     }
-    let mut pts: Vec<usize> = (0..kills)
-        .map(|_| rng.range(1, (units - 1) as u64) as usize)
-        .collect();
-    pts.sort_unstable();
-    pts.dedup();
-    pts
+    picked.into_iter().map(|p| p as usize + 1).collect()
+}
+
+/// The most kills a demo of `units` units can make: one per distinct number
+/// of units done strictly between the first and the last.
+pub fn max_kills(units: usize) -> usize {
+    units.saturating_sub(2)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kill_points_are_as_many_as_asked_and_distinct() {
+        let mut rng = Rng::new(7);
+        for (units, kills) in [(5, 3), (4, 2), (100, 98), (5000, 3), (10, 0)] {
+            let p = kill_points(units, kills, &mut rng);
+            assert_eq!(p.len(), kills, "{units} units, {kills} kills: {p:?}");
+            assert!(p.windows(2).all(|w| w[0] < w[1]));
+            assert!(p.iter().all(|&x| x >= 1 && x < units - 1), "{p:?}");
+        }
+        assert_eq!(max_kills(5), 3);
+    }
 
     #[test]
     fn tree_dependencies_point_at_earlier_units() {

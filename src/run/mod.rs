@@ -39,11 +39,15 @@ pub use doc::*;
 pub use error::{Result, RunError};
 pub use handle::Run;
 pub use json::Json;
-pub use open::{CHECKPOINT_DISCARDED, Started, Warning, read_dir_state};
+pub use open::{
+    CHECKPOINT_DISCARDED, RUN_FINISHED_STARTED_FRESH, START_ARGS_IGNORED, Started, Warning,
+    read_dir_state,
+};
 pub use resume::{ResumeSet, blocking_roots, resume_set, resume_set_from_rows};
 pub use runs::{
-    ARCHIVE_SUBDIR, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport, MAX_RUN_ID_BYTES,
-    RUN_COMPACTION, RUNS_SUBDIR, RunSummary, Runs, check_run_id, locate_root,
+    ARCHIVE_SUBDIR, ArchivedRun, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport,
+    MAX_RUN_ID_BYTES, RUN_COMPACTION, RUNS_SUBDIR, RunSummary, Runs, Unreadable, check_run_id,
+    locate_root,
 };
 pub use transition::{
     BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, RuleError, RunKeyed, RunMachine, Transition,

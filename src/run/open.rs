@@ -12,6 +12,13 @@ use serde::Serialize;
 
 /// The code of the warning `start` emits when it discards a run.
 pub const CHECKPOINT_DISCARDED: &str = "CHECKPOINT_DISCARDED";
+/// The code of the warning `start` emits when it archives a finished run and
+/// starts the id afresh (every unit will be done again).
+pub const RUN_FINISHED_STARTED_FRESH: &str = "RUN_FINISHED_STARTED_FRESH";
+/// The code of the warning `start` emits when it resumes a live run and some
+/// of what it was given (task, units, dependencies, budgets, launch) differs
+/// from the run: a resumed run keeps its own; `changed` names what was ignored.
+pub const START_ARGS_IGNORED: &str = "START_ARGS_IGNORED";
 
 /// A warning for the caller (also printed on stderr by the CLI).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -23,7 +30,7 @@ pub struct Warning {
     pub message: String,
     /// The fingerprint parts that changed.
     pub changed: Vec<String>,
-    /// Where the discarded run was moved.
+    /// Where the discarded run was moved (empty when nothing was moved).
     pub archived_to: String,
 }
 
@@ -45,7 +52,7 @@ impl Runs {
 
     /// `deferred`: [`Store::open_deferred`], which writes nothing before the
     /// first accepted append.
-    fn open_store_as(&self, id: &str, create: bool, deferred: bool) -> Result<Run> {
+    pub(crate) fn open_store_as(&self, id: &str, create: bool, deferred: bool) -> Result<Run> {
         let dir = self.run_dir(id)?;
         if create {
             self.ensure_layout()?;
@@ -153,11 +160,34 @@ impl Runs {
         let run = if !doc.is_initialized() {
             run
         } else if doc.is_closed() {
-            // A finished run is history: the identical start begins fresh.
-            self.archive(&id)?;
+            // A finished run is history: the identical start begins fresh, and
+            // says so, since every unit will be done again.
+            let to = self.archive(&id)?;
             drop(run);
+            warnings.push(Warning {
+                code: RUN_FINISHED_STARTED_FRESH.to_string(),
+                message: format!(
+                    "run {id} had finished ({}); it was archived to {} and a fresh run started (every unit will run again; `runlog archive restore` brings it back)",
+                    doc.status,
+                    to.display()
+                ),
+                changed: vec![],
+                archived_to: to.display().to_string(),
+            });
             self.open_store(&id, true)?
         } else if doc.fingerprint == spec.fingerprint {
+            let ignored = run.read(|v| ignored_by_resume(v, &spec))?;
+            if !ignored.is_empty() {
+                warnings.push(Warning {
+                    code: START_ARGS_IGNORED.to_string(),
+                    message: format!(
+                        "run {id} was resumed as it is; what differs from it was ignored: {}",
+                        ignored.join("; ")
+                    ),
+                    changed: ignored,
+                    archived_to: String::new(),
+                });
+            }
             return Ok(Started {
                 run,
                 resumed: true,
@@ -206,6 +236,58 @@ fn created_meanwhile(id: &str) -> RunError {
     RunError::Invalid(format!(
         "run {id:?} was created meanwhile by another process (a concurrent init or start); nothing was written"
     ))
+}
+
+/// What `spec` asks for that the live run it resumes does not have: a resumed
+/// run keeps its task, units, dependencies, budgets and launch. Looks up only
+/// the units `spec` names.
+fn ignored_by_resume(view: &super::view::RunView<'_>, spec: &InitSpec) -> Result<Vec<String>> {
+    let doc = view.header();
+    let mut out = vec![];
+    if spec.task != doc.task {
+        out.push(format!(
+            "task {:?} (the run's is {:?})",
+            spec.task, doc.task
+        ));
+    }
+    let mut new_units = vec![];
+    for u in spec.units.iter().chain(spec.deps.keys()) {
+        if view.unit(u)?.is_none() && !new_units.contains(u) {
+            new_units.push(u.clone());
+        }
+    }
+    for (u, deps) in &spec.deps {
+        if let Some(unit) = view.unit(u)?
+            && deps.iter().any(|d| !unit.depends_on.contains(d))
+        {
+            out.push(format!("dependencies of unit {u:?}"));
+        }
+    }
+    if !new_units.is_empty() {
+        let shown: Vec<&str> = new_units.iter().take(5).map(String::as_str).collect();
+        let more = new_units.len().saturating_sub(shown.len());
+        out.push(format!(
+            "{} unit(s) the run does not have: {}{}",
+            new_units.len(),
+            shown.join(", "),
+            if more > 0 {
+                format!(" … and {more} more")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for (name, b) in &spec.budgets {
+        match doc.budgets.get(name) {
+            Some(have) if have.limit == b.limit && have.owner == b.owner => {}
+            Some(_) => out.push(format!("budget {name:?} (limit or owner differs)")),
+            None => out.push(format!("budget {name:?} (the run has none)")),
+        }
+    }
+    if spec.launch.is_some() && spec.launch != doc.launch {
+        out.push("launch".to_string());
+    }
+    Ok(out)
 }
 
 fn refused_live(doc: &RunDoc) -> RunError {

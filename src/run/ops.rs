@@ -126,7 +126,23 @@ impl Op {
     }
 }
 
-/// Parses one line into a change (length and nesting capped).
+/// The `op` names, as a line spells them.
+pub const OP_NAMES: [&str; 8] = [
+    "unit",
+    "phase",
+    "item",
+    "resolve",
+    "budget",
+    "spend",
+    "checkpoint",
+    "finalize",
+];
+
+/// What every operation error ends with: the shape of a line, and where to look.
+const OP_SHAPE: &str = r#"a line is one JSON object such as {"op":"unit","unit":"u1","status":"done"}; see: runlog apply --help"#;
+
+/// Parses one line into a change (length and nesting capped). Errors say what
+/// is wrong with the line in runlog's words, and what a line looks like.
 pub fn parse_op_line(line: &str) -> Result<Change, String> {
     if line.len() > MAX_OP_LINE_BYTES {
         return Err(format!(
@@ -134,9 +150,27 @@ pub fn parse_op_line(line: &str) -> Result<Change, String> {
             line.len()
         ));
     }
-    let v = parse_json_limited(line)?;
-    let op: Op = serde_json::from_value(v).map_err(|e| format!("invalid operation: {e}"))?;
-    op.into_change()
+    let v = parse_json_limited(line).map_err(|e| format!("not JSON ({e}); {OP_SHAPE}"))?;
+    let name = match v.as_object().map(|o| o.get("op")) {
+        None => return Err(format!("not a JSON object; {OP_SHAPE}")),
+        Some(None) => return Err(format!("no \"op\" field; {OP_SHAPE}")),
+        Some(Some(serde_json::Value::String(n))) => n.clone(),
+        Some(Some(_)) => return Err(format!("\"op\" must be a string; {OP_SHAPE}")),
+    };
+    if !OP_NAMES.contains(&name.as_str()) {
+        return Err(format!(
+            "unknown op {name:?}; the ops are {}; {OP_SHAPE}",
+            OP_NAMES.join(", ")
+        ));
+    }
+    let op: Op = serde_json::from_value(v)
+        .map_err(|e| format!("op {name:?}: {}; {OP_SHAPE}", plain_serde_error(&e)))?;
+    op.into_change().map_err(|e| format!("op {name:?}: {e}"))
+}
+
+/// serde's message without its Rust spelling: backticks become quotes.
+fn plain_serde_error(e: &serde_json::Error) -> String {
+    e.to_string().replace('`', "\"")
 }
 
 #[cfg(test)]
@@ -160,5 +194,25 @@ mod tests {
         assert!(parse_op_line(r#"{"op":"nope"}"#).is_err());
         assert!(parse_op_line(&"[".repeat(100)).is_err());
         assert!(parse_op_line("not json").is_err());
+    }
+
+    #[test]
+    fn errors_say_what_a_line_looks_like_in_runlogs_words() {
+        for (line, says) in [
+            ("[]", "not a JSON object"),
+            ("{}", "no \"op\" field"),
+            (r#"{"op":1}"#, "must be a string"),
+            (r#"{"op":"nope"}"#, "unknown op \"nope\""),
+            (r#"{"op":"unit","unit":"u"}"#, "missing field \"status\""),
+            ("{", "not JSON"),
+        ] {
+            let e = parse_op_line(line).unwrap_err();
+            assert!(e.contains(says), "{line}: {e}");
+            assert!(e.contains("runlog apply --help"), "{line}: {e}");
+            assert!(
+                !e.contains("internally tagged") && !e.contains('`'),
+                "{line}: {e}"
+            );
+        }
     }
 }

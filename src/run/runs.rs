@@ -29,8 +29,11 @@ pub const MAX_RUN_ID_BYTES: usize = 128;
 /// How long writers wait for the lock by default.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// Checks a run id: 1–128 bytes of ASCII letters, digits, `-`, `_`, `.`; not
-/// `.` or `..`. Anything path-like is refused.
+/// Checks a run id: 1–128 bytes of ASCII letters, digits, `-`, `_` and `.`,
+/// starting with a letter or a digit, with no `..` and not ending in `.`.
+/// So an id is never taken for an option (`-x`), never hidden (`.x`), never
+/// a path step or path-like (`..`, `a/b`), never trimmed by a filesystem
+/// (`x.`), and needs no quoting in a shell. docs/CLI.md states the rule.
 pub fn check_run_id(id: &str) -> std::result::Result<(), String> {
     if id.is_empty() || id.len() > MAX_RUN_ID_BYTES {
         return Err(format!(
@@ -38,15 +41,22 @@ pub fn check_run_id(id: &str) -> std::result::Result<(), String> {
             id.len()
         ));
     }
-    if id == "." || id == ".." {
-        return Err(format!("run id {id:?} is not a plain name"));
-    }
     if let Some(c) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
     {
         return Err(format!(
             "run id {id:?} contains {c:?}; use only letters, digits, '-', '_' and '.'"
+        ));
+    }
+    if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(format!(
+            "run id {id:?} must start with a letter or a digit (an id starting with '-' reads as an option, one starting with '.' is hidden)"
+        ));
+    }
+    if id.contains("..") || id.ends_with('.') {
+        return Err(format!(
+            "run id {id:?} must not contain \"..\" or end with '.'"
         ));
     }
     Ok(())
@@ -86,6 +96,31 @@ pub struct RunSummary {
     pub units_done: usize,
     /// Units in all.
     pub units_total: usize,
+    /// Why the run could not be read (then the other fields are empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A run that could not be read, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unreadable {
+    /// The run id (or the archived directory's name).
+    pub id: String,
+    /// The error, as the reader reported it.
+    pub error: String,
+}
+
+/// One archived run: a directory under `archive/`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchivedRun {
+    /// The directory's name under `archive/` (`<id>.<timestamp>[.N]`), which
+    /// `restore` takes.
+    pub name: String,
+    /// What the run was, as a `status --list` row (`error` set when unreadable).
+    #[serde(flatten)]
+    pub summary: RunSummary,
 }
 
 /// What `gc` removed.
@@ -96,8 +131,10 @@ pub struct GcReport {
     pub removed: Vec<String>,
     /// Archived runs removed (directory names under `archive/`).
     pub removed_archived: Vec<String>,
-    /// Terminal runs kept because another process held them.
+    /// Terminal runs kept because another process held them (skipped at once).
     pub skipped_locked: Vec<String>,
+    /// Runs (and archived runs) that could not be read, so were left alone.
+    pub skipped_unreadable: Vec<Unreadable>,
 }
 
 /// A runs root and how runs under it are opened.
@@ -308,28 +345,111 @@ impl Runs {
         Ok((id, doc))
     }
 
-    /// Every run, newest first. Runs that cannot be read are listed with no status.
+    /// Every run, newest first. A run that cannot be read is listed with its
+    /// error (and no status), never as an empty run.
     pub fn list(&self) -> Result<Vec<RunSummary>> {
         let mut out = vec![];
         for id in self.ids()? {
-            let read = self.read_run(&id).ok();
-            let doc = read
-                .as_ref()
-                .map(|r| r.view().header().clone())
-                .unwrap_or_default();
-            let counts = read.map(|r| r.view().counts()).unwrap_or_default();
-            out.push(RunSummary {
-                status: doc.is_initialized().then_some(doc.status),
-                task: doc.task.clone(),
-                created_at: doc.created_at.clone(),
-                updated_at: doc.updated_at.clone(),
-                units_done: counts.done as usize,
-                units_total: counts.total() as usize,
-                id,
+            out.push(match self.read_run(&id) {
+                Ok(read) => summary(id, &read.view()),
+                Err(e) => unreadable_summary(id, &e),
             });
         }
         out.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
         Ok(out)
+    }
+
+    /// Applies one change to run `id` (as [`Runs::change`]) and then reads the
+    /// run with `after`, under the same lock: the caller sees the state its
+    /// change produced (an item's id, a budget passed) without a second replay.
+    pub fn change_then<R>(
+        &self,
+        id: &str,
+        change: super::transition::Change,
+        after: impl FnOnce(&super::view::RunView<'_>) -> R,
+    ) -> Result<(u64, R)> {
+        let run = self.open_store_as(id, false, true)?;
+        let seq = run.apply(change)?;
+        Ok((seq, run.read(after)))
+    }
+
+    /// Every archived run (directories under `archive/`), newest first.
+    /// `gc` removes those last updated more than its `--keep-days` ago.
+    pub fn list_archived(&self) -> Result<Vec<ArchivedRun>> {
+        let archive = self.root.join(ARCHIVE_SUBDIR);
+        let entries = match std::fs::read_dir(&archive) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(RunError::io("list archived runs", &archive, e)),
+        };
+        let mut out = vec![];
+        for e in entries {
+            let e = e.map_err(|e| RunError::io("list archived runs", &archive, e))?;
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let summary = match self.read_archived(&name) {
+                Ok(read) => summary(read.id.clone(), &read.view()),
+                Err(err) => unreadable_summary(String::new(), &err),
+            };
+            out.push(ArchivedRun { name, summary });
+        }
+        out.sort_by(|a, b| {
+            (b.summary.updated_at.cmp(&a.summary.updated_at)).then(a.name.cmp(&b.name))
+        });
+        Ok(out)
+    }
+
+    fn read_archived(&self, name: &str) -> Result<RunRead> {
+        check_archive_name(name)?;
+        let dir = self.root.join(ARCHIVE_SUBDIR).join(name);
+        match engine::read_state_with_key::<Keyed<RunKeyed>>(self.vfs.as_ref(), &dir, self.key()) {
+            Ok((state, recovery)) => {
+                let id = state.header().doc.id.clone();
+                Ok(RunRead {
+                    id,
+                    state,
+                    recovery,
+                })
+            }
+            Err(engine::Error::NotFound { .. }) => Err(RunError::Invalid(format!(
+                "no archived run {name:?} under {} (see `runlog archive list`)",
+                self.root.join(ARCHIVE_SUBDIR).display()
+            ))),
+            Err(e) => Err(RunError::engine(name, e)),
+        }
+    }
+
+    /// Moves archived run `name` (a directory under `archive/`) back to
+    /// `runs/<id>`, and returns its id. Refused while a run with that id
+    /// exists: finish it and archive it (a `start` over a finished run does),
+    /// or remove it, first.
+    pub fn restore_archived(&self, name: &str) -> Result<String> {
+        let read = self.read_archived(name)?;
+        let doc = read.view().header().clone();
+        if !doc.is_initialized() {
+            return Err(RunError::Invalid(format!(
+                "archived run {name:?} was never initialized; nothing to restore"
+            )));
+        }
+        let id = doc.id;
+        let to = self.run_dir(&id)?;
+        if to.exists() {
+            return Err(RunError::Invalid(format!(
+                "a run {id:?} exists at {}; it must be gone before {name:?} can take its place",
+                to.display()
+            )));
+        }
+        self.ensure_layout()?;
+        let from = self.root.join(ARCHIVE_SUBDIR).join(name);
+        std::fs::rename(&from, &to).map_err(|e| RunError::io("restore archived run", &from, e))?;
+        // Both directory entries changed: make the move durable on each side.
+        sync_dir(&self.root.join(ARCHIVE_SUBDIR))?;
+        sync_dir(&self.root.join(RUNS_SUBDIR))?;
+        Ok(id)
     }
 
     /// Moves the run directory `runs/<id>` to `archive/<id>.<timestamp>` and
@@ -374,26 +494,33 @@ impl Runs {
         };
         let mut report = GcReport::default();
         for id in self.ids()? {
-            let Ok(read) = self.read_run(&id) else {
-                continue;
+            let read = match self.read_run(&id) {
+                Ok(r) => r,
+                Err(e) => {
+                    report.skipped_unreadable.push(Unreadable {
+                        id,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
             };
             let doc = read.view().header();
             if !(doc.is_closed() && old(doc.finished_at.as_deref())) {
                 continue;
             }
             // Hold the writer lock while the directory leaves `runs/`, so no writer
-            // is mid-transition in it; then delete it outside `runs/`.
+            // is mid-transition in it; then delete it outside `runs/`. A run in
+            // use is skipped at once (no wait), and reported.
             let dir = self.run_dir(&id)?;
-            let store =
-                match engine::Store::<Keyed<RunKeyed>>::open(&dir, self.store_options(false, None))
-                {
-                    Ok(s) => s,
-                    Err(engine::Error::Locked { .. }) => {
-                        report.skipped_locked.push(id);
-                        continue;
-                    }
-                    Err(e) => return Err(RunError::engine(&id, e)),
-                };
+            let opts = self.store_options(false, Some(None));
+            let store = match engine::Store::<Keyed<RunKeyed>>::open(&dir, opts) {
+                Ok(s) => s,
+                Err(engine::Error::Locked { .. }) => {
+                    report.skipped_locked.push(id);
+                    continue;
+                }
+                Err(e) => return Err(RunError::engine(&id, e)),
+            };
             if !store.read(|d| d.header().doc.is_closed()) {
                 continue;
             }
@@ -407,10 +534,22 @@ impl Runs {
             for e in entries.flatten() {
                 let path = e.path();
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Ok((state, _)) =
-                    engine::read_state_with_key::<Keyed<RunKeyed>>(&RealFs, &path, self.key())
-                else {
+                if !e.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
+                }
+                let state = match engine::read_state_with_key::<Keyed<RunKeyed>>(
+                    &RealFs,
+                    &path,
+                    self.key(),
+                ) {
+                    Ok((state, _)) => state,
+                    Err(err) => {
+                        report.skipped_unreadable.push(Unreadable {
+                            id: format!("{ARCHIVE_SUBDIR}/{name}"),
+                            error: err.to_string(),
+                        });
+                        continue;
+                    }
                 };
                 if old(Some(state.header().doc.updated_at.as_str())) {
                     std::fs::remove_dir_all(&path)
@@ -440,6 +579,69 @@ impl Runs {
     }
 }
 
+/// The `status --list` row of a readable run.
+fn summary(id: String, view: &super::view::RunView<'_>) -> RunSummary {
+    let doc = view.header();
+    let counts = view.counts();
+    // A store with no initialized run (its first record missing or torn) is
+    // not an empty run: say so rather than list "0/0".
+    let error = (!doc.is_initialized()).then(|| {
+        format!("holds no initialized run (its first record is missing or torn); `runlog verify {id}` says more")
+    });
+    RunSummary {
+        status: doc.is_initialized().then_some(doc.status),
+        task: doc.task.clone(),
+        created_at: doc.created_at.clone(),
+        updated_at: doc.updated_at.clone(),
+        units_done: counts.done as usize,
+        units_total: counts.total() as usize,
+        error,
+        id,
+    }
+}
+
+/// The `status --list` row of a run that could not be read.
+fn unreadable_summary(id: String, e: &RunError) -> RunSummary {
+    RunSummary {
+        id,
+        status: None,
+        task: String::new(),
+        created_at: String::new(),
+        updated_at: String::new(),
+        units_done: 0,
+        units_total: 0,
+        error: Some(match e {
+            // The engine's text names library API; say it in a row's words.
+            RunError::Engine {
+                source: engine::Error::Key { reason, .. },
+                ..
+            } if reason.starts_with("store is keyed") => {
+                "a keyed run: it can't be read without its key".to_string()
+            }
+            RunError::NotFound { .. } => {
+                "its directory holds no run store (empty, or partly created)".to_string()
+            }
+            e => e.to_string(),
+        }),
+    }
+}
+
+/// Checks the name of a directory under `archive/`: one plain path step.
+fn check_archive_name(name: &str) -> Result<()> {
+    let plain = !name.is_empty()
+        && name.len() <= MAX_RUN_ID_BYTES + 64
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0']);
+    if plain {
+        Ok(())
+    } else {
+        Err(RunError::Invalid(format!(
+            "{name:?} is not the name of an archived run (see `runlog archive list`)"
+        )))
+    }
+}
+
 /// When a run compacts by itself: once the log since the last snapshot passes
 /// 4 MiB and a tenth of that snapshot. Every process that opens the run
 /// replays that log, so it is kept short; the tenth bounds how often a large
@@ -463,11 +665,12 @@ mod tests {
     fn path_like_ids_are_refused() {
         let long = "a".repeat(300);
         for bad in [
-            "..", ".", "a/b", "a\\b", "/x", "a\0b", &long, "%2e%2e", "", "a b",
+            "..", ".", "a/b", "a\\b", "/x", "a\0b", &long, "%2e%2e", "", "a b", "-x", "--id",
+            ".hidden", "x..", "a..b", "x.", "_x", "a*", "a$b", "a;b", "~x",
         ] {
             assert!(check_run_id(bad).is_err(), "{bad:?} accepted");
         }
-        for good in ["a", "run-1.2_x", ".hidden", &"b".repeat(128)] {
+        for good in ["a", "run-1.2_x", "9lives", "a-", "a_", &"b".repeat(128)] {
             assert!(check_run_id(good).is_ok(), "{good:?} refused");
         }
     }

@@ -1,26 +1,81 @@
-//! The one place with `unsafe`: installing a SIGTERM handler that sets a flag.
+//! The one place with `unsafe`: signal dispositions (a SIGTERM or SIGINT
+//! handler that sets a flag, the conventional end on a closed stdout) and
+//! the one terminal query the CLI needs (its size, for `status --watch`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static SIGTERM_RECEIVED: AtomicBool = AtomicBool::new(false);
+static SIGINT_RECEIVED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigterm(_: libc::c_int) {
     // Only an atomic store: async-signal-safe.
     SIGTERM_RECEIVED.store(true, Ordering::SeqCst);
 }
 
-/// Installs a SIGTERM handler that records the signal for [`sigterm_received`]
-/// instead of terminating the process. Returns false if it could not be installed.
-pub fn install_sigterm_handler() -> bool {
-    let handler = on_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t;
+extern "C" fn on_sigint(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    SIGINT_RECEIVED.store(true, Ordering::SeqCst);
+}
+
+fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> bool {
+    let handler = handler as libc::sighandler_t;
     #[allow(unsafe_code)]
     // SAFETY: `signal` is given a valid signal number and a handler with the C ABI
     // that performs only an atomic store, which is async-signal-safe.
-    let prev = unsafe { libc::signal(libc::SIGTERM, handler) };
+    let prev = unsafe { libc::signal(signal, handler) };
     prev != libc::SIG_ERR
+}
+
+/// Installs a SIGTERM handler that records the signal for [`sigterm_received`]
+/// instead of terminating the process. Returns false if it could not be installed.
+pub fn install_sigterm_handler() -> bool {
+    install(libc::SIGTERM, on_sigterm)
 }
 
 /// True once SIGTERM arrived after [`install_sigterm_handler`].
 pub fn sigterm_received() -> bool {
     SIGTERM_RECEIVED.load(Ordering::SeqCst)
+}
+
+/// Installs a SIGINT (Ctrl-C) handler that records the signal for
+/// [`sigint_received`] instead of terminating the process, so the caller can
+/// clean up first. Returns false if it could not be installed.
+pub fn install_sigint_handler() -> bool {
+    install(libc::SIGINT, on_sigint)
+}
+
+/// True once SIGINT arrived after [`install_sigint_handler`].
+pub fn sigint_received() -> bool {
+    SIGINT_RECEIVED.load(Ordering::SeqCst)
+}
+
+/// Ends the process the way a Unix tool ends when the reader of its stdout
+/// went away (`runlog status | head`): killed by SIGPIPE, with no message, so
+/// a shell sees status 141. Rust ignores SIGPIPE, so a write to a closed pipe
+/// returns `EPIPE` instead; the CLI calls this when one reaches it. Returns
+/// only if the signal could not be delivered; the caller then exits 141.
+pub fn end_by_sigpipe() {
+    #[allow(unsafe_code)]
+    // SAFETY: restoring the default disposition of a valid signal number and
+    // raising it in this thread; no handler of ours runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+}
+
+/// The size of the terminal on stdout as (rows, columns); `None` when stdout
+/// is not a terminal or reports no size.
+pub fn terminal_size() -> Option<(usize, usize)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which points
+    // to a live, properly aligned `winsize` owned by this frame.
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row as usize, ws.ws_col as usize))
 }

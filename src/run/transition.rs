@@ -223,7 +223,7 @@ impl fmt::Display for RuleError {
                 let list: Vec<String> = units.iter().map(|(n, s)| format!("{n} ({s})")).collect();
                 write!(
                     f,
-                    "finalize done refused: {} unit(s) not done: {}; use needs_attention or aborted",
+                    "cannot finalize as done: {} unit(s) not done: {}; use needs_attention or aborted",
                     units.len(),
                     list.join(", ")
                 )
