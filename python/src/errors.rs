@@ -60,9 +60,9 @@ pub fn exception<'py>(py: Python<'py>, e: &RunError) -> PyResult<Bound<'py, PyAn
                 seq,
                 ..
             } => class(py, "Tampered")?.call1((msg, path(p), *offset, *seq)),
-            engine::Error::Locked { path: p, holder, .. } => {
-                class(py, "Locked")?.call1((msg, path(p), holder.clone()))
-            }
+            engine::Error::Locked {
+                path: p, holder, ..
+            } => class(py, "Locked")?.call1((msg, path(p), holder.clone())),
             _ => class(py, "Error")?.call1((msg,)),
         },
         _ => class(py, "Error")?.call1((msg,)),
@@ -80,10 +80,12 @@ pub fn to_pyerr(e: RunError) -> PyErr {
 /// A plain `runlog.Error` with `msg` (misuse the run layer cannot see, such
 /// as a closed run).
 pub fn error(msg: String) -> PyErr {
-    Python::attach(|py| match class(py, "Error").and_then(|c| c.call1((msg,))) {
-        Ok(obj) => PyErr::from_value(obj),
-        Err(err) => err,
-    })
+    Python::attach(
+        |py| match class(py, "Error").and_then(|c| c.call1((msg,))) {
+            Ok(obj) => PyErr::from_value(obj),
+            Err(err) => err,
+        },
+    )
 }
 
 /// `Result<T, RunError>` → `PyResult<T>`.

@@ -316,6 +316,9 @@ impl From<run::Warning> for StartWarning {
 #[pymethods]
 impl StartWarning {
     fn __repr__(&self) -> String {
-        format!("StartWarning(code={:?}, changed={:?})", self.code, self.changed)
+        format!(
+            "StartWarning(code={:?}, changed={:?})",
+            self.code, self.changed
+        )
     }
 }

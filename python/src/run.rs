@@ -174,7 +174,13 @@ impl Run {
     /// Sets phase `name` to `status` (a `PhaseStatus` or its string).
     fn phase(slf: &Bound<'_, Self>, name: String, status: &Bound<'_, PyAny>) -> PyResult<u64> {
         let status = convert::parse::<PhaseStatus>("status", status)?;
-        apply(slf, Change::Phase { phase: name, status })
+        apply(
+            slf,
+            Change::Phase {
+                phase: name,
+                status,
+            },
+        )
     }
 
     /// Adds open items (any JSON-serializable values); each gets an id

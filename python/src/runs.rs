@@ -87,8 +87,9 @@ impl Runs {
             }
         };
         let wait = seconds("lock_wait", lock_wait)?;
-        let cwd = std::env::current_dir()
-            .map_err(|e| PyValueError::new_err(format!("cannot read the working directory: {e}")))?;
+        let cwd = std::env::current_dir().map_err(|e| {
+            PyValueError::new_err(format!("cannot read the working directory: {e}"))
+        })?;
         let env = std::env::var(run::ENV_DIR).ok();
         let root = run::locate_root(root.as_deref(), env.as_deref(), &cwd);
         let key_file = key_file.or_else(|| {
