@@ -30,6 +30,8 @@ from ._types import PhaseStatus, RunStatus, UnitStatus
 from ._runlog import (
     CHECKPOINT_DISCARDED,
     Counts,
+    Names,
+    NamesIter,
     ResumeSet,
     Run,
     Runs,
@@ -53,6 +55,8 @@ __all__ = [
     "StartWarning",
     "ResumeSet",
     "UnitNames",
+    "Names",
+    "NamesIter",
     "UnitIter",
     "UnitStatus",
     "RunStatus",

@@ -170,12 +170,95 @@ impl UnitNames {
     }
 }
 
+/// A list of unit names kept on the Rust side: `len()`, indexing, `in`,
+/// iteration and `==` against a list work without building a Python list
+/// (`list(names)` builds one).
+#[pyclass(module = "runlog", frozen, sequence)]
+pub struct Names {
+    names: Arc<Vec<String>>,
+}
+
+#[pymethods]
+impl Names {
+    fn __len__(&self) -> usize {
+        self.names.len()
+    }
+
+    fn __getitem__(&self, i: isize) -> PyResult<String> {
+        let n = self.names.len() as isize;
+        let j = if i < 0 { i + n } else { i };
+        if (0..n).contains(&j) {
+            Ok(self.names[j as usize].clone())
+        } else {
+            Err(pyo3::exceptions::PyIndexError::new_err(
+                "index out of range",
+            ))
+        }
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
+    fn __iter__(&self) -> NamesIter {
+        NamesIter {
+            names: self.names.clone(),
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        if let Ok(o) = other.cast::<Names>() {
+            return o.get().names == self.names;
+        }
+        // A str is a sequence of one-char strs: never equal to a list of names.
+        if other.is_instance_of::<pyo3::types::PyString>() {
+            return false;
+        }
+        other
+            .extract::<Vec<String>>()
+            .is_ok_and(|o| o == *self.names)
+    }
+
+    fn __repr__(&self) -> String {
+        const SHOWN: usize = 10;
+        let head: Vec<String> = self
+            .names
+            .iter()
+            .take(SHOWN)
+            .map(|n| format!("{n:?}"))
+            .collect();
+        let more = self.names.len().saturating_sub(SHOWN);
+        match more {
+            0 => format!("Names([{}])", head.join(", ")),
+            m => format!("Names([{}, ... {m} more])", head.join(", ")),
+        }
+    }
+}
+
+/// Iterates a `Names`.
+#[pyclass(module = "runlog", frozen)]
+pub struct NamesIter {
+    names: Arc<Vec<String>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+#[pymethods]
+impl NamesIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self) -> Option<String> {
+        let i = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.names.get(i).cloned()
+    }
+}
+
 /// What a resumed run skips, runs, and holds back.
 #[pyclass(module = "runlog", frozen)]
 pub struct ResumeSet {
-    /// Not-done units whose every dependency is done: run these.
-    #[pyo3(get)]
-    eligible: Vec<String>,
+    eligible: Py<Names>,
     /// Not-done units with a not-done dependency → the units at the root of
     /// what blocks them.
     #[pyo3(get)]
@@ -185,6 +268,13 @@ pub struct ResumeSet {
 
 #[pymethods]
 impl ResumeSet {
+    /// Not-done units whose every dependency is done, in name order: run
+    /// these. A `Names` (a list kept in Rust).
+    #[getter]
+    fn eligible(&self, py: Python<'_>) -> Py<Names> {
+        self.eligible.clone_ref(py)
+    }
+
     /// The done units to skip: iterable (streamed), with `len()` and `in`.
     #[getter]
     fn skip(&self, py: Python<'_>) -> Py<UnitNames> {
@@ -194,7 +284,7 @@ impl ResumeSet {
     fn __repr__(&self) -> String {
         format!(
             "ResumeSet(eligible={}, dep_blocked={}, skip=<streamed>)",
-            self.eligible.len(),
+            self.eligible.get().names.len(),
             self.dep_blocked.len()
         )
     }
@@ -213,7 +303,12 @@ pub fn resume(py: Python<'_>, source: Source) -> PyResult<ResumeSet> {
         })?
         .py_err()?;
     Ok(ResumeSet {
-        eligible: set.eligible,
+        eligible: Py::new(
+            py,
+            Names {
+                names: Arc::new(set.eligible),
+            },
+        )?,
         dep_blocked: set.dep_blocked,
         skip: Py::new(py, UnitNames { source, len: done })?,
     })

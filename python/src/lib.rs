@@ -27,6 +27,8 @@ fn _runlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<objects::StartWarning>()?;
     m.add_class::<iter::ResumeSet>()?;
     m.add_class::<iter::UnitNames>()?;
+    m.add_class::<iter::Names>()?;
+    m.add_class::<iter::NamesIter>()?;
     m.add_class::<iter::UnitIter>()?;
     m.add("CHECKPOINT_DISCARDED", runlog::run::CHECKPOINT_DISCARDED)?;
     Ok(())

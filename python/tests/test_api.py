@@ -119,6 +119,11 @@ def test_resume_set_and_lazy_skip(runs):
         rs = run.resume()
         assert isinstance(rs, runlog.ResumeSet)
         assert rs.eligible == ["a"]
+        assert isinstance(rs.eligible, runlog.Names) and len(rs.eligible) == 1
+        assert rs.eligible[0] == rs.eligible[-1] == "a" and "a" in rs.eligible
+        assert list(rs.eligible) == ["a"] and rs.eligible != ["b"] and rs.eligible != "a"
+        with pytest.raises(IndexError):
+            rs.eligible[1]
         assert rs.dep_blocked == {"c": ["a"], "d": ["a"]}
         assert isinstance(rs.skip, runlog.UnitNames)
         assert len(rs.skip) == 1 and list(rs.skip) == ["b"]

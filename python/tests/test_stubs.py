@@ -20,7 +20,8 @@ def stub_classes():
 
 def public(cls):
     return {n for n in vars(cls) if not n.startswith("_") or n in
-            ("__iter__", "__next__", "__len__", "__contains__", "__enter__", "__exit__")}
+            ("__iter__", "__next__", "__len__", "__contains__", "__enter__", "__exit__",
+                 "__getitem__", "__eq__")}
 
 
 def test_stubs_match_the_module():
