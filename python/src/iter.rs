@@ -118,7 +118,9 @@ impl UnitIter {
     }
 
     fn __next__(mut slf: PyRefMut<'_, Self>, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        if slf.buf.is_empty() && !slf.ended {
+        // A filtered chunk can come back empty (SCAN units looked at, none
+        // matching): read on until a unit or the end.
+        while slf.buf.is_empty() && !slf.ended {
             let source = slf.source.clone();
             let pos = slf.pos.clone();
             let filter = slf.filter;

@@ -149,6 +149,15 @@ def test_iterators_stream_in_name_order(runs):
         assert [u.name for u in run.iter_units(status=UnitStatus.PENDING)][:2] == ["u00001", "u00002"]
 
 
+def test_filtered_iteration_reads_past_long_stretches_without_a_match(runs):
+    names = ["v%06d" % i for i in range(40000)]
+    with runs.start("sparse", units=names) as run:
+        run.unit(names[-1], "done")
+        run.unit(names[20000], "done")
+        assert [u.name for u in run.iter_units(status="done")] == [names[20000], names[-1]]
+        assert list(run.resume().skip) == [names[20000], names[-1]]
+
+
 def test_iterator_of_a_closed_run_raises(runs):
     run = runs.start("c", units=["a", "b"])
     it = run.iter_units()
