@@ -115,6 +115,8 @@ fn python_package_builds_and_passes_pytest() {
             .arg(repo.join("python/tests"))
             .current_dir(dist.path())
             .env("RUNLOG_WHEEL", wheel)
+            // For the bench's apply row (a debug build: checked, not measured).
+            .env("RUNLOG_BIN", env!("CARGO_BIN_EXE_runlog"))
             .env("RUNLOG_REQUIRE_PYTHON", "1")
             .env_remove("RUNLOG_DIR")
             .env_remove("RUNLOG_KEY_FILE"),
