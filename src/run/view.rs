@@ -250,6 +250,13 @@ impl StreamedResume<'_> {
     pub fn take_damage(&self) -> Option<RunError> {
         self.damage.borrow_mut().take()
     }
+
+    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
+    /// only): memory in proportion to the units not done. For callers that
+    /// list the done units themselves, as they go.
+    pub fn without_skip(self) -> super::resume::ResumeSet {
+        self.open
+    }
 }
 
 impl serde::Serialize for StreamedResume<'_> {

@@ -1,0 +1,73 @@
+"""runlog: an embedded checkpoint store for long runs, in-process.
+
+A run is a set of named units of work (with dependencies), phases, open items
+and budgets, kept in an fsync'd transition log under a runs root. Every write
+is durable when the call returns; a killed process resumes where it stopped.
+
+    import runlog
+    runs = runlog.Runs()                      # $RUNLOG_DIR, else ./.runlog
+    with runs.start("nightly", units=["a", "b"], fingerprint={"params": "v1"}) as run:
+        for name in run.resume().eligible:
+            run.unit(name, "in_progress")
+            ...                               # the work
+            run.unit(name, "done", note="ok")
+
+The work happens in Rust (the `runlog` crate); calls release the GIL while they
+wait on the disk or a lock, so threads writing one run share its fsyncs.
+"""
+
+from ._errors import (
+    BatchError,
+    CheckpointDiscarded,
+    Corrupt,
+    Error,
+    Locked,
+    NotFound,
+    Refused,
+    Tampered,
+)
+from ._types import PhaseStatus, RunStatus, UnitStatus
+from ._runlog import (
+    CHECKPOINT_DISCARDED,
+    Counts,
+    Names,
+    NamesIter,
+    ResumeSet,
+    Run,
+    Runs,
+    RunSummary,
+    RunView,
+    StartWarning,
+    Status,
+    Unit,
+    UnitIter,
+    UnitNames,
+)
+
+__all__ = [
+    "Runs",
+    "Run",
+    "RunView",
+    "Unit",
+    "Counts",
+    "Status",
+    "RunSummary",
+    "StartWarning",
+    "ResumeSet",
+    "UnitNames",
+    "Names",
+    "NamesIter",
+    "UnitIter",
+    "UnitStatus",
+    "RunStatus",
+    "PhaseStatus",
+    "Error",
+    "Refused",
+    "NotFound",
+    "Corrupt",
+    "Tampered",
+    "Locked",
+    "BatchError",
+    "CheckpointDiscarded",
+    "CHECKPOINT_DISCARDED",
+]

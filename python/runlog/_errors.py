@@ -1,0 +1,93 @@
+"""The exceptions runlog raises. Every one is a ``runlog.Error``."""
+
+from typing import List, Optional, Union
+
+__all__ = ["Error", "Refused", "NotFound", "Corrupt", "Tampered", "Locked", "BatchError",
+           "CheckpointDiscarded"]
+
+
+class Error(Exception):
+    """Anything runlog reports: I/O failures, damage, refusals, lock timeouts."""
+
+
+class Refused(Error):
+    """The request was refused (the run's rules said no, or an argument was wrong).
+    Nothing was written."""
+
+
+class NotFound(Refused):
+    """No run with this id exists under the runs root. Nothing was written."""
+
+
+class Corrupt(Error):
+    """Bytes on disk are damaged (not a torn tail). Nothing was modified.
+
+    Attributes: ``file`` (the damaged file's path), ``offset`` (byte offset in it),
+    ``seq`` (the record's seq, or None when unknown)."""
+
+    file: str
+    offset: int
+    seq: Optional[int]
+
+    def __init__(self, message: str, file: str = "", offset: int = 0,
+                 seq: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.file = file
+        self.offset = offset
+        self.seq = seq
+
+
+class Tampered(Error):
+    """A keyed run's bytes pass their checksums but fail their keyed tag: they were
+    changed since they were written, or the key is not the run's. Nothing was
+    modified. Attributes as ``Corrupt``: ``file``, ``offset``, ``seq``."""
+
+    file: str
+    offset: int
+    seq: Optional[int]
+
+    def __init__(self, message: str, file: str = "", offset: int = 0,
+                 seq: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.file = file
+        self.offset = offset
+        self.seq = seq
+
+
+class Locked(Error):
+    """Another writer holds the run's lock (after waiting ``lock_wait`` seconds).
+
+    Attributes: ``path`` (the run directory), ``holder`` (e.g. "pid 4242", or None)."""
+
+    path: str
+    holder: Optional[str]
+
+    def __init__(self, message: str, path: str = "", holder: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.holder = holder
+
+
+class BatchError(Error):
+    """Some transitions of a ``Run.units`` batch failed. The others were written.
+
+    Attributes: ``results``, one entry per transition in order: its seq (int)
+    when written, else the ``Error`` it failed with; ``errors``, the failures alone."""
+
+    results: List[Union[int, Error]]
+
+    def __init__(self, message: str, results: List[Union[int, Error]]) -> None:
+        super().__init__(message)
+        self.results = results
+
+    @property
+    def errors(self) -> List[Error]:
+        return [r for r in self.results if isinstance(r, Error)]
+
+
+class CheckpointDiscarded(UserWarning):
+    """Issued by ``Runs.start`` when the live run's fingerprint differed: the old
+    run was archived and a fresh one started (code ``CHECKPOINT_DISCARDED``)."""
+
+for _cls in (Error, Refused, NotFound, Corrupt, Tampered, Locked, BatchError, CheckpointDiscarded):
+    _cls.__module__ = "runlog"

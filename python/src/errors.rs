@@ -1,0 +1,108 @@
+//! `RunError` → the exceptions of `runlog._errors`: `Refused` (and `NotFound`)
+//! when nothing was written because the request was wrong, `Corrupt` and
+//! `Tampered` with the file, offset and seq, `Locked` with the holder, else
+//! `Error`. The message is the Rust error's `Display`, cause chain included.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use runlog::engine;
+use runlog::run::RunError;
+
+static CLASSES: [PyOnceLock<Py<PyAny>>; 7] = [const { PyOnceLock::new() }; 7];
+const NAMES: [&str; 7] = [
+    "Error",
+    "Refused",
+    "NotFound",
+    "Corrupt",
+    "Tampered",
+    "Locked",
+    "BatchError",
+];
+
+/// An exception class of `runlog._errors`, by name.
+pub fn class<'py>(py: Python<'py>, name: &str) -> PyResult<&'py Bound<'py, PyAny>> {
+    let i = NAMES.iter().position(|n| *n == name).unwrap_or(0);
+    CLASSES[i].import(py, "runlog._errors", NAMES[i])
+}
+
+/// The message: this error and each cause that adds something.
+fn message(e: &RunError) -> String {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        let part = s.to_string();
+        if !msg.contains(&part) {
+            msg.push_str(": ");
+            msg.push_str(&part);
+        }
+        src = s.source();
+    }
+    msg
+}
+
+/// The exception instance for `e` (not raised: [`to_pyerr`] raises it).
+pub fn exception<'py>(py: Python<'py>, e: &RunError) -> PyResult<Bound<'py, PyAny>> {
+    let msg = message(e);
+    let path = |p: &std::path::Path| p.display().to_string();
+    match e {
+        RunError::NotFound { .. } => class(py, "NotFound")?.call1((msg,)),
+        e if e.is_refused() => class(py, "Refused")?.call1((msg,)),
+        RunError::Engine { source, .. } => match source {
+            engine::Error::Corrupt {
+                path: p,
+                offset,
+                seq,
+                ..
+            } => class(py, "Corrupt")?.call1((msg, path(p), *offset, *seq)),
+            engine::Error::Tampered {
+                path: p,
+                offset,
+                seq,
+                ..
+            } => class(py, "Tampered")?.call1((msg, path(p), *offset, *seq)),
+            engine::Error::Locked {
+                path: p, holder, ..
+            } => class(py, "Locked")?.call1((msg, path(p), holder.clone())),
+            _ => class(py, "Error")?.call1((msg,)),
+        },
+        _ => class(py, "Error")?.call1((msg,)),
+    }
+}
+
+/// `e` as a raised Python exception.
+pub fn to_pyerr(e: RunError) -> PyErr {
+    Python::attach(|py| match exception(py, &e) {
+        Ok(obj) => PyErr::from_value(obj),
+        Err(err) => err,
+    })
+}
+
+/// A plain `runlog.Error` with `msg` (misuse the run layer cannot see, such
+/// as a closed run).
+pub fn error(msg: String) -> PyErr {
+    Python::attach(
+        |py| match class(py, "Error").and_then(|c| c.call1((msg,))) {
+            Ok(obj) => PyErr::from_value(obj),
+            Err(err) => err,
+        },
+    )
+}
+
+/// `Result<T, RunError>` → `PyResult<T>`.
+pub trait IntoPy<T> {
+    /// Converts the error.
+    fn py_err(self) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, RunError> {
+    fn py_err(self) -> PyResult<T> {
+        self.map_err(to_pyerr)
+    }
+}
+
+static DISCARDED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The `CheckpointDiscarded` warning category.
+pub fn discarded(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    DISCARDED.import(py, "runlog._errors", "CheckpointDiscarded")
+}

@@ -1,0 +1,217 @@
+//! `Runs`: a runs root, found the way the CLI finds it, and the calls that
+//! open, create and list the runs under it.
+
+use crate::convert;
+use crate::errors::{self, IntoPy};
+use crate::objects::{RunSummary, StartWarning};
+use crate::run::Run;
+use crate::view::{Inner, RunView};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use runlog::engine::{Key, SyncPolicy};
+use runlog::run::{self, InitSpec, Launch, RunError};
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The variable naming a key file, as the CLI reads it.
+const ENV_KEY_FILE: &str = "RUNLOG_KEY_FILE";
+
+/// The runs under a root directory.
+///
+/// `root`: the runs root; by default `$RUNLOG_DIR`, else the nearest `.runlog/`
+/// in the working directory or above it, else `./.runlog` (as the CLI).
+/// `lock_wait`: seconds a writer waits for another writer's lock (0: fail at
+/// once with `Locked`). `linger`: seconds an fsync leader waits for other
+/// writers to join its fsync (None: no wait; try 0.0002 with many threads).
+/// `key_file`: the key of keyed (tamper-evident) runs; by default
+/// `$RUNLOG_KEY_FILE`.
+#[pyclass(module = "runlog", frozen)]
+pub struct Runs {
+    inner: run::Runs,
+}
+
+fn spec(
+    id: String,
+    task: String,
+    units: Option<Vec<String>>,
+    deps: Option<BTreeMap<String, Vec<String>>>,
+    fingerprint: Option<&Bound<'_, PyDict>>,
+    launch: Option<&Bound<'_, PyAny>>,
+) -> PyResult<InitSpec> {
+    let mut fp = BTreeMap::new();
+    if let Some(f) = fingerprint {
+        for (k, v) in f.iter() {
+            // Parts are strings; a number or path is taken as its str().
+            fp.insert(k.extract::<String>()?, v.str()?.extract::<String>()?);
+        }
+    }
+    let launch = launch
+        .filter(|l| !l.is_none())
+        .map(|l| {
+            Launch::from_json(&convert::to_json(l)?)
+                .map_err(|e| errors::to_pyerr(RunError::Invalid(e)))
+        })
+        .transpose()?;
+    Ok(InitSpec {
+        id,
+        task,
+        units: units.unwrap_or_default(),
+        deps: deps.unwrap_or_default(),
+        launch,
+        fingerprint: fp,
+        ..InitSpec::default()
+    })
+}
+
+#[pymethods]
+impl Runs {
+    #[new]
+    #[pyo3(signature = (root=None, *, lock_wait=30.0, linger=None, key_file=None))]
+    fn new(
+        root: Option<PathBuf>,
+        lock_wait: f64,
+        linger: Option<f64>,
+        key_file: Option<PathBuf>,
+    ) -> PyResult<Runs> {
+        let seconds = |what: &str, s: f64| {
+            if s.is_finite() && s >= 0.0 {
+                Ok(Duration::from_secs_f64(s.min(1e9)))
+            } else {
+                Err(PyValueError::new_err(format!(
+                    "{what} must be a number of seconds ≥ 0, not {s}"
+                )))
+            }
+        };
+        let wait = seconds("lock_wait", lock_wait)?;
+        let cwd = std::env::current_dir().map_err(|e| {
+            PyValueError::new_err(format!("cannot read the working directory: {e}"))
+        })?;
+        let env = std::env::var(run::ENV_DIR).ok();
+        let root = run::locate_root(root.as_deref(), env.as_deref(), &cwd);
+        let key_file = key_file.or_else(|| {
+            std::env::var_os(ENV_KEY_FILE)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        });
+        let key = key_file
+            .map(|p| Key::from_file(&p))
+            .transpose()
+            .map_err(|e| errors::to_pyerr(RunError::Invalid(e)))?;
+        let mut inner = run::Runs::new(root)
+            .with_lock_wait(Some(wait))
+            .with_key(key);
+        if let Some(l) = linger {
+            inner = inner.with_sync(SyncPolicy::Grouped {
+                linger: seconds("linger", l)?,
+            });
+        }
+        Ok(Runs { inner })
+    }
+
+    /// The runs root directory.
+    #[getter]
+    fn root(&self) -> String {
+        self.inner.root().display().to_string()
+    }
+
+    /// Restore-or-create run `id`. The live run is restored when its
+    /// fingerprint equals `fingerprint`; when it differs the old run is
+    /// archived, a fresh one started, and a `CheckpointDiscarded` warning
+    /// issued (also in `run.warnings`). A finished run starts fresh.
+    /// Returns the `Run`, open for writing (`run.resumed` says which).
+    #[pyo3(signature = (id, *, task=String::new(), units=None, deps=None, fingerprint=None, launch=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &self,
+        py: Python<'_>,
+        id: String,
+        task: String,
+        units: Option<Vec<String>>,
+        deps: Option<BTreeMap<String, Vec<String>>>,
+        fingerprint: Option<&Bound<'_, PyDict>>,
+        launch: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Run>> {
+        let spec = spec(id, task, units, deps, fingerprint, launch)?;
+        let runs = self.inner.clone();
+        let started = py.detach(move || runs.start(spec)).py_err()?;
+        let category = errors::discarded(py)?;
+        let mut warnings = Vec::new();
+        for w in &started.warnings {
+            let msg = CString::new(w.message.replace('\0', " "))
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            PyErr::warn(py, category, &msg, 1)?;
+        }
+        for w in started.warnings {
+            warnings.push(Py::new(py, StartWarning::from(w))?);
+        }
+        Run::create(py, started.run, started.resumed, warnings)
+    }
+
+    /// Creates run `id`; `Refused` when a live run with that id exists (a
+    /// finished one is archived first). Returns the `Run`, open for writing.
+    #[pyo3(signature = (id, *, task=String::new(), units=None, deps=None, fingerprint=None, launch=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn init(
+        &self,
+        py: Python<'_>,
+        id: String,
+        task: String,
+        units: Option<Vec<String>>,
+        deps: Option<BTreeMap<String, Vec<String>>>,
+        fingerprint: Option<&Bound<'_, PyDict>>,
+        launch: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<Run>> {
+        let spec = spec(id, task, units, deps, fingerprint, launch)?;
+        let runs = self.inner.clone();
+        let run = py.detach(move || runs.init(spec)).py_err()?;
+        Run::create(py, run, false, Vec::new())
+    }
+
+    /// Opens existing run `id` for writing, waiting up to `lock_wait` for
+    /// the lock (`Locked` after that; `NotFound` when there is no such run).
+    fn open(&self, py: Python<'_>, id: String) -> PyResult<Py<Run>> {
+        let runs = self.inner.clone();
+        let run = py.detach(move || runs.open(&id)).py_err()?;
+        Run::create(py, run, true, Vec::new())
+    }
+
+    /// Reads run `id` without a lock and without changing anything: a
+    /// `RunView` of the run as of this call.
+    fn get(&self, py: Python<'_>, id: String) -> PyResult<RunView> {
+        let runs = self.inner.clone();
+        let read = py.detach(move || runs.read_run(&id)).py_err()?;
+        Ok(RunView {
+            id: read.id().to_string(),
+            inner: Inner::Read(Arc::new(read)),
+        })
+    }
+
+    /// Every run under the root, newest first (`RunSummary` objects).
+    fn list(&self, py: Python<'_>) -> PyResult<Vec<RunSummary>> {
+        let runs = self.inner.clone();
+        let list = py.detach(move || runs.list()).py_err()?;
+        Ok(list.into_iter().map(RunSummary::from).collect())
+    }
+
+    /// The id a unique prefix names (an exact id wins).
+    fn resolve(&self, py: Python<'_>, prefix: String) -> PyResult<String> {
+        let runs = self.inner.clone();
+        py.detach(move || runs.resolve(&prefix)).py_err()
+    }
+
+    /// Removes finished runs (and archived ones) older than `keep_days` days;
+    /// returns the ids removed.
+    fn gc(&self, py: Python<'_>, keep_days: u64) -> PyResult<Vec<String>> {
+        let runs = self.inner.clone();
+        let report = py.detach(move || runs.gc(keep_days)).py_err()?;
+        Ok(report.removed)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Runs({:?})", self.inner.root().display().to_string())
+    }
+}

@@ -1,0 +1,149 @@
+"""Every exception, with its attributes, and refusals that write nothing."""
+
+import os
+import pathlib
+
+import pytest
+
+import runlog
+from conftest import files, segments
+
+
+def test_hierarchy():
+    for cls in (runlog.Refused, runlog.Corrupt, runlog.Locked, runlog.Tampered, runlog.BatchError):
+        assert issubclass(cls, runlog.Error)
+    assert issubclass(runlog.NotFound, runlog.Refused)
+    assert issubclass(runlog.Error, Exception)
+    assert not issubclass(runlog.Tampered, runlog.Corrupt)
+
+
+def test_refused_by_the_rules_writes_nothing(runs):
+    run = runs.start("r", units=["a", "b"], deps={"b": ["a"]})
+    run.unit("a", "done")
+    before = files(run.dir)
+    with pytest.raises(runlog.Refused, match="never demoted"):
+        run.unit("a", "in_progress")
+    with pytest.raises(runlog.Refused):
+        run.spend("nobudget", 1.0)
+    with pytest.raises(runlog.Refused):
+        run.resolve("item-99")
+    with pytest.raises(runlog.Refused):
+        run.spend("x", float("nan"))
+    assert files(run.dir) == before
+    run.finalize("aborted")
+    after_final = files(run.dir)
+    with pytest.raises(runlog.Refused):
+        run.unit("b", "done")
+    with pytest.raises(runlog.Refused):
+        run.finalize("done")
+    assert files(run.dir) == after_final
+    run.close()
+
+
+def test_refused_batch_entries_write_nothing(runs):
+    with runs.start("r", units=["a"]) as run:
+        run.unit("a", "done")
+        before = files(run.dir)
+        with pytest.raises(runlog.BatchError) as e:
+            run.units([("a", "pending"), ("a", "in_progress")])
+        assert all(isinstance(r, runlog.Refused) for r in e.value.results)
+        assert files(run.dir) == before
+
+
+def test_invalid_ids_and_missing_runs_are_refused(runs, root):
+    for bad in ["../x", "a/b", "", "a b", "x" * 200]:
+        with pytest.raises(runlog.Refused):
+            runs.start(bad)
+    with pytest.raises(runlog.NotFound):
+        runs.open("nope")
+    with pytest.raises(runlog.NotFound):
+        runs.get("nope")
+    with pytest.raises(runlog.NotFound):
+        runs.resolve("nope")
+    assert not (root / "runs" / "nope").exists()
+    runs.start("ab1").close()
+    runs.start("ab2").close()
+    with pytest.raises(runlog.Refused, match="several"):
+        runs.resolve("ab")
+
+
+def test_init_over_a_live_run_is_refused(runs):
+    run = runs.init("r", units=["a"])
+    run.close()
+    before = files(pathlib.Path(runs.root) / "runs" / "r")
+    with pytest.raises(runlog.Refused, match="already"):
+        runs.init("r", units=["a"])
+    assert files(pathlib.Path(runs.root) / "runs" / "r") == before
+
+
+def test_locked(runs):
+    run = runs.start("r", units=["a"])
+    with pytest.raises(runlog.Locked) as e:
+        runs.open("r")
+    assert e.value.path in (run.dir, os.path.join(run.dir, "LOCK"))
+    assert e.value.holder == "pid %d" % os.getpid()
+    run.close()
+    runs.open("r").close()
+
+
+def test_corrupt_carries_file_offset_seq(runs):
+    with runs.start("r", units=["u%02d" % i for i in range(20)]) as run:
+        for i in range(20):
+            run.unit("u%02d" % i, "done")
+        d = run.dir
+    seg = segments(d)[0]
+    b = bytearray(seg.read_bytes())
+    b[len(b) // 3] ^= 0x40  # mid-log, valid records after it: not a torn tail
+    seg.write_bytes(bytes(b))
+    before = files(d)
+    for call in (lambda: runs.get("r"), lambda: runs.open("r"), lambda: runs.start("r")):
+        with pytest.raises(runlog.Corrupt) as e:
+            call()
+        assert e.value.file == str(seg)
+        assert 0 < e.value.offset < len(b)
+        assert isinstance(e.value.seq, int) and e.value.seq > 1
+        assert "nothing was modified" in str(e.value)
+    assert files(d) == before
+
+
+def test_tampered_with_another_key(tmp_path, monkeypatch):
+    monkeypatch.delenv("RUNLOG_DIR", raising=False)
+    keys = []
+    for n, hexkey in (("a", "11" * 32), ("b", "22" * 32)):
+        p = tmp_path / ("key" + n)
+        p.write_text(hexkey)
+        os.chmod(p, 0o600)
+        keys.append(p)
+    root = tmp_path / "root"
+    with runlog.Runs(root, key_file=keys[0], lock_wait=0).start("r", units=["a"]) as run:
+        run.unit("a", "done")
+        d = run.dir
+    before = files(d)
+    wrong = runlog.Runs(root, key_file=keys[1], lock_wait=0)
+    with pytest.raises(runlog.Tampered) as e:
+        wrong.open("r")
+    assert e.value.file == str(segments(d)[0])
+    assert e.value.offset > 0 and e.value.seq == 1
+    with pytest.raises(runlog.Refused, match="keyed"):
+        runlog.Runs(root, lock_wait=0).get("r")
+    # The key from the environment, as the CLI reads it.
+    monkeypatch.setenv("RUNLOG_KEY_FILE", str(keys[0]))
+    assert runlog.Runs(root).get("r").unit_status("a").status == "done"
+    assert files(d) == before
+
+
+def test_bad_key_file_is_refused(tmp_path):
+    with pytest.raises(runlog.Refused, match="key file"):
+        runlog.Runs(tmp_path, key_file=tmp_path / "missing")
+
+
+def test_value_errors_for_bad_statuses(runs):
+    with runs.start("r", units=["a"]) as run:
+        before = files(run.dir)
+        for call in (lambda: run.unit("a", "finished"), lambda: run.phase("p", "nope"),
+                     lambda: run.finalize("later"), lambda: run.unit("a", 3),
+                     lambda: run.iter_units(status="x")):
+            with pytest.raises(ValueError):
+                call()
+        assert files(run.dir) == before
+
