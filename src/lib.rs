@@ -56,6 +56,8 @@
 pub mod cli;
 pub mod demo;
 pub mod engine;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod run;
 
 /// README's code blocks, compiled as doctests so the README cannot drift.
