@@ -182,10 +182,8 @@ impl Replication {
         self.core.durable.fetch_max(seq, Ordering::AcqRel);
         match self.core.policy {
             Policy::Sync => self.core.ship_to(seq),
-            Policy::Async { .. } => {
-                self.core.wake.notify_one();
-                Ok(())
-            }
+            // The background shipper sends it at its next interval.
+            Policy::Async { .. } => Ok(()),
         }
     }
 
@@ -272,6 +270,17 @@ pub struct Replicated<M: Machine> {
     store: Store<M>,
     replication: Replication,
     dir: PathBuf,
+}
+
+impl<M: Machine> std::fmt::Debug for Replicated<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Replicated({}, {:?})",
+            self.dir.display(),
+            self.replication.stats()
+        )
+    }
 }
 
 impl<M: Machine> Replicated<M> {
