@@ -69,13 +69,18 @@ impl Remote {
                 retry_timeout: REQUEST_TIMEOUT,
                 ..Default::default()
             };
-            let client = object_store::ClientOptions::new()
-                .with_timeout(REQUEST_TIMEOUT)
-                .with_connect_timeout(Duration::from_secs(5));
+            // Timeouts through config keys: `with_client_options` would replace
+            // what the environment set (AWS_ALLOW_HTTP among them).
+            use object_store::ClientConfigKey as C;
+            use object_store::aws::AmazonS3ConfigKey as K;
             let s3 = object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(bucket)
                 .with_retry(retry)
-                .with_client_options(client)
+                .with_config(
+                    K::Client(C::Timeout),
+                    format!("{}s", REQUEST_TIMEOUT.as_secs()),
+                )
+                .with_config(K::Client(C::ConnectTimeout), "5s")
                 .build()
                 .map_err(|e| RemoteError::store("configure S3 remote", url, e))?;
             Remote::with_store(Arc::new(s3), prefix, url)
