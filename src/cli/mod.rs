@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod args;
 mod commands;
+pub mod remote;
 pub mod watch;
 
 use crate::run::{Clock, ManualClock, RunError, Runs, SystemClock, locate_root};

@@ -61,8 +61,9 @@ impl Policy {
 }
 
 /// The content of a run's `REMOTE` file.
+// No `deny_unknown_fields`: serde refuses it beside `flatten`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
 pub struct RemoteConfig {
     /// The remote's URL.
     pub url: String,
@@ -83,16 +84,23 @@ impl RemoteConfig {
             Err(e) => return Err(crate::engine::Error::io("read remote file", &path, e).into()),
         };
         let bytes: &[u8] = (*bytes).as_ref();
+        let corrupt = |offset: u64, reason: String| {
+            RemoteError::Local(crate::engine::Error::Corrupt {
+                path: path.clone(),
+                offset,
+                seq: None,
+                reason,
+            })
+        };
         if bytes.len() as u64 > MAX_REMOTE_FILE_LEN {
-            return Err(RemoteError::corrupt(
-                path.display().to_string(),
+            return Err(corrupt(
                 0,
                 format!("{} bytes, more than {MAX_REMOTE_FILE_LEN}", bytes.len()),
             ));
         }
-        serde_json::from_slice(bytes).map(Some).map_err(|e| {
-            RemoteError::corrupt(path.display().to_string(), e.column() as u64, e.to_string())
-        })
+        serde_json::from_slice(bytes)
+            .map(Some)
+            .map_err(|e| corrupt(e.column() as u64, format!("not a REMOTE file: {e}")))
     }
 
     /// Writes `dir/REMOTE` atomically (temp, fsync, rename, fsync dir).

@@ -33,6 +33,7 @@ mod gc;
 pub mod layout;
 mod replica;
 mod restore;
+mod runhook;
 mod shipper;
 
 pub use chunk::{ChunkView, decode_chunk, frame_digest};
@@ -42,4 +43,5 @@ pub use error::{RemoteError, Result};
 pub use gc::{RemoteGcReport, gc};
 pub use replica::{RemoteStats, Replicated, Replication, error_chain};
 pub use restore::{RestoreReport, restore, verify_remote};
+pub use runhook::RunRemote;
 pub use shipper::{ShipState, Shipper, latest_manifest, read_manifest};

@@ -59,6 +59,14 @@ impl Runs {
         match opened {
             Ok(store) => Ok(Run {
                 id: id.to_string(),
+                #[cfg(feature = "remote")]
+                remote: crate::remote::RunRemote::load(store.dir()).map_err(|e| {
+                    RunError::io(
+                        "read the run's remote",
+                        store.dir(),
+                        std::io::Error::other(crate::remote::error_chain(&e)),
+                    )
+                })?,
                 store,
                 clock: self.clock.clone(),
             }),
