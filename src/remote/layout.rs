@@ -185,15 +185,14 @@ impl Manifest {
                 m.chunks.len()
             )));
         }
-        if let Some(s) = &m.snapshot {
-            if !s.object.starts_with(&format!("{SNAPSHOT_DIR}/"))
-                || object_manifest_number(&s.object).is_none()
-            {
-                return Err(bad(format!(
-                    "snapshot object name {:?} is not a snapshot's",
-                    s.object
-                )));
-            }
+        if let Some(s) = &m.snapshot
+            && (!s.object.starts_with(&format!("{SNAPSHOT_DIR}/"))
+                || object_manifest_number(&s.object).is_none())
+        {
+            return Err(bad(format!(
+                "snapshot object name {:?} is not a snapshot's",
+                s.object
+            )));
         }
         let mut prev_last = None;
         for c in &m.chunks {

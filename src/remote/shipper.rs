@@ -128,10 +128,10 @@ pub fn local_codec(vfs: &dyn Vfs, dir: &Path) -> Result<Codec> {
     let l = list_local(vfs, dir)?;
     for (_, name) in &l.segments {
         let path = dir.join(name);
-        if let Ok(b) = vfs.read_head(&path, crate::engine::format::MAX_JSONL_HEADER_LEN) {
-            if let Ok(h) = crate::engine::frame::decode_segment_header(&b) {
-                return Ok(h.codec);
-            }
+        if let Ok(b) = vfs.read_head(&path, crate::engine::format::MAX_JSONL_HEADER_LEN)
+            && let Ok(h) = crate::engine::frame::decode_segment_header(&b)
+        {
+            return Ok(h.codec);
         }
     }
     Err(RemoteError::Local(crate::engine::Error::NotFound {
@@ -339,31 +339,32 @@ impl Shipper {
 
         // A newer local snapshot: upload it; chunks it covers leave the live set.
         let remote_snap = self.head.snapshot.as_ref().map_or(0, |s| s.seq);
-        if let Some((k, name)) = local.snapshots.last().cloned() {
-            if k > remote_snap && k <= upto.max(self.head.shipped) {
-                let path = self.dir.join(&name);
-                match self.vfs.read(&path) {
-                    Ok(bytes) => {
-                        let bytes = (*bytes).as_ref().to_vec();
-                        let object = snapshot_object_name(k, epoch, number);
-                        let len = bytes.len() as u64;
-                        self.upload("put snapshot", &object, bytes)?;
-                        next.snapshot = Some(SnapshotRef {
-                            seq: k,
-                            object,
-                            len,
-                        });
-                        next.chunks.retain(|c| c.last > k);
-                        if next.shipped < k {
-                            next.shipped = k;
-                            next.tail = self.digest_of(&local, k).unwrap_or_default();
-                        }
+        if let Some((k, name)) = local.snapshots.last().cloned()
+            && k > remote_snap
+            && k <= upto.max(self.head.shipped)
+        {
+            let path = self.dir.join(&name);
+            match self.vfs.read(&path) {
+                Ok(bytes) => {
+                    let bytes = (*bytes).as_ref().to_vec();
+                    let object = snapshot_object_name(k, epoch, number);
+                    let len = bytes.len() as u64;
+                    self.upload("put snapshot", &object, bytes)?;
+                    next.snapshot = Some(SnapshotRef {
+                        seq: k,
+                        object,
+                        len,
+                    });
+                    next.chunks.retain(|c| c.last > k);
+                    if next.shipped < k {
+                        next.shipped = k;
+                        next.tail = self.digest_of(&local, k).unwrap_or_default();
                     }
-                    // Compacted away since the listing: the next round sees its successor.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        return Err(crate::engine::Error::io("read snapshot", &path, e).into());
-                    }
+                }
+                // Compacted away since the listing: the next round sees its successor.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(crate::engine::Error::io("read snapshot", &path, e).into());
                 }
             }
         }
@@ -384,17 +385,17 @@ impl Shipper {
             return Ok(next);
         }
         let (header, frames, first, last, before, last_digest) = self.take(&local, from, upto)?;
-        if !merge {
-            if let Some(b) = before {
-                if !next.tail.is_empty() && b != next.tail {
-                    return Err(RemoteError::Diverged {
-                        reason: format!(
-                            "local record {} differs from the one the remote chain holds",
-                            from - 1
-                        ),
-                    });
-                }
-            }
+        if !merge
+            && let Some(b) = before
+            && !next.tail.is_empty()
+            && b != next.tail
+        {
+            return Err(RemoteError::Diverged {
+                reason: format!(
+                    "local record {} differs from the one the remote chain holds",
+                    from - 1
+                ),
+            });
         }
         let object = chunk_name(first, last, epoch, number);
         let chunk = encode_chunk(&header, first, &frames);
