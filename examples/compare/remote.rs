@@ -4,9 +4,9 @@
 //! Without the gateway the rows are skipped with that reason.
 
 use crate::common::{self, Units, update};
+use crate::contenders::Cache;
 use crate::contenders::timed;
 use crate::{Config, Contender};
-use crate::contenders::Cache;
 use runlog::engine::{Codec, RealFs, Store};
 use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, restore};
 use std::time::Instant;

@@ -171,12 +171,14 @@ mod imp {
                     .ok_or_else(|| RunError::Invalid(format!("run {id} has no remote")))?;
                 let remote = Remote::open(&config.url).map_err(|e| fail(&config.url, e))?;
                 let head = latest_manifest(&remote).map_err(|e| fail(&config.url, e))?;
-                let local =
-                    crate::engine::read_state::<crate::engine::Keyed<crate::run::RunKeyed>>(
-                        &RealFs, &dir,
-                    )
-                    .map(|(_, r)| r.last_seq)
-                    .unwrap_or(0);
+                let local = crate::engine::read_state_with_key::<
+                    crate::engine::Keyed<crate::run::RunKeyed>,
+                >(&RealFs, &dir, runs.key())
+                .map(|(_, r)| r.last_seq)
+                .map_err(|e| RunError::Engine {
+                    id: id.clone(),
+                    source: e,
+                })?;
                 let shipped = head.as_ref().map_or(0, |h| h.shipped);
                 let head_epoch = head.as_ref().map_or(0, |h| h.epoch);
                 let fenced = head_epoch > config.epoch && config.epoch > 0;
