@@ -147,3 +147,32 @@ fn cli_keyed_run_ships_restores_and_verifies_with_its_key() {
         serde_json::from_str(&ok(&keyed(&h2, &["--json", "get", "r1"]))).unwrap();
     assert_eq!(doc["units"]["a"]["status"], "done");
 }
+
+#[test]
+fn cli_remote_root_from_the_environment_restores_a_missing_run_on_a_new_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = format!("file://{}", tmp.path().join("remote").display());
+    let (h1, h2) = (tmp.path().join("h1"), tmp.path().join("h2"));
+    let with_root = |host: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_runlog"))
+            .arg("--dir")
+            .arg(host)
+            .args(args)
+            .env("RUNLOG_REMOTE_ROOT", &root)
+            .output()
+            .unwrap()
+    };
+    ok(&with_root(
+        &h1,
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b"],
+    ));
+    ok(&with_root(&h1, &["unit", "r1", "a", "done"]));
+    // h2 has no copy: opening the run restores it from $RUNLOG_REMOTE_ROOT/r1.
+    ok(&with_root(&h2, &["unit", "r1", "b", "done"]));
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&runlog(&h2, &["--json", "get", "r1"]))).unwrap();
+    assert_eq!(doc["units"]["a"]["status"], "done");
+    assert_eq!(doc["units"]["b"]["status"], "done");
+    let o = with_root(&h1, &["unit", "r1", "b", "done"]);
+    assert_eq!(o.status.code(), Some(1), "the first host is fenced");
+}
