@@ -330,3 +330,34 @@ fn a_copy_behind_the_remote_cannot_claim() {
     assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
     let _ = Log;
 }
+
+#[test]
+fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
+    use runlog::engine::{Key, Options, Store};
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let tmp = tempfile::tempdir().unwrap();
+    let key = Key::from_bytes([9; 32]);
+    let opts = || Options {
+        create: true,
+        key: Some(key.clone()),
+        ..Options::default()
+    };
+    let a = tmp.path().join("a");
+    let s = Store::<Log>::open(&a, opts()).unwrap();
+    for v in 1..=3u64 {
+        s.append(&v).unwrap();
+    }
+    s.compact().unwrap();
+    let r = Replicated::new(s, remote(&store), &config(Policy::Sync)).unwrap();
+    r.close().unwrap();
+    let head = latest_manifest(&remote(&store)).unwrap().unwrap();
+    assert_eq!((head.chunks.len(), head.shipped), (0, 3), "{head:?}");
+    assert!(!head.store_id.is_empty());
+    let b = tmp.path().join("b");
+    restore(&RealFs, &remote(&store), &b, Some(&key)).unwrap();
+    let s = Store::<Log>::open(&b, opts()).unwrap();
+    assert_eq!(s.read(|v| v.clone()), vec![1, 2, 3]);
+    assert_eq!(s.append(&4).unwrap(), 4);
+    // The wrong key does not verify.
+    assert!(verify_remote(&RealFs, &remote(&store), Some(&Key::from_bytes([1; 32]))).is_err());
+}

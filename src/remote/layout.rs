@@ -112,6 +112,9 @@ pub struct Manifest {
     pub writer: String,
     /// The store's codec name (`binary`, `jsonl`).
     pub codec: String,
+    /// A keyed store's id (hex, FORMAT.md §10.1); empty when unkeyed.
+    #[serde(default)]
+    pub store_id: String,
     /// The base snapshot, if any.
     pub snapshot: Option<SnapshotRef>,
     /// The live chunks in seq order: contiguous from the snapshot's seq + 1.
@@ -125,7 +128,7 @@ pub struct Manifest {
 
 impl Manifest {
     /// The empty chain's first link.
-    pub fn genesis(epoch: u64, writer: String, codec: &str) -> Manifest {
+    pub fn genesis(epoch: u64, writer: String, codec: &str, store_id: String) -> Manifest {
         Manifest {
             runlog: "manifest".into(),
             version: MANIFEST_VERSION,
@@ -133,6 +136,7 @@ impl Manifest {
             epoch,
             writer,
             codec: codec.into(),
+            store_id,
             snapshot: None,
             chunks: vec![],
             shipped: 0,
@@ -246,7 +250,7 @@ mod tests {
 
     #[test]
     fn manifest_checks_its_claims() {
-        let mut m = Manifest::genesis(1, "h".into(), "binary");
+        let mut m = Manifest::genesis(1, "h".into(), "binary", String::new());
         assert_eq!(Manifest::decode(1, &m.encode()).unwrap(), m);
         assert!(
             Manifest::decode(2, &m.encode()).is_err(),

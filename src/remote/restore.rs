@@ -95,7 +95,22 @@ fn materialize(vfs: &dyn Vfs, remote: &Remote, m: &Manifest, dir: &Path) -> Resu
     }
     let mut seg: Vec<u8> = Vec::new();
     let mut seg_first = 0;
-    let mut store_id = None;
+    let mut store_id = if m.store_id.is_empty() {
+        None
+    } else {
+        Some(
+            crate::engine::seal::from_hex::<{ crate::engine::seal::STORE_ID_LEN }>(
+                m.store_id.as_bytes(),
+            )
+            .ok_or_else(|| {
+                RemoteError::corrupt(
+                    super::layout::manifest_name(m.number),
+                    0,
+                    format!("store id {:?} is not 32 hex digits", m.store_id),
+                )
+            })?,
+        )
+    };
     let flush = |seg: &mut Vec<u8>, first: u64| -> Result<()> {
         if !seg.is_empty() {
             write_file(vfs, &dir.join(segment_name(first)), seg)?;

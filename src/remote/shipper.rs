@@ -123,15 +123,19 @@ fn list_local(vfs: &dyn Vfs, dir: &Path) -> Result<Local> {
     Ok(l)
 }
 
-/// The local store's codec, from its first readable segment header.
-pub fn local_codec(vfs: &dyn Vfs, dir: &Path) -> Result<Codec> {
+/// The local store's codec and (keyed) store id, from its first readable segment header.
+pub fn local_header(vfs: &dyn Vfs, dir: &Path) -> Result<(Codec, String)> {
     let l = list_local(vfs, dir)?;
     for (_, name) in &l.segments {
         let path = dir.join(name);
         if let Ok(b) = vfs.read_head(&path, crate::engine::format::MAX_JSONL_HEADER_LEN)
             && let Ok(h) = crate::engine::frame::decode_segment_header(&b)
         {
-            return Ok(h.codec);
+            let id = h
+                .store_id
+                .map(|i| crate::engine::seal::to_hex(&i))
+                .unwrap_or_default();
+            return Ok((h.codec, id));
         }
     }
     Err(RemoteError::Local(crate::engine::Error::NotFound {
@@ -145,12 +149,12 @@ impl Shipper {
     /// continue the remote one. Losing the race to another claimer is
     /// [`RemoteError::Fenced`]: of two claimers exactly one wins.
     pub fn claim(remote: Remote, dir: &Path, vfs: Arc<dyn Vfs>) -> Result<Shipper> {
-        let codec = local_codec(vfs.as_ref(), dir)?;
+        let (codec, store_id) = local_header(vfs.as_ref(), dir)?;
         let writer = writer_name();
         for _ in 0..CLAIM_ATTEMPTS {
             let head = latest_manifest(&remote)?;
             let next = match &head {
-                None => Manifest::genesis(1, writer.clone(), codec.name()),
+                None => Manifest::genesis(1, writer.clone(), codec.name(), store_id.clone()),
                 Some(h) => {
                     check_continues(vfs.as_ref(), dir, h)?;
                     let mut m = h.clone();
