@@ -361,3 +361,36 @@ fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
     // The wrong key does not verify.
     assert!(verify_remote(&RealFs, &remote(&store), Some(&Key::from_bytes([1; 32]))).is_err());
 }
+
+#[test]
+fn many_small_rounds_are_merged_and_the_live_set_stays_small() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let tmp = tempfile::tempdir().unwrap();
+    let r = Replicated::new(
+        open(&tmp.path().join("a")),
+        remote(&store),
+        &config(Policy::Sync),
+    )
+    .unwrap();
+    let mut most = 0;
+    for v in 1..=300u64 {
+        r.append(&v).unwrap();
+        let head = latest_manifest(&remote(&store)).unwrap().unwrap();
+        most = most.max(head.chunks.len());
+    }
+    r.close().unwrap();
+    // One chunk per round would be 300; merging keeps at most 64 live.
+    assert!(
+        most <= runlog::remote::layout::MERGE_AT_CHUNKS,
+        "{most} live chunks"
+    );
+    let head = latest_manifest(&remote(&store)).unwrap().unwrap();
+    assert!(
+        head.chunks.len() < 64 && head.chunks[0].first == 1,
+        "{:?}",
+        head.chunks.len()
+    );
+    let b = tmp.path().join("b");
+    restore(&RealFs, &remote(&store), &b, None).unwrap();
+    assert_eq!(read(&b), (1..=300).collect::<Vec<_>>());
+}

@@ -14,8 +14,12 @@ pub const MAX_LIVE_CHUNKS: usize = 100_000;
 pub const MAX_CHUNK_LEN: u64 = 1 << 30;
 /// A chunk is cut after this many bytes of records.
 pub const CHUNK_TARGET_BYTES: u64 = 64 << 20;
-/// Once a manifest lists this many chunks the next round re-ships them as one.
+/// Once a manifest ends in this many small chunks the next round re-ships them as one.
 pub const MERGE_AT_CHUNKS: usize = 64;
+/// A chunk smaller than this is "small" (a candidate for merging).
+pub const SMALL_CHUNK_BYTES: u64 = 1 << 20;
+/// A merge re-ships at most this many bytes.
+pub const MERGE_MAX_BYTES: u64 = 8 << 20;
 /// Folder of the manifest chain.
 pub const MANIFEST_DIR: &str = "manifest";
 /// Folder of log chunks.

@@ -373,17 +373,26 @@ impl Shipper {
             }
         }
 
-        // Re-ship many small chunks as one, when the local log still holds them.
+        // Re-ship the trailing run of small chunks as one once it is
+        // MERGE_AT_CHUNKS long (and the local log still holds it): the live
+        // set stays at about one chunk per SMALL_CHUNK_BYTES of log, and no
+        // round re-ships more than MERGE_MAX_BYTES.
         let mut from = next.shipped + 1;
-        let small: u64 = next.chunks.iter().map(|c| c.len).sum();
-        let merge = next.chunks.len() >= MERGE_AT_CHUNKS
-            && small < CHUNK_TARGET_BYTES
+        let tail_start = next
+            .chunks
+            .iter()
+            .rposition(|c| c.len >= SMALL_CHUNK_BYTES)
+            .map_or(0, |i| i + 1);
+        let tail = &next.chunks[tail_start..];
+        let tail_bytes: u64 = tail.iter().map(|c| c.len).sum();
+        let merge = tail.len() >= MERGE_AT_CHUNKS
+            && tail_bytes < MERGE_MAX_BYTES
             && local
                 .segments
                 .first()
-                .is_some_and(|(s, _)| *s <= next.chunks[0].first);
+                .is_some_and(|(s, _)| *s <= tail[0].first);
         if merge {
-            from = next.chunks[0].first;
+            from = tail[0].first;
         }
         if from > upto {
             return Ok(next);
@@ -406,7 +415,16 @@ impl Shipper {
         let len = chunk.len() as u64;
         self.upload("put chunk", &object, chunk)?;
         if merge {
-            next.chunks.clear();
+            if last < next.shipped {
+                // Never: a merge re-ships under MERGE_MAX_BYTES, far below a chunk's cut.
+                return Err(RemoteError::Diverged {
+                    reason: format!(
+                        "a merged chunk ended at seq {last}, before the chain's {}",
+                        next.shipped
+                    ),
+                });
+            }
+            next.chunks.truncate(tail_start);
         }
         next.chunks.push(ChunkRef {
             first,
