@@ -3,6 +3,7 @@
 //! writers on two local directories claiming one run (exactly one wins), and a
 //! failing or answer-losing call at every position of a workload. Skips with a
 //! printed reason without the gateway; fails instead when RUNLOG_REQUIRE_S3=1.
+#![cfg(feature = "remote")]
 
 mod remote_support;
 

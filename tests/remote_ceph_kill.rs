@@ -2,6 +2,7 @@
 //! Ceph gateway loses nothing it acknowledged: the restored run holds every
 //! value the writer printed as acknowledged, and is a prefix of its local log.
 //! Skips without the gateway; fails instead when RUNLOG_REQUIRE_S3=1.
+#![cfg(feature = "remote")]
 
 mod remote_support;
 

@@ -4,6 +4,7 @@
 //! ends with a restore holding every acknowledged value. Needs .ci/ceph.sh's
 //! gateway (it stops and starts radosgw); skips without it, fails instead
 //! when RUNLOG_REQUIRE_S3=1.
+#![cfg(feature = "remote")]
 
 mod remote_support;
 

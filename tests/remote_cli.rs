@@ -4,6 +4,7 @@
 //! write fence the first host (exit 1, naming the newer epoch), and `verify
 //! --remote`, `gc --remote` and `remote status --json` report the chain.
 //! Runs against a file:// remote, and against the Ceph gateway when present.
+#![cfg(feature = "remote")]
 
 mod remote_support;
 

@@ -2,6 +2,7 @@
 //! every position N of a small sync workload (claim, appends, a compaction's
 //! snapshot, close) never loses an acknowledged record: the chain restores,
 //! verifies, holds every acknowledged value, and is a prefix of the local log.
+#![cfg(feature = "remote")]
 
 mod remote_support;
 

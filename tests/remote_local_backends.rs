@@ -3,6 +3,7 @@
 //! compaction), fencing (a takeover fences the old writer, of two concurrent
 //! claimers exactly one wins), a gap or a flipped byte fails the restore,
 //! gc keeps what the last K manifests reference, and a stale copy cannot claim.
+#![cfg(feature = "remote")]
 
 mod remote_support;
 

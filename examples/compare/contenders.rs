@@ -3,6 +3,7 @@
 use crate::common::{self, Units, update};
 use crate::{Config, Contender, Skipped};
 use runlog::engine::{Codec, Store, SyncPolicy, decode_payload, scan::scan_segment};
+#[cfg(feature = "remote")]
 use runlog::remote::Policy;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
@@ -171,16 +172,20 @@ pub fn all(cfg: &Config, cache: &Cache) -> (Vec<Contender>, Vec<Skipped>) {
             parse("apply_binary_1m", c, Codec::Binary)
         }),
         ("apply_pipe", crate::contenders::apply_pipe::setup),
+        #[cfg(feature = "remote")]
         ("runlog_remote_sync_8t", |_, _| {
             crate::remote::append("runlog_remote_sync_8t", Policy::Sync, 8)
         }),
+        #[cfg(feature = "remote")]
         ("runlog_remote_sync_64t", |_, _| {
             crate::remote::append("runlog_remote_sync_64t", Policy::Sync, 64)
         }),
+        #[cfg(feature = "remote")]
         ("runlog_remote_async_8t", |_, _| {
             let p = Policy::Async { interval_ms: 100 };
             crate::remote::append("runlog_remote_async_8t", p, 8)
         }),
+        #[cfg(feature = "remote")]
         ("remote_restore_1m", crate::remote::restore_1m),
     ];
     let mut ready = Vec::new();

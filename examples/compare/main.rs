@@ -18,6 +18,7 @@ mod common;
 mod contenders;
 mod cost_curve;
 mod memory;
+#[cfg(feature = "remote")]
 mod remote;
 
 use serde_json::{Value, json};

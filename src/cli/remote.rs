@@ -209,15 +209,19 @@ mod imp {
     fn off() -> RunError {
         RunError::Invalid("this runlog was built without the `remote` feature".into())
     }
+    /// Refused: built without `remote`.
     pub fn restore_run(_: &Runs, _: bool, _: &str, _: &str) -> Result<u8, RunError> {
         Err(off())
     }
+    /// Refused: built without `remote`.
     pub fn verify(_: &Runs, _: bool, _: &str, _: &str) -> Result<u8, RunError> {
         Err(off())
     }
+    /// Refused: built without `remote`.
     pub fn gc_remote(_: bool, _: &str, _: usize) -> Result<u8, RunError> {
         Err(off())
     }
+    /// Refused: built without `remote`.
     pub fn dispatch(_: &Runs, _: bool, _: RemoteCommand) -> Result<u8, RunError> {
         Err(off())
     }
