@@ -72,6 +72,8 @@ pub mod cli;
 #[cfg(feature = "cli")]
 pub mod demo;
 pub mod engine;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod run;
 
 /// The tour: the three ways to drive runs, step by step (`docs/TOUR.md`).

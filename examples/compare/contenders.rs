@@ -3,6 +3,8 @@
 use crate::common::{self, Units, update};
 use crate::{Config, Contender, Skipped};
 use runlog::engine::{Codec, Store, SyncPolicy, decode_payload, scan::scan_segment};
+#[cfg(feature = "remote")]
+use runlog::remote::Policy;
 use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::hint::black_box;
@@ -170,6 +172,21 @@ pub fn all(cfg: &Config, cache: &Cache) -> (Vec<Contender>, Vec<Skipped>) {
             parse("apply_binary_1m", c, Codec::Binary)
         }),
         ("apply_pipe", crate::contenders::apply_pipe::setup),
+        #[cfg(feature = "remote")]
+        ("runlog_remote_sync_8t", |_, _| {
+            crate::remote::append("runlog_remote_sync_8t", Policy::Sync, 8)
+        }),
+        #[cfg(feature = "remote")]
+        ("runlog_remote_sync_64t", |_, _| {
+            crate::remote::append("runlog_remote_sync_64t", Policy::Sync, 64)
+        }),
+        #[cfg(feature = "remote")]
+        ("runlog_remote_async_8t", |_, _| {
+            let p = Policy::Async { interval_ms: 100 };
+            crate::remote::append("runlog_remote_async_8t", p, 8)
+        }),
+        #[cfg(feature = "remote")]
+        ("remote_restore_1m", crate::remote::restore_1m),
     ];
     let mut ready = Vec::new();
     let mut skipped = Vec::new();

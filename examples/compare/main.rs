@@ -18,6 +18,8 @@ mod common;
 mod contenders;
 mod cost_curve;
 mod memory;
+#[cfg(feature = "remote")]
+mod remote;
 
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -71,6 +73,8 @@ const TARGETS: &[(&str, &str, f64)] = &[
     ("replay_binary_1m", "parse_binary_1m", 0.7),
     ("replay_jsonl_1m", "parse_jsonl_1m", 0.7),
     ("apply_pipe", "runlog_group_64t", 0.5),
+    ("runlog_remote_async_8t", "runlog_group_8t", 0.9),
+    ("runlog_remote_sync_64t", "runlog_group_64t", 0.25),
 ];
 
 fn median(v: &[f64]) -> f64 {

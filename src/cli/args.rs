@@ -242,6 +242,9 @@ pub enum Command {
     Verify {
         /// The run id (a unique prefix will do).
         run: String,
+        /// Check the run's remote chain at this URL instead (every object, frame, checksum, tag).
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
     },
     /// Recover a run (dropping a torn tail), snapshot and compact it.
     Rebuild {
@@ -264,6 +267,12 @@ pub enum Command {
         /// Keep runs finished less than this many days ago.
         #[arg(long, default_value_t = 7)]
         keep_days: u64,
+        /// Collect a remote instead: delete what none of the last --keep-manifests manifests references.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
+        /// With --remote: how many of the newest manifests to keep.
+        #[arg(long, default_value_t = 3, requires = "remote")]
+        keep_manifests: usize,
     },
     /// List archived runs, or restore one (`start` and `init` archive the runs
     /// they replace; `gc` removes archived runs after --keep-days).
@@ -280,6 +289,17 @@ pub enum Command {
     },
     /// Print the man page (roff), generated from this command line: `runlog man | man -l -`.
     Man,
+    /// Restore a run from its remote into the runs root (the run must not exist locally).
+    Restore {
+        /// The run id.
+        run: String,
+        /// The remote: s3://bucket/prefix or file:///path.
+        #[arg(long, value_name = "URL")]
+        remote: String,
+    },
+    /// A run's remote: attach one, or show its status.
+    #[command(subcommand)]
+    Remote(crate::cli::remote::RemoteCommand),
     /// Show what runlog is for: a run killed with SIGKILL K times and resumed,
     /// then checked: every unit done exactly once, nothing acknowledged lost.
     /// Uses a fresh temporary runs root unless --dir is given.

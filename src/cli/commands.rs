@@ -383,7 +383,18 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             let watch = watch.then_some(interval);
             status(runs, json, run, list, watch)
         }
-        Command::Verify { run } => verify(runs, json, &run),
+        Command::Verify {
+            run,
+            remote: Some(url),
+        } => super::remote::verify(runs, json, &run, &url),
+        Command::Verify { run, remote: None } => verify(runs, json, &run),
+        Command::Restore { run, remote } => super::remote::restore_run(runs, json, &run, &remote),
+        Command::Remote(cmd) => super::remote::dispatch(runs, json, cmd),
+        Command::Gc {
+            remote: Some(url),
+            keep_manifests,
+            ..
+        } => super::remote::gc_remote(json, &url, keep_manifests),
         Command::Rebuild { run } => {
             let id = runs.resolve(&run)?;
             let dir = runs.run_dir(&id)?;
@@ -449,7 +460,7 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         | Command::Man => Err(invalid(
             "the demo runs before a runs root is chosen (see cli::run_cli)",
         )),
-        Command::Gc { keep_days } => {
+        Command::Gc { keep_days, .. } => {
             let r = runs.gc(keep_days)?;
             for u in &r.skipped_unreadable {
                 eprintln!("runlog: gc skipped {}: it can't be read: {}", u.id, u.error);

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod args;
 mod commands;
+pub mod remote;
 pub mod wait;
 pub mod watch;
 

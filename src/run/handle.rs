@@ -16,6 +16,11 @@ use std::sync::Arc;
 /// A run open for writing.
 pub struct Run {
     pub(crate) id: String,
+    /// The run's remote (its `REMOTE` file), shipped to after each accepted
+    /// change; declared before `store` so it finishes shipping (async) before
+    /// the store's writer lock is released.
+    #[cfg(feature = "remote")]
+    pub(crate) remote: Option<crate::remote::RunRemote>,
     pub(crate) store: Store<Keyed<RunKeyed>>,
     pub(crate) clock: Arc<dyn Clock>,
 }
@@ -81,9 +86,32 @@ impl Run {
 
     /// Applies one change durably; returns its seq. A refused change writes nothing.
     pub fn apply(&self, change: Change) -> Result<u64> {
-        self.store
+        let seq = self
+            .store
             .append(&self.stamp(change))
-            .map_err(|e| RunError::engine(&self.id, e))
+            .map_err(|e| RunError::engine(&self.id, e))?;
+        self.shipped(seq)?;
+        Ok(seq)
+    }
+
+    /// Hands an accepted seq to the run's remote (sync: returns once shipped).
+    #[cfg(feature = "remote")]
+    fn shipped(&self, seq: u64) -> Result<()> {
+        match &self.remote {
+            Some(r) => r.acknowledged(seq).map_err(|e| {
+                RunError::io(
+                    "ship to remote",
+                    self.store.dir(),
+                    std::io::Error::other(crate::remote::error_chain(&e)),
+                )
+            }),
+            None => Ok(()),
+        }
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn shipped(&self, _seq: u64) -> Result<()> {
+        Ok(())
     }
 
     /// Applies changes in order with one write and one fsync; each is accepted
@@ -97,10 +125,20 @@ impl Run {
                 change,
             })
             .collect();
-        self.store
-            .append_batch(&ts)
+        let local = self.store.append_batch(&ts);
+        let top = local.iter().filter_map(|r| r.as_ref().ok()).copied().max();
+        let shipped = top.map(|s| self.shipped(s));
+        local
             .into_iter()
-            .map(|r| r.map_err(|e| RunError::engine(&self.id, e)))
+            .map(|r| match (r, &shipped) {
+                (Err(e), _) => Err(RunError::engine(&self.id, e)),
+                (Ok(_), Some(Err(e))) => Err(RunError::io(
+                    "ship to remote",
+                    self.store.dir(),
+                    std::io::Error::other(e.to_string()),
+                )),
+                (Ok(s), _) => Ok(s),
+            })
             .collect()
     }
 

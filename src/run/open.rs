@@ -57,6 +57,10 @@ impl Runs {
         if create {
             self.ensure_layout()?;
         }
+        // A run missing here but present at $RUNLOG_REMOTE_ROOT/<id>: a new host.
+        #[cfg(feature = "remote")]
+        crate::remote::restore_if_missing(&dir, id, self.key())
+            .map_err(|e| remote_err("restore the run from its remote", &dir, e))?;
         let opts = self.store_options(create, None);
         let opened = if deferred {
             Store::<Keyed<RunKeyed>>::open_deferred(&dir, opts)
@@ -66,6 +70,10 @@ impl Runs {
         match opened {
             Ok(store) => Ok(Run {
                 id: id.to_string(),
+                #[cfg(feature = "remote")]
+                remote: crate::remote::attach_env(store.dir(), id)
+                    .and_then(|()| crate::remote::RunRemote::load(store.dir()))
+                    .map_err(|e| remote_err("read the run's remote", store.dir(), e))?,
                 store,
                 clock: self.clock.clone(),
             }),
@@ -288,6 +296,15 @@ fn ignored_by_resume(view: &super::view::RunView<'_>, spec: &InitSpec) -> Result
         out.push("launch".to_string());
     }
     Ok(out)
+}
+
+#[cfg(feature = "remote")]
+fn remote_err(op: &'static str, dir: &std::path::Path, e: crate::remote::RemoteError) -> RunError {
+    RunError::io(
+        op,
+        dir,
+        std::io::Error::other(crate::remote::error_chain(&e)),
+    )
 }
 
 fn refused_live(doc: &RunDoc) -> RunError {

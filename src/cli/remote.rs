@@ -1,0 +1,230 @@
+//! The remote verbs (issue 15): `restore RUN --remote URL`, `verify RUN
+//! --remote URL`, `gc --remote URL`, `remote attach RUN URL` and `remote
+//! status RUN`. Argument parsing only; the work is in `crate::remote`.
+
+use crate::run::{RunError, Runs};
+use clap::Subcommand;
+
+/// `runlog remote …`.
+#[derive(Debug, Subcommand)]
+pub enum RemoteCommand {
+    /// Attach a remote to a run: this host claims the next epoch now, and every
+    /// later writer of the run ships to it (the URL is kept in the run's REMOTE file).
+    Attach {
+        /// The run id (a unique prefix will do).
+        run: String,
+        /// s3://bucket/prefix (endpoint and keys from AWS_* variables) or file:///path.
+        url: String,
+        /// sync: a change is done once the remote holds it; async: once fsynced locally,
+        /// shipped in the background.
+        #[arg(long, default_value = "sync")]
+        policy: String,
+        /// Milliseconds between async shipping rounds.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+    },
+    /// Show a run's remote: epoch, chain head, seq shipped, and the lag behind the local log.
+    Status {
+        /// The run id (a unique prefix will do).
+        run: String,
+    },
+}
+
+#[cfg(feature = "remote")]
+mod imp {
+    use super::*;
+    use crate::engine::RealFs;
+    use crate::remote::{
+        Policy, Remote, RemoteConfig, RemoteError, RunRemote, error_chain, gc, latest_manifest,
+        restore, verify_remote,
+    };
+
+    pub(super) fn fail(what: &str, e: RemoteError) -> RunError {
+        let refused = matches!(e, RemoteError::Config(_) | RemoteError::NoRemoteRun { .. });
+        if refused {
+            RunError::Invalid(format!("{what}: {}", error_chain(&e)))
+        } else {
+            RunError::io(
+                "remote",
+                what.to_string(),
+                std::io::Error::other(error_chain(&e)),
+            )
+        }
+    }
+
+    fn print(json: bool, value: serde_json::Value, text: String) -> Result<u8, RunError> {
+        if json {
+            println!("{value}");
+        } else {
+            println!("{text}");
+        }
+        Ok(crate::cli::EXIT_DONE)
+    }
+
+    /// `restore RUN --remote URL`.
+    pub fn restore_run(runs: &Runs, json: bool, run: &str, url: &str) -> Result<u8, RunError> {
+        let dir = runs.run_dir(run)?;
+        let remote = Remote::open(url).map_err(|e| fail(url, e))?;
+        let r = restore(&RealFs, &remote, &dir, runs.key()).map_err(|e| fail(url, e))?;
+        // The restored run remembers its remote; its next writer claims an epoch.
+        RemoteConfig {
+            url: url.to_string(),
+            policy: Policy::Sync,
+            epoch: 0,
+        }
+        .write(&RealFs, &dir)
+        .map_err(|e| fail(url, e))?;
+        print(
+            json,
+            serde_json::json!({"run": run, "restoredTo": dir.display().to_string(), "manifest": r.manifest,
+                "epoch": r.epoch, "snapshot": r.snapshot, "chunks": r.chunks, "lastSeq": r.last_seq, "bytes": r.bytes}),
+            format!(
+                "restored run {run} into {} from manifest {} (epoch {}): through seq {}, {} chunks, {} bytes",
+                dir.display(),
+                r.manifest,
+                r.epoch,
+                r.last_seq,
+                r.chunks,
+                r.bytes
+            ),
+        )
+    }
+
+    /// `verify RUN --remote URL`.
+    pub fn verify(runs: &Runs, json: bool, run: &str, url: &str) -> Result<u8, RunError> {
+        let remote = Remote::open(url).map_err(|e| fail(url, e))?;
+        let r = verify_remote(&RealFs, &remote, runs.key()).map_err(|e| fail(url, e))?;
+        print(
+            json,
+            serde_json::json!({"run": run, "remote": url, "integrity": "clean", "manifest": r.manifest,
+                "epoch": r.epoch, "lastSeq": r.last_seq, "chunks": r.chunks}),
+            format!(
+                "{url}: clean: manifest {} (epoch {}), seqs through {}, {} chunks checked",
+                r.manifest, r.epoch, r.last_seq, r.chunks
+            ),
+        )
+    }
+
+    /// `gc --remote URL --keep-manifests K`.
+    pub fn gc_remote(json: bool, url: &str, keep: usize) -> Result<u8, RunError> {
+        let remote = Remote::open(url).map_err(|e| fail(url, e))?;
+        let r = gc(&remote, keep).map_err(|e| fail(url, e))?;
+        print(
+            json,
+            serde_json::json!({"remote": url, "keptManifests": r.kept_manifests,
+                "deletedManifests": r.deleted_manifests, "deletedObjects": r.deleted_objects}),
+            format!(
+                "{url}: kept {} manifests; deleted {} manifests and {} objects",
+                r.kept_manifests.len(),
+                r.deleted_manifests.len(),
+                r.deleted_objects.len()
+            ),
+        )
+    }
+
+    /// `remote attach|status`.
+    pub fn dispatch(runs: &Runs, json: bool, cmd: RemoteCommand) -> Result<u8, RunError> {
+        match cmd {
+            RemoteCommand::Attach {
+                run,
+                url,
+                policy,
+                interval_ms,
+            } => {
+                let id = runs.resolve(&run)?;
+                let mut policy = Policy::parse(&policy).map_err(|e| fail(&url, e))?;
+                if let Policy::Async { interval_ms: i } = &mut policy {
+                    *i = interval_ms.max(1);
+                }
+                let config = RemoteConfig {
+                    url: url.clone(),
+                    policy,
+                    epoch: 0,
+                };
+                // Under the run's writer lock: claim, ship what the run holds.
+                let handle = runs.open(&id)?;
+                let dir = handle.dir().to_path_buf();
+                config.write(&RealFs, &dir).map_err(|e| fail(&url, e))?;
+                let rr = RunRemote::load(&dir)
+                    .map_err(|e| fail(&url, e))?
+                    .ok_or_else(|| RunError::Invalid("REMOTE file vanished".into()))?;
+                rr.acknowledged(handle.store().last_seq())
+                    .map_err(|e| fail(&url, e))?;
+                let stats = rr.stats();
+                drop(rr);
+                drop(handle);
+                let epoch = stats.as_ref().map_or(0, |s| s.epoch);
+                print(
+                    json,
+                    serde_json::json!({"run": id, "remote": url, "policy": config.policy.name(), "epoch": epoch}),
+                    format!(
+                        "run {id}: attached {url} ({}), this host holds epoch {epoch}",
+                        config.policy.name()
+                    ),
+                )
+            }
+            RemoteCommand::Status { run } => {
+                let id = runs.resolve(&run)?;
+                let dir = runs.run_dir(&id)?;
+                let config = RemoteConfig::read(&RealFs, &dir)
+                    .map_err(|e| fail(&id, e))?
+                    .ok_or_else(|| RunError::Invalid(format!("run {id} has no remote")))?;
+                let remote = Remote::open(&config.url).map_err(|e| fail(&config.url, e))?;
+                let head = latest_manifest(&remote).map_err(|e| fail(&config.url, e))?;
+                let local = crate::engine::read_state_with_key::<
+                    crate::engine::Keyed<crate::run::RunKeyed>,
+                >(&RealFs, &dir, runs.key())
+                .map(|(_, r)| r.last_seq)
+                .map_err(|e| RunError::Engine {
+                    id: id.clone(),
+                    source: e,
+                })?;
+                let shipped = head.as_ref().map_or(0, |h| h.shipped);
+                let head_epoch = head.as_ref().map_or(0, |h| h.epoch);
+                let fenced = head_epoch > config.epoch && config.epoch > 0;
+                print(
+                    json,
+                    serde_json::json!({"run": id, "remote": config.url, "policy": config.policy.name(),
+                        "epoch": config.epoch, "headEpoch": head_epoch,
+                        "manifest": head.as_ref().map_or(0, |h| h.number),
+                        "durable": local, "shipped": shipped, "lag": local.saturating_sub(shipped),
+                        "fenced": fenced}),
+                    format!(
+                        "run {id}: remote {} ({}); local seq {local}, shipped {shipped}, lag {}; this host's epoch {}, chain head epoch {head_epoch}{}",
+                        config.url,
+                        config.policy.name(),
+                        local.saturating_sub(shipped),
+                        config.epoch,
+                        if fenced { " (this host is fenced)" } else { "" }
+                    ),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "remote"))]
+mod imp {
+    use super::*;
+    fn off() -> RunError {
+        RunError::Invalid("this runlog was built without the `remote` feature".into())
+    }
+    /// Refused: built without `remote`.
+    pub fn restore_run(_: &Runs, _: bool, _: &str, _: &str) -> Result<u8, RunError> {
+        Err(off())
+    }
+    /// Refused: built without `remote`.
+    pub fn verify(_: &Runs, _: bool, _: &str, _: &str) -> Result<u8, RunError> {
+        Err(off())
+    }
+    /// Refused: built without `remote`.
+    pub fn gc_remote(_: bool, _: &str, _: usize) -> Result<u8, RunError> {
+        Err(off())
+    }
+    /// Refused: built without `remote`.
+    pub fn dispatch(_: &Runs, _: bool, _: RemoteCommand) -> Result<u8, RunError> {
+        Err(off())
+    }
+}
+
+pub use imp::{dispatch, gc_remote, restore_run, verify};

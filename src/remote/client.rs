@@ -1,0 +1,203 @@
+//! A remote: an object store, a prefix inside it, and the one small tokio
+//! runtime the remote layer owns. Every call blocks the calling thread; the
+//! engine and the run model stay synchronous. URLs: `s3://bucket/prefix`
+//! (endpoint and credentials from the standard `AWS_*` environment, as
+//! `object_store` reads them) and `file:///path`.
+
+use super::error::{RemoteError, Result};
+type Bytes = Vec<u8>;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// How many times `object_store` retries one request (transient errors only).
+pub const REQUEST_RETRIES: usize = 3;
+/// The longest one request (with its retries) may take before it fails.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+    static RT: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("runlog-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("start the remote I/O runtime: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| RemoteError::Config(e.clone()))
+}
+
+/// What a create-only put found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Put {
+    /// The object was created by this call.
+    Created,
+    /// An object already had that name: nothing was written.
+    Exists,
+}
+
+/// A remote run location.
+#[derive(Clone)]
+pub struct Remote {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    url: String,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Remote({})", self.url)
+    }
+}
+
+impl Remote {
+    /// Opens `s3://bucket/prefix` or `file:///path` (created if missing).
+    pub fn open(url: &str) -> Result<Remote> {
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(RemoteError::Config(format!(
+                    "remote URL {url:?} names no bucket"
+                )));
+            }
+            let retry = object_store::RetryConfig {
+                max_retries: REQUEST_RETRIES,
+                retry_timeout: REQUEST_TIMEOUT,
+                ..Default::default()
+            };
+            // Timeouts through config keys: `with_client_options` would replace
+            // what the environment set (AWS_ALLOW_HTTP among them).
+            use object_store::ClientConfigKey as C;
+            use object_store::aws::AmazonS3ConfigKey as K;
+            let s3 = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(retry)
+                .with_config(
+                    K::Client(C::Timeout),
+                    format!("{}s", REQUEST_TIMEOUT.as_secs()),
+                )
+                .with_config(K::Client(C::ConnectTimeout), "5s")
+                .build()
+                .map_err(|e| RemoteError::store("configure S3 remote", url, e))?;
+            Remote::with_store(Arc::new(s3), prefix, url)
+        } else if let Some(path) = url.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(RemoteError::Config(format!(
+                    "remote URL {url:?}: a file remote needs an absolute path (file:///dir)"
+                )));
+            }
+            std::fs::create_dir_all(path).map_err(|e| {
+                RemoteError::Config(format!("create file remote directory {path}: {e}"))
+            })?;
+            let fs = object_store::local::LocalFileSystem::new_with_prefix(path)
+                .map_err(|e| RemoteError::store("open file remote", url, e))?
+                .with_fsync(true);
+            Remote::with_store(Arc::new(fs), "", url)
+        } else {
+            Err(RemoteError::Config(format!(
+                "remote URL {url:?}: expected s3://bucket/prefix or file:///path"
+            )))
+        }
+    }
+
+    /// A remote over any object store (tests use `InMemory` and fault wrappers).
+    pub fn with_store(store: Arc<dyn ObjectStore>, prefix: &str, url: &str) -> Result<Remote> {
+        let prefix = prefix.trim_matches('/');
+        if prefix.split('/').any(|p| p == "." || p == "..") {
+            return Err(RemoteError::Config(format!(
+                "remote prefix {prefix:?} has . or .."
+            )));
+        }
+        Ok(Remote {
+            store,
+            prefix: prefix.to_string(),
+            url: url.to_string(),
+        })
+    }
+
+    /// The URL it was opened with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn path(&self, rel: &str) -> ObjPath {
+        if self.prefix.is_empty() {
+            ObjPath::from(rel)
+        } else {
+            ObjPath::from(format!("{}/{rel}", self.prefix))
+        }
+    }
+
+    fn show(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.url.trim_end_matches('/'))
+    }
+
+    /// Writes `bytes` as `rel` only if no object has that name (`If-None-Match: *`).
+    pub fn put_create(&self, op: &'static str, rel: &str, bytes: Vec<u8>) -> Result<Put> {
+        let path = self.path(rel);
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        let r = runtime()?.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts));
+        match r {
+            Ok(_) => Ok(Put::Created),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(Put::Exists),
+            Err(e) => Err(RemoteError::store(op, self.show(rel), e)),
+        }
+    }
+
+    /// Reads `rel`; `None` when it does not exist. Refuses an object longer than `max_len`.
+    pub fn get(&self, op: &'static str, rel: &str, max_len: u64) -> Result<Option<Bytes>> {
+        let path = self.path(rel);
+        let r = runtime()?.block_on(async {
+            let g = self.store.get(&path).await?;
+            if g.meta.size > max_len {
+                return Ok(Err(g.meta.size));
+            }
+            g.bytes().await.map(|b| Ok(b.to_vec()))
+        });
+        match r {
+            Ok(Ok(b)) => Ok(Some(b)),
+            Ok(Err(size)) => Err(RemoteError::corrupt(
+                self.show(rel),
+                0,
+                format!("{size} bytes, more than the {max_len} allowed"),
+            )),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(RemoteError::store(op, self.show(rel), e)),
+        }
+    }
+
+    /// The names (relative to the prefix) of the objects under folder `dir`, sorted.
+    pub fn list(&self, op: &'static str, dir: &str) -> Result<Vec<String>> {
+        let path = self.path(dir);
+        let r: std::result::Result<Vec<_>, _> =
+            runtime()?.block_on(self.store.list(Some(&path)).try_collect());
+        let metas = r.map_err(|e| RemoteError::store(op, self.show(dir), e))?;
+        let strip = if self.prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", self.prefix)
+        };
+        let mut names: Vec<String> = metas
+            .into_iter()
+            .filter_map(|m| m.location.as_ref().strip_prefix(&strip).map(str::to_string))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Deletes `rel` (absent already is fine).
+    pub fn delete(&self, op: &'static str, rel: &str) -> Result<()> {
+        let path = self.path(rel);
+        match runtime()?.block_on(self.store.delete(&path)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(RemoteError::store(op, self.show(rel), e)),
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! Beyond one machine (issue 15): a run's log and snapshots shipped to object
+//! storage (`object_store`: S3-compatible servers, and local files), writers
+//! fenced across hosts by a manifest chain written create-only, and a run
+//! restored on a fresh host. FORMAT.md, "Remote layout", is the specification.
+//!
+//! The engine knows nothing of remotes: the shipper reads the store's files
+//! (segments and snapshots, whose frames travel unchanged) and the restore
+//! writes a store directory the engine opens as usual.
+//!
+//! ```no_run
+//! use runlog::remote::{Policy, Remote, RemoteConfig, Replicated};
+//! use runlog::engine::{Options, Store};
+//! # struct Sum;
+//! # #[derive(Debug)] struct Zero;
+//! # impl std::fmt::Display for Zero { fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { f.write_str("zero") } }
+//! # impl std::error::Error for Zero {}
+//! # impl runlog::engine::Machine for Sum {
+//! #     type State = u64; type Transition = u64; type Error = Zero;
+//! #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { *s += t; Ok(()) }
+//! # }
+//! let store = Store::<Sum>::open("/tmp/sum", Options { create: true, ..Options::default() })?;
+//! let config = RemoteConfig { url: "s3://bucket/sum".into(), policy: Policy::Sync, epoch: 0 };
+//! let r = Replicated::new(store, Remote::open(&config.url)?, &config)?; // claims an epoch
+//! r.append(&5)?; // returns once the remote holds it
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod chunk;
+mod client;
+mod config;
+mod error;
+mod gc;
+pub mod layout;
+mod replica;
+mod restore;
+mod rootenv;
+mod runhook;
+mod shipper;
+
+pub use chunk::{ChunkView, decode_chunk, frame_digest};
+pub use client::{Put, REQUEST_RETRIES, REQUEST_TIMEOUT, Remote};
+pub use config::{MAX_REMOTE_FILE_LEN, Policy, REMOTE_FILE, RemoteConfig};
+pub use error::{RemoteError, Result};
+pub use gc::{RemoteGcReport, gc};
+pub use replica::{RemoteStats, Replicated, Replication, error_chain};
+pub use restore::{RestoreReport, restore, verify_remote};
+pub use rootenv::{ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, attach_env, env_config, restore_if_missing};
+pub use runhook::RunRemote;
+pub use shipper::{ShipState, Shipper, latest_manifest, read_manifest};

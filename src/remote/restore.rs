@@ -1,0 +1,261 @@
+//! Restore: the newest manifest, its snapshot, then its chunks in seq order
+//! into a temp directory beside the target; every frame and checksum checked
+//! on the way, the finished store verified with the engine's own verifier
+//! (keyed tags included), fsynced, then renamed into place. A gap in the
+//! chain is an error naming the missing seqs; nothing is skipped.
+
+use super::chunk::decode_chunk;
+use super::client::Remote;
+use super::error::{RemoteError, Result};
+use super::layout::{MAX_CHUNK_LEN, Manifest};
+use super::shipper::{latest_manifest, nonce};
+use crate::engine::format::{MAX_SNAPSHOT_LEN, segment_name, snapshot_name};
+use crate::engine::frame::encode_segment_header_keyed;
+use crate::engine::{Codec, Error as EngineError, Integrity, Key, Vfs};
+use std::path::{Path, PathBuf};
+
+/// Restored segments are cut past this size, as the writer cuts its own.
+const RESTORED_SEGMENT_BYTES: usize = 64 << 20;
+
+/// What a restore (or a remote verify) read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// The manifest it followed.
+    pub manifest: u64,
+    /// That manifest's writer epoch.
+    pub epoch: u64,
+    /// The snapshot's seq, if the chain has one.
+    pub snapshot: Option<u64>,
+    /// Chunks read.
+    pub chunks: usize,
+    /// The last seq restored.
+    pub last_seq: u64,
+    /// Bytes downloaded.
+    pub bytes: u64,
+}
+
+fn io(op: &'static str, path: &Path, e: std::io::Error) -> RemoteError {
+    RemoteError::Local(EngineError::io(op, path, e))
+}
+
+fn write_file(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<()> {
+    let f = vfs
+        .create_new(path)
+        .map_err(|e| io("create restored file", path, e))?;
+    let mut at = 0usize;
+    while at < bytes.len() {
+        let n = f
+            .write_at(&bytes[at..], at as u64)
+            .map_err(|e| io("write restored file", path, e))?;
+        if n == 0 {
+            return Err(io(
+                "write restored file",
+                path,
+                std::io::Error::new(std::io::ErrorKind::WriteZero, "wrote 0 bytes"),
+            ));
+        }
+        at += n;
+    }
+    f.sync_all().map_err(|e| io("fsync restored file", path, e))
+}
+
+/// Writes the chain's store into `dir` (an empty directory that exists).
+fn materialize(vfs: &dyn Vfs, remote: &Remote, m: &Manifest, dir: &Path) -> Result<RestoreReport> {
+    let codec: Codec = m.codec.parse().map_err(|_| {
+        RemoteError::corrupt(
+            super::layout::manifest_name(m.number),
+            0,
+            format!("unknown codec {:?}", m.codec),
+        )
+    })?;
+    let mut report = RestoreReport {
+        manifest: m.number,
+        epoch: m.epoch,
+        snapshot: None,
+        chunks: 0,
+        last_seq: 0,
+        bytes: 0,
+    };
+    let mut expect = 1;
+    if let Some(s) = &m.snapshot {
+        let bytes = remote
+            .get("read snapshot", &s.object, s.len.min(MAX_SNAPSHOT_LEN))?
+            .ok_or(RemoteError::Gap { from: 1, to: s.seq })?;
+        if bytes.len() as u64 != s.len {
+            return Err(RemoteError::corrupt(
+                &s.object,
+                0,
+                format!("{} bytes, the manifest says {}", bytes.len(), s.len),
+            ));
+        }
+        report.bytes += s.len;
+        write_file(vfs, &dir.join(snapshot_name(s.seq)), &bytes)?;
+        report.snapshot = Some(s.seq);
+        expect = s.seq + 1;
+    }
+    let mut seg: Vec<u8> = Vec::new();
+    let mut seg_first = 0;
+    let mut store_id = if m.store_id.is_empty() {
+        None
+    } else {
+        Some(
+            crate::engine::seal::from_hex::<{ crate::engine::seal::STORE_ID_LEN }>(
+                m.store_id.as_bytes(),
+            )
+            .ok_or_else(|| {
+                RemoteError::corrupt(
+                    super::layout::manifest_name(m.number),
+                    0,
+                    format!("store id {:?} is not 32 hex digits", m.store_id),
+                )
+            })?,
+        )
+    };
+    let flush = |seg: &mut Vec<u8>, first: u64| -> Result<()> {
+        if !seg.is_empty() {
+            write_file(vfs, &dir.join(segment_name(first)), seg)?;
+            seg.clear();
+        }
+        Ok(())
+    };
+    for c in &m.chunks {
+        if c.first > expect {
+            return Err(RemoteError::Gap {
+                from: expect,
+                to: c.first - 1,
+            });
+        }
+        let bytes = remote
+            .get("read chunk", &c.object, c.len.min(MAX_CHUNK_LEN))?
+            .ok_or(RemoteError::Gap {
+                from: expect.max(c.first),
+                to: c.last,
+            })?;
+        if bytes.len() as u64 != c.len {
+            return Err(RemoteError::corrupt(
+                &c.object,
+                0,
+                format!("{} bytes, the manifest says {}", bytes.len(), c.len),
+            ));
+        }
+        report.bytes += c.len;
+        report.chunks += 1;
+        let view = decode_chunk(&c.object, &bytes, codec, c.first, c.last)?;
+        store_id = view.header.store_id;
+        for (i, &start) in view.starts.iter().enumerate() {
+            let seq = c.first + i as u64;
+            if seq < expect {
+                continue;
+            }
+            let end = view.starts.get(i + 1).copied().unwrap_or(view.frames.len());
+            if seg.len() >= RESTORED_SEGMENT_BYTES {
+                flush(&mut seg, seg_first)?;
+            }
+            if seg.is_empty() {
+                seg_first = seq;
+                seg = encode_segment_header_keyed(codec, seq, store_id.as_ref());
+            }
+            seg.extend_from_slice(&view.frames[start..end]);
+            expect = seq + 1;
+        }
+    }
+    if expect - 1 != m.shipped {
+        return Err(RemoteError::Gap {
+            from: expect,
+            to: m.shipped,
+        });
+    }
+    if seg.is_empty() {
+        // No record after the snapshot: the writer's next segment, empty.
+        seg_first = expect;
+        seg = encode_segment_header_keyed(codec, expect, store_id.as_ref());
+    }
+    flush(&mut seg, seg_first)?;
+    vfs.sync_dir(dir)
+        .map_err(|e| io("fsync restore directory", dir, e))?;
+    report.last_seq = m.shipped;
+    Ok(report)
+}
+
+fn check_clean(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<()> {
+    let v = crate::engine::verify_with_key(vfs, dir, key)?;
+    match v.integrity {
+        Integrity::Clean => Ok(()),
+        other => Err(RemoteError::corrupt(
+            dir.display().to_string(),
+            0,
+            format!("the restored store does not verify: {other:?}"),
+        )),
+    }
+}
+
+fn temp_beside(target: &Path) -> Result<PathBuf> {
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = target.file_name().ok_or_else(|| {
+        RemoteError::Config(format!("restore target {} has no name", target.display()))
+    })?;
+    Ok(parent.join(format!(".{}.restore-{}", name.to_string_lossy(), nonce())))
+}
+
+/// Restores the run at `remote` into `target`, which must not exist. Its parent
+/// is created if missing. The result is a local store a writer opens as usual.
+pub fn restore(
+    vfs: &dyn Vfs,
+    remote: &Remote,
+    target: &Path,
+    key: Option<&Key>,
+) -> Result<RestoreReport> {
+    if target.exists() {
+        return Err(RemoteError::Config(format!(
+            "restore target {} exists: restore only into a missing directory",
+            target.display()
+        )));
+    }
+    let m = latest_manifest(remote)?.ok_or_else(|| RemoteError::NoRemoteRun {
+        url: remote.url().to_string(),
+    })?;
+    let temp = temp_beside(target)?;
+    if let Some(parent) = temp.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| io("create restore parent", parent, e))?;
+    }
+    vfs.create_dir(&temp)
+        .map_err(|e| io("create restore temp dir", &temp, e))?;
+    let r = (|| {
+        let report = materialize(vfs, remote, &m, &temp)?;
+        check_clean(vfs, &temp, key)?;
+        vfs.rename(&temp, target)
+            .map_err(|e| io("rename restored run into place", target, e))?;
+        if let Some(parent) = target.parent() {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            vfs.sync_dir(parent)
+                .map_err(|e| io("fsync parent after restore", parent, e))?;
+        }
+        Ok(report)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_dir_all(&temp);
+    }
+    r
+}
+
+/// Checks the remote chain as a restore would (every object, frame, checksum
+/// and tag), in a temp directory that is removed afterwards.
+pub fn verify_remote(vfs: &dyn Vfs, remote: &Remote, key: Option<&Key>) -> Result<RestoreReport> {
+    let m = latest_manifest(remote)?.ok_or_else(|| RemoteError::NoRemoteRun {
+        url: remote.url().to_string(),
+    })?;
+    let temp = std::env::temp_dir().join(format!("runlog-verify-{}", nonce()));
+    vfs.create_dir(&temp)
+        .map_err(|e| io("create verify temp dir", &temp, e))?;
+    let r = materialize(vfs, remote, &m, &temp)
+        .and_then(|rep| check_clean(vfs, &temp, key).map(|_| rep));
+    let _ = std::fs::remove_dir_all(&temp);
+    r
+}

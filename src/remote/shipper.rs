@@ -1,0 +1,610 @@
+//! The shipper: takes an epoch over a run's manifest chain (fencing) and ships
+//! the local log to it round by round (FORMAT.md, "Remote layout", protocol).
+//! It reads the local store's files only: the engine knows nothing of remotes.
+//!
+//! One round: upload the objects (a snapshot when the local store has a newer
+//! one, a chunk of the records after the chain's `shipped`), each create-only
+//! under a name carrying this writer's epoch and the manifest number it is for,
+//! then write manifest `head + 1` create-only. The round counts only once that
+//! manifest landed. A manifest put whose answer was lost is retried byte for
+//! byte until its fate is known, so a landed manifest is never mistaken for a
+//! rival's.
+
+use super::chunk::{encode_chunk, take_records};
+use super::client::{Put, Remote};
+use super::error::{RemoteError, Result};
+use super::layout::*;
+use crate::engine::format::{parse_segment_name, parse_snapshot_name};
+use crate::engine::{Codec, Vfs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How often a claim retries when an older writer's manifest landed first.
+const CLAIM_ATTEMPTS: usize = 8;
+
+/// What the shipper has done (part of [`super::RemoteStats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShipState {
+    /// This writer's epoch.
+    pub epoch: u64,
+    /// The chain head's number (the last manifest this writer wrote or adopted).
+    pub manifest: u64,
+    /// The highest seq the remote chain holds.
+    pub shipped: u64,
+    /// Rounds that landed a manifest.
+    pub rounds: u64,
+    /// Bytes of chunks and snapshots uploaded.
+    pub bytes: u64,
+    /// Set once fenced: the newer epoch.
+    pub fenced_by: Option<u64>,
+}
+
+/// A writer of one run's manifest chain.
+pub struct Shipper {
+    remote: Remote,
+    dir: PathBuf,
+    vfs: Arc<dyn Vfs>,
+    writer: String,
+    head: Manifest,
+    /// A manifest whose put got no clear answer: retried as is before anything else.
+    pending: Option<Manifest>,
+    state: ShipState,
+}
+
+/// Reads the newest manifest of the chain (`None`: no chain yet).
+pub fn latest_manifest(remote: &Remote) -> Result<Option<Manifest>> {
+    // A manifest deleted by a concurrent gc between the listing and the read
+    // makes the listing start over.
+    for _ in 0..5 {
+        let names = remote.list("list manifests", MANIFEST_DIR)?;
+        let Some(n) = names.iter().filter_map(|n| parse_manifest_name(n)).max() else {
+            return Ok(None);
+        };
+        if let Some(m) = read_manifest(remote, n)? {
+            return Ok(Some(m));
+        }
+    }
+    Err(RemoteError::Diverged {
+        reason: "the newest manifest keeps disappearing between listing and reading".into(),
+    })
+}
+
+/// Reads and checks manifest `n` (`None` when absent).
+pub fn read_manifest(remote: &Remote, n: u64) -> Result<Option<Manifest>> {
+    match remote.get("read manifest", &manifest_name(n), MAX_MANIFEST_LEN)? {
+        Some(b) => Manifest::decode(n, &b).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn writer_name() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown-host".into());
+    format!("{host} pid {} {}", std::process::id(), nonce())
+}
+
+/// 16 hex digits no other process is likely to draw.
+pub(crate) fn nonce() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// The local store's files: segments and snapshots by seq.
+struct Local {
+    segments: Vec<(u64, String)>,
+    snapshots: Vec<(u64, String)>,
+}
+
+fn list_local(vfs: &dyn Vfs, dir: &Path) -> Result<Local> {
+    let names = vfs
+        .list(dir)
+        .map_err(|e| crate::engine::Error::io("list store directory", dir, e))?;
+    let mut l = Local {
+        segments: vec![],
+        snapshots: vec![],
+    };
+    for n in names {
+        if let Some(s) = parse_segment_name(&n) {
+            l.segments.push((s, n));
+        } else if let Some(s) = parse_snapshot_name(&n) {
+            l.snapshots.push((s, n));
+        }
+    }
+    l.segments.sort();
+    l.snapshots.sort();
+    Ok(l)
+}
+
+/// The local store's codec and (keyed) store id, from its first readable segment header.
+pub fn local_header(vfs: &dyn Vfs, dir: &Path) -> Result<(Codec, String)> {
+    let l = list_local(vfs, dir)?;
+    for (_, name) in &l.segments {
+        let path = dir.join(name);
+        if let Ok(b) = vfs.read_head(&path, crate::engine::format::MAX_JSONL_HEADER_LEN)
+            && let Ok(h) = crate::engine::frame::decode_segment_header(&b)
+        {
+            let id = h
+                .store_id
+                .map(|i| crate::engine::seal::to_hex(&i))
+                .unwrap_or_default();
+            return Ok((h.codec, id));
+        }
+    }
+    Err(RemoteError::Local(crate::engine::Error::NotFound {
+        path: dir.to_path_buf(),
+    }))
+}
+
+impl Shipper {
+    /// Takes the run: writes manifest `head + 1` create-only with epoch `head + 1`
+    /// (manifest 1, epoch 1, when the chain is empty). The local log must
+    /// continue the remote one. Losing the race to another claimer is
+    /// [`RemoteError::Fenced`]: of two claimers exactly one wins.
+    pub fn claim(remote: Remote, dir: &Path, vfs: Arc<dyn Vfs>) -> Result<Shipper> {
+        let (codec, store_id) = local_header(vfs.as_ref(), dir)?;
+        let writer = writer_name();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let head = latest_manifest(&remote)?;
+            let next = match &head {
+                None => Manifest::genesis(1, writer.clone(), codec.name(), store_id.clone()),
+                Some(h) => {
+                    check_continues(vfs.as_ref(), dir, h)?;
+                    let mut m = h.clone();
+                    m.number += 1;
+                    m.epoch += 1;
+                    m.writer = writer.clone();
+                    m
+                }
+            };
+            let name = manifest_name(next.number);
+            match remote.put_create("claim: put manifest", &name, next.encode())? {
+                Put::Created => return Ok(Shipper::new(remote, dir, vfs, writer, next)),
+                Put::Exists => {
+                    let found = read_manifest(&remote, next.number)?;
+                    match found {
+                        Some(f) if f == next => {
+                            return Ok(Shipper::new(remote, dir, vfs, writer, next));
+                        }
+                        Some(f) if f.epoch >= next.epoch => {
+                            return Err(RemoteError::Fenced {
+                                epoch: next.epoch,
+                                newer: f.epoch,
+                                manifest: f.number,
+                            });
+                        }
+                        // The old writer shipped meanwhile: claim over its new head.
+                        _ => continue,
+                    }
+                }
+            }
+        }
+        Err(RemoteError::Diverged {
+            reason: format!(
+                "could not claim {}: the chain kept moving over {CLAIM_ATTEMPTS} attempts",
+                remote.url()
+            ),
+        })
+    }
+
+    /// Continues as the writer of `epoch` (a later process on the host that
+    /// claimed it): the chain head must carry that epoch, else this host was
+    /// fenced.
+    pub fn resume(remote: Remote, dir: &Path, vfs: Arc<dyn Vfs>, epoch: u64) -> Result<Shipper> {
+        let head = latest_manifest(&remote)?.ok_or_else(|| RemoteError::NoRemoteRun {
+            url: remote.url().to_string(),
+        })?;
+        if head.epoch > epoch {
+            return Err(RemoteError::Fenced {
+                epoch,
+                newer: head.epoch,
+                manifest: head.number,
+            });
+        }
+        if head.epoch < epoch {
+            return Err(RemoteError::Diverged {
+                reason: format!(
+                    "this host holds epoch {epoch} but the chain head (manifest {}) carries {}: its claim is missing",
+                    head.number, head.epoch
+                ),
+            });
+        }
+        check_continues(vfs.as_ref(), dir, &head)?;
+        Ok(Shipper::new(remote, dir, vfs, writer_name(), head))
+    }
+
+    fn new(
+        remote: Remote,
+        dir: &Path,
+        vfs: Arc<dyn Vfs>,
+        writer: String,
+        head: Manifest,
+    ) -> Shipper {
+        let state = ShipState {
+            epoch: head.epoch,
+            manifest: head.number,
+            shipped: head.shipped,
+            ..Default::default()
+        };
+        Shipper {
+            remote,
+            dir: dir.to_path_buf(),
+            vfs,
+            writer,
+            head,
+            pending: None,
+            state,
+        }
+    }
+
+    /// What it has done.
+    pub fn state(&self) -> &ShipState {
+        &self.state
+    }
+
+    /// The remote it ships to.
+    pub fn remote(&self) -> &Remote {
+        &self.remote
+    }
+
+    /// The chain head.
+    pub fn head(&self) -> &Manifest {
+        &self.head
+    }
+
+    /// Ships every local record up to `upto` (records the caller knows durable
+    /// locally) and returns the chain's `shipped`, ≥ `upto` on success.
+    pub fn ship(&mut self, upto: u64) -> Result<u64> {
+        if let Some(newer) = self.state.fenced_by {
+            return Err(RemoteError::Fenced {
+                epoch: self.state.epoch,
+                newer,
+                manifest: self.head.number,
+            });
+        }
+        if let Some(p) = self.pending.take() {
+            self.land(p)?;
+        }
+        while self.head.shipped < upto {
+            let next = self.plan(upto)?;
+            self.land(next)?;
+        }
+        Ok(self.head.shipped)
+    }
+
+    /// Writes manifest `m` create-only and learns its fate.
+    fn land(&mut self, m: Manifest) -> Result<()> {
+        let name = manifest_name(m.number);
+        let put = match self.remote.put_create("put manifest", &name, m.encode()) {
+            Ok(p) => p,
+            Err(e) => {
+                // The put may have landed: retry exactly this manifest next time.
+                self.pending = Some(m);
+                return Err(e);
+            }
+        };
+        if put == Put::Exists {
+            let found = match read_manifest(&self.remote, m.number) {
+                Ok(f) => f,
+                Err(e) => {
+                    self.pending = Some(m);
+                    return Err(e);
+                }
+            };
+            match found {
+                Some(f) if f == m => {}
+                Some(f) if f.epoch > self.state.epoch => {
+                    self.state.fenced_by = Some(f.epoch);
+                    return Err(RemoteError::Fenced {
+                        epoch: self.state.epoch,
+                        newer: f.epoch,
+                        manifest: f.number,
+                    });
+                }
+                Some(f) => {
+                    return Err(RemoteError::Diverged {
+                        reason: format!(
+                            "manifest {} was written by {:?} with epoch {}, not by this writer (epoch {})",
+                            f.number, f.writer, f.epoch, self.state.epoch
+                        ),
+                    });
+                }
+                None => {
+                    let number = m.number;
+                    self.pending = Some(m);
+                    return Err(RemoteError::Diverged {
+                        reason: format!("manifest {number} exists yet cannot be read"),
+                    });
+                }
+            }
+        }
+        self.state.manifest = m.number;
+        self.state.shipped = m.shipped;
+        self.state.rounds += 1;
+        self.head = m;
+        Ok(())
+    }
+
+    /// Uploads the objects of the next round and returns its manifest (not yet written).
+    fn plan(&mut self, upto: u64) -> Result<Manifest> {
+        let local = list_local(self.vfs.as_ref(), &self.dir)?;
+        let number = self.head.number + 1;
+        let epoch = self.state.epoch;
+        let mut next = self.head.clone();
+        next.number = number;
+        next.writer = self.writer.clone();
+
+        // A newer local snapshot: upload it; chunks it covers leave the live set.
+        let remote_snap = self.head.snapshot.as_ref().map_or(0, |s| s.seq);
+        if let Some((k, name)) = local.snapshots.last().cloned()
+            && k > remote_snap
+            && k <= upto.max(self.head.shipped)
+        {
+            let path = self.dir.join(&name);
+            match self.vfs.read(&path) {
+                Ok(bytes) => {
+                    let bytes = (*bytes).as_ref().to_vec();
+                    let object = snapshot_object_name(k, epoch, number);
+                    let len = bytes.len() as u64;
+                    self.upload("put snapshot", &object, bytes)?;
+                    next.snapshot = Some(SnapshotRef {
+                        seq: k,
+                        object,
+                        len,
+                    });
+                    next.chunks.retain(|c| c.last > k);
+                    if next.shipped < k {
+                        next.shipped = k;
+                        next.tail = self.digest_of(&local, k).unwrap_or_default();
+                    }
+                }
+                // Compacted away since the listing: the next round sees its successor.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(crate::engine::Error::io("read snapshot", &path, e).into());
+                }
+            }
+        }
+
+        // Re-ship the trailing run of small chunks as one once it is
+        // MERGE_AT_CHUNKS long (and the local log still holds it): the live
+        // set stays at about one chunk per SMALL_CHUNK_BYTES of log, and no
+        // round re-ships more than MERGE_MAX_BYTES.
+        let mut from = next.shipped + 1;
+        let tail_start = next
+            .chunks
+            .iter()
+            .rposition(|c| c.len >= SMALL_CHUNK_BYTES)
+            .map_or(0, |i| i + 1);
+        let tail = &next.chunks[tail_start..];
+        let tail_bytes: u64 = tail.iter().map(|c| c.len).sum();
+        let merge = tail.len() >= MERGE_AT_CHUNKS
+            && tail_bytes < MERGE_MAX_BYTES
+            && local
+                .segments
+                .first()
+                .is_some_and(|(s, _)| *s <= tail[0].first);
+        if merge {
+            from = tail[0].first;
+        }
+        if from > upto {
+            return Ok(next);
+        }
+        let (header, frames, first, last, before, last_digest) = self.take(&local, from, upto)?;
+        if !merge
+            && let Some(b) = before
+            && !next.tail.is_empty()
+            && b != next.tail
+        {
+            return Err(RemoteError::Diverged {
+                reason: format!(
+                    "local record {} differs from the one the remote chain holds",
+                    from - 1
+                ),
+            });
+        }
+        let object = chunk_name(first, last, epoch, number);
+        let chunk = encode_chunk(&header, first, &frames);
+        let len = chunk.len() as u64;
+        self.upload("put chunk", &object, chunk)?;
+        if merge {
+            if last < next.shipped {
+                // Never: a merge re-ships under MERGE_MAX_BYTES, far below a chunk's cut.
+                return Err(RemoteError::Diverged {
+                    reason: format!(
+                        "a merged chunk ended at seq {last}, before the chain's {}",
+                        next.shipped
+                    ),
+                });
+            }
+            next.chunks.truncate(tail_start);
+        }
+        next.chunks.push(ChunkRef {
+            first,
+            last,
+            object,
+            len,
+        });
+        next.shipped = last;
+        next.tail = last_digest;
+        Ok(next)
+    }
+
+    /// Create-only upload of an object only this writer names; a lost answer
+    /// retried finds its own bytes there.
+    fn upload(&mut self, op: &'static str, object: &str, bytes: Vec<u8>) -> Result<()> {
+        let len = bytes.len() as u64;
+        match self.remote.put_create(op, object, bytes.clone())? {
+            Put::Created => {}
+            Put::Exists => {
+                let found = self.remote.get(op, object, len)?;
+                if found.as_deref() != Some(&bytes[..]) {
+                    return Err(RemoteError::Diverged {
+                        reason: format!("object {object} exists with other bytes"),
+                    });
+                }
+            }
+        }
+        self.state.bytes += len;
+        Ok(())
+    }
+
+    /// The frames of local records `from..=upto` (up to about a chunk's worth).
+    #[allow(clippy::type_complexity)]
+    fn take(
+        &self,
+        local: &Local,
+        from: u64,
+        upto: u64,
+    ) -> Result<(
+        crate::engine::frame::SegmentHeader,
+        Vec<u8>,
+        u64,
+        u64,
+        Option<String>,
+        String,
+    )> {
+        let start = local.segments.iter().rposition(|(s, _)| *s <= from);
+        let Some(start) = start else {
+            return Err(RemoteError::Diverged {
+                reason: format!(
+                    "the local log no longer holds seq {from} (its first segment starts at {:?}) and no local snapshot covers it",
+                    local.segments.first().map(|s| s.0)
+                ),
+            });
+        };
+        let mut frames = Vec::new();
+        let mut header = None;
+        let mut range: Option<(u64, u64)> = None;
+        let mut before = None;
+        let mut last_digest = String::new();
+        for (_, name) in &local.segments[start..] {
+            let want = range.map_or(from, |r| r.1 + 1);
+            if want > upto || frames.len() as u64 >= CHUNK_TARGET_BYTES {
+                break;
+            }
+            let path = self.dir.join(name);
+            let bytes = self
+                .vfs
+                .read(&path)
+                .map_err(|e| crate::engine::Error::io("read segment", &path, e))?;
+            let (h, t) = take_records(
+                (*bytes).as_ref(),
+                want,
+                upto,
+                CHUNK_TARGET_BYTES,
+                &mut frames,
+            )
+            .map_err(|reason| crate::engine::Error::Corrupt {
+                path: path.clone(),
+                offset: 0,
+                seq: None,
+                reason,
+            })?;
+            if range.is_none() {
+                before = t.before.clone();
+            }
+            header.get_or_insert(h);
+            match (t.range, &mut range) {
+                (Some((a, b)), None) if a == from => range = Some((a, b)),
+                (Some((a, b)), Some(r)) if a == r.1 + 1 => r.1 = b,
+                (None, _) => {}
+                (Some((a, _)), _) => {
+                    return Err(crate::engine::Error::Corrupt {
+                        path,
+                        offset: 0,
+                        seq: Some(a),
+                        reason: format!("expected seq {want} here, found {a}"),
+                    }
+                    .into());
+                }
+            }
+            if let Some(d) = t.last_digest {
+                last_digest = d;
+            }
+        }
+        match (header, range) {
+            (Some(h), Some((a, b))) => Ok((h, frames, a, b, before, last_digest)),
+            _ => Err(RemoteError::Diverged {
+                reason: format!(
+                    "the local log in {} holds no record {from}, yet {upto} is durable",
+                    self.dir.display()
+                ),
+            }),
+        }
+    }
+
+    fn digest_of(&self, local: &Local, seq: u64) -> Option<String> {
+        let i = local.segments.iter().rposition(|(s, _)| *s <= seq)?;
+        let bytes = self.vfs.read(&self.dir.join(&local.segments[i].1)).ok()?;
+        let mut sink = Vec::new();
+        let (_, t) = take_records((*bytes).as_ref(), seq, seq, u64::MAX, &mut sink).ok()?;
+        t.last_digest
+    }
+}
+
+/// The local log must hold the chain's last record, byte for byte (when it
+/// still has it), and must not end before it.
+fn check_continues(vfs: &dyn Vfs, dir: &Path, head: &Manifest) -> Result<()> {
+    if head.shipped == 0 {
+        return Ok(());
+    }
+    let local = list_local(vfs, dir)?;
+    let Some(i) = local.segments.iter().rposition(|(s, _)| *s <= head.shipped) else {
+        // Compacted into a snapshot, or the log starts after it: judge by the snapshot.
+        let snap = local.snapshots.last().map_or(0, |s| s.0);
+        if snap >= head.shipped {
+            return Ok(());
+        }
+        return Err(RemoteError::Diverged {
+            reason: format!(
+                "the remote holds seqs up to {} but the local log in {} does not reach it: restore first",
+                head.shipped,
+                dir.display()
+            ),
+        });
+    };
+    let path = dir.join(&local.segments[i].1);
+    let bytes = vfs
+        .read(&path)
+        .map_err(|e| crate::engine::Error::io("read segment", &path, e))?;
+    let mut sink = Vec::new();
+    let (_, t) = take_records(
+        (*bytes).as_ref(),
+        head.shipped,
+        head.shipped,
+        u64::MAX,
+        &mut sink,
+    )
+    .map_err(|reason| crate::engine::Error::Corrupt {
+        path: path.clone(),
+        offset: 0,
+        seq: None,
+        reason,
+    })?;
+    match t.last_digest {
+        Some(d) if head.tail.is_empty() || d == head.tail => Ok(()),
+        Some(_) => Err(RemoteError::Diverged {
+            reason: format!(
+                "local record {} in {} differs from the remote chain's (manifest {}): the run was written from two places",
+                head.shipped,
+                path.display(),
+                head.number
+            ),
+        }),
+        None => Err(RemoteError::Diverged {
+            reason: format!(
+                "the remote holds seqs up to {} but the local log in {} ends before it: restore first",
+                head.shipped,
+                dir.display()
+            ),
+        }),
+    }
+}

@@ -1,0 +1,198 @@
+//! Shared by the tests/remote_*.rs files: a machine whose state is the list of
+//! every value appended (so "nothing acknowledged lost" is checked exactly), a
+//! fault-injecting `ObjectStore`, and the gateway environment check.
+#![allow(dead_code)]
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use runlog::engine::{Machine, Options, Store};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// State: every value appended, in order.
+pub struct Log;
+
+#[derive(Debug)]
+pub struct Never;
+impl std::fmt::Display for Never {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("never")
+    }
+}
+impl std::error::Error for Never {}
+
+impl Machine for Log {
+    type State = Vec<u64>;
+    type Transition = u64;
+    type Error = Never;
+    fn apply(s: &mut Vec<u64>, t: &u64) -> Result<(), Never> {
+        s.push(*t);
+        Ok(())
+    }
+}
+
+pub fn open(dir: &std::path::Path) -> Store<Log> {
+    Store::<Log>::open(
+        dir,
+        Options {
+            create: true,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+pub fn read(dir: &std::path::Path) -> Vec<u64> {
+    runlog::engine::read_state::<Log>(&runlog::engine::RealFs, dir)
+        .unwrap()
+        .0
+}
+
+/// What the faulty store does to the N-th call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Fails it without doing it.
+    Fail,
+    /// Does it, then reports a failure (the response was lost).
+    DropResponse,
+}
+
+/// Wraps a store; the call numbered `at` (1-based, every kind of call counted)
+/// suffers `fault`.
+#[derive(Debug)]
+pub struct Faulty {
+    pub inner: Arc<dyn ObjectStore>,
+    pub calls: AtomicU64,
+    pub at: u64,
+    pub fault: Fault,
+}
+
+impl std::fmt::Display for Faulty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Faulty({})", self.inner)
+    }
+}
+
+fn injected() -> object_store::Error {
+    object_store::Error::Generic {
+        store: "Faulty",
+        source: "injected fault".into(),
+    }
+}
+
+impl Faulty {
+    pub fn new(inner: Arc<dyn ObjectStore>, at: u64, fault: Fault) -> Faulty {
+        Faulty {
+            inner,
+            calls: AtomicU64::new(0),
+            at,
+            fault,
+        }
+    }
+
+    /// Some(fault) when this call is the chosen one.
+    fn tick(&self) -> Option<Fault> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        (n == self.at).then_some(self.fault)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Faulty {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        match self.tick() {
+            Some(Fault::Fail) => Err(injected()),
+            Some(Fault::DropResponse) => {
+                let _ = self.inner.put_opts(location, payload, opts).await;
+                Err(injected())
+            }
+            None => self.inner.put_opts(location, payload, opts).await,
+        }
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        match self.tick() {
+            Some(_) => Err(injected()),
+            None => self.inner.get_opts(location, options).await,
+        }
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        match self.tick() {
+            Some(Fault::Fail) => Box::pin(futures::stream::once(async { Err(injected()) })),
+            _ => self.inner.delete_stream(locations),
+        }
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        match self.tick() {
+            Some(_) => Box::pin(futures::stream::once(async { Err(injected()) })),
+            None => self.inner.list(prefix),
+        }
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// The gateway's environment, or `None` after printing why the test skips.
+/// With RUNLOG_REQUIRE_S3=1 a missing gateway fails the test instead.
+pub fn gateway(test: &str) -> Option<String> {
+    let bucket = std::env::var("RUNLOG_S3_BUCKET").ok();
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
+    match (bucket, endpoint) {
+        (Some(b), Some(_)) => Some(b),
+        _ => {
+            if std::env::var("RUNLOG_REQUIRE_S3").as_deref() == Ok("1") {
+                panic!(
+                    "{test}: RUNLOG_REQUIRE_S3=1 but AWS_ENDPOINT_URL / RUNLOG_S3_BUCKET are unset (source $CEPH_DIR/env after .ci/ceph.sh start)"
+                );
+            }
+            eprintln!("{test}: skipped: no S3 gateway (run .ci/ceph.sh start and source its env)");
+            None
+        }
+    }
+}
+
+/// A fresh prefix URL in the gateway's bucket.
+pub fn s3_url(bucket: &str, name: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    format!("s3://{bucket}/{name}-{:016x}", h.finish())
+}
