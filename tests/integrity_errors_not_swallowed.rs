@@ -133,7 +133,11 @@ fn a_failed_final_sync_is_returned_by_close_and_counted_by_drop() {
     s.append(&1).unwrap();
     fs.fail_fsync.store(true, Ordering::SeqCst);
     let e = s.close().expect_err("the final fsync failed");
-    assert!(e.to_string().contains("fsync"), "{e}");
+    assert!(
+        runlog::engine::ErrorChain(&e).to_string().contains("fsync"),
+        "{}",
+        runlog::engine::ErrorChain(&e)
+    );
     fs.fail_fsync.store(false, Ordering::SeqCst);
     // A clean close is Ok.
     let s = Store::<Sum>::open(&dir, opts(&fs, SyncPolicy::Never)).unwrap();

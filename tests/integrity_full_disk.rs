@@ -212,7 +212,13 @@ fn a_full_disk_leaves_no_pile_of_empty_quarantine_files() {
         let e = runs
             .change("g", done("u1"))
             .expect_err("no space to quarantine");
-        assert!(e.to_string().contains("quarantine"), "{e}");
+        assert!(
+            runlog::engine::ErrorChain(&e)
+                .to_string()
+                .contains("quarantine"),
+            "{}",
+            runlog::engine::ErrorChain(&e)
+        );
     }
     assert_eq!(files(&dir, ".broken-"), Vec::<PathBuf>::new());
     // With space again the same open quarantines once and goes on.

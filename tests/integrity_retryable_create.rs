@@ -174,7 +174,13 @@ fn init_racing_another_creator_is_refused_not_an_io_error() {
     // And once the other has initialized it, we are refused, exit 2.
     let e = other.init(spec("g")).unwrap_err();
     assert_eq!(e.exit_code(), 2, "{e}");
-    assert!(e.to_string().contains("already"), "{e}");
+    assert!(
+        runlog::engine::ErrorChain(&e)
+            .to_string()
+            .contains("already"),
+        "{}",
+        runlog::engine::ErrorChain(&e)
+    );
 }
 
 #[test]

@@ -84,7 +84,13 @@ fn a_state_over_the_limit_is_refused_while_encoding_and_nothing_is_installed() {
     SERIALIZED.store(0, Ordering::Relaxed);
     let e = s.compact().expect_err("over the limit");
     assert!(matches!(e, Error::TooLarge { max: LIMIT, .. }), "{e}");
-    assert!(e.to_string().contains("snapshot"), "{e}");
+    assert!(
+        runlog::engine::ErrorChain(&e)
+            .to_string()
+            .contains("snapshot"),
+        "{}",
+        runlog::engine::ErrorChain(&e)
+    );
     let encoded = SERIALIZED.load(Ordering::Relaxed);
     assert!(
         encoded <= 2 * LIMIT,
