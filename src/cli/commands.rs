@@ -86,16 +86,10 @@ fn warn_all(warnings: &[crate::run::Warning]) {
 
 /// True when `e` is the rules' refusal of an `init` over a live run.
 fn is_already_live(e: &RunError) -> bool {
-    match e {
-        RunError::Engine {
-            source: engine::Error::Refused(why),
-            ..
-        } => matches!(
-            why.downcast_ref::<crate::run::RuleError>(),
-            Some(crate::run::RuleError::AlreadyInitialized { .. })
-        ),
-        _ => false,
-    }
+    matches!(
+        e.rule(),
+        Some(crate::run::RuleError::AlreadyInitialized { .. })
+    )
 }
 
 fn parse_status<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, RunError> {
@@ -147,7 +141,8 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
                         .as_deref()
                         .map_or(String::new(), |f| format!(" --fingerprint {f:?}"));
                     eprintln!(
-                        "runlog: {e}\nrunlog: to resume it: runlog start --id {id}{fp} (with the --fingerprint it was made with, if any)"
+                        "runlog: {}\nrunlog: to resume it: runlog start --id {id}{fp} (with the --fingerprint it was made with, if any)",
+                        super::report(&e)
                     );
                     return Ok(EXIT_REFUSED);
                 }
