@@ -171,6 +171,7 @@ pub fn encode_segment_header(codec: Codec, first_seq: u64) -> Vec<u8> {
 
 /// Encodes a segment header; with a store id, the header of a keyed store
 /// (version 2, FORMAT.md §10).
+#[cfg(any(test, feature = "sim", feature = "remote"))]
 pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&StoreId>) -> Vec<u8> {
     encode_segment_header_checked(codec, first_seq, id, None)
 }

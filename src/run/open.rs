@@ -152,7 +152,12 @@ impl Runs {
         for n in names.iter().filter(|n| *n != "LOCK") {
             let _ = self.vfs.remove(&dir.join(n));
         }
-        let _ = engine::vfs::retry_interrupted(|| self.vfs.sync_dir(&dir));
+        // Best effort (the files are gone either way); EINTR is retried.
+        while let Err(e) = self.vfs.sync_dir(&dir) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                break;
+            }
+        }
     }
 
     /// Restore-or-create. The live run with `spec.id` is returned when its
@@ -232,6 +237,7 @@ impl Runs {
     /// The error for a run directory whose store holds no `init` record (its
     /// creation did not finish, or its only record was torn): no run, exactly
     /// as an empty run directory is (exit 2), and `init` may create it again.
+    #[cfg(feature = "cli")]
     pub(crate) fn not_initialized(&self, id: &str) -> RunError {
         RunError::Invalid(format!(
             "run {id:?} under {} was never initialized: its store holds no init record (a creation that did not finish); `runlog init` creates it again",
