@@ -100,7 +100,11 @@ impl Runs {
         let key = key_file
             .map(|p| Key::from_file(&p))
             .transpose()
-            .map_err(|e| errors::to_pyerr(RunError::Invalid(e)))?;
+            .map_err(|e| {
+                errors::to_pyerr(RunError::Invalid(
+                    runlog::engine::ErrorChain(&e).to_string(),
+                ))
+            })?;
         let mut inner = run::Runs::new(root)
             .with_lock_wait(Some(wait))
             .with_key(key);
