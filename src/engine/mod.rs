@@ -22,7 +22,7 @@ macro_rules! internal_mods {
         #[doc(hidden)]
         pub mod $name;
         #[cfg(not(feature = "sim"))]
-        mod $name;
+        pub(crate) mod $name;
     )*};
 }
 
