@@ -5,33 +5,15 @@
 //! counted in `Stats::cleanup_failures` (failed unlinks here), and `verify`
 //! names the files left.
 use runlog::engine::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
-use runlog::engine::{CompactionPolicy, Machine, Options, RealFs, Store, SyncPolicy, verify};
+use runlog::engine::{CompactionPolicy, Options, RealFs, Store, SyncPolicy, verify};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-struct Sum;
-#[derive(Debug)]
-struct Zero;
-impl std::fmt::Display for Zero {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("zero")
-    }
-}
-impl std::error::Error for Zero {}
-impl Machine for Sum {
-    type State = u64;
-    type Transition = u64;
-    type Error = Zero;
-    fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> {
-        if *t == 0 {
-            return Err(Zero);
-        }
-        *s += t;
-        Ok(())
-    }
-}
+#[path = "common/sum.rs"]
+mod sum;
+use sum::Sum;
 
 /// RealFs whose file fsyncs and unlinks fail on demand.
 #[derive(Debug, Default, Clone)]

@@ -6,32 +6,14 @@
 //! inode) and waits for the real one. Deterministic: the rename happens once
 //! the kernel lists the waiter as blocked on that lock (/proc/locks), a gate
 //! on the filesystem's own state, not a sleep.
-use runlog::engine::{Error, Machine, Options, Store};
+use runlog::engine::{Error, Options, Store};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-struct Sum;
-#[derive(Debug)]
-struct Zero;
-impl std::fmt::Display for Zero {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("zero")
-    }
-}
-impl std::error::Error for Zero {}
-impl Machine for Sum {
-    type State = u64;
-    type Transition = u64;
-    type Error = Zero;
-    fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> {
-        if *t == 0 {
-            return Err(Zero);
-        }
-        *s += t;
-        Ok(())
-    }
-}
+#[path = "common/sum.rs"]
+mod sum;
+use sum::Sum;
 
 fn opts(create: bool, wait: Option<Duration>) -> Options {
     Options {

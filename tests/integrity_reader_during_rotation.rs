@@ -3,30 +3,12 @@
 //! written yet (empty, zeros, or part of the header line), in both codecs.
 //! `verify` and the read-only open treat it as an empty segment (clean, every
 //! record counted), while a segment whose header is garbage stays a torn tail.
-use runlog::engine::{Codec, Integrity, Machine, Options, RealFs, Store, read_state, verify};
+use runlog::engine::{Codec, Integrity, Options, RealFs, Store, read_state, verify};
 use std::os::unix::fs::PermissionsExt;
 
-struct Sum;
-#[derive(Debug)]
-struct Zero;
-impl std::fmt::Display for Zero {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("zero")
-    }
-}
-impl std::error::Error for Zero {}
-impl Machine for Sum {
-    type State = u64;
-    type Transition = u64;
-    type Error = Zero;
-    fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> {
-        if *t == 0 {
-            return Err(Zero);
-        }
-        *s += t;
-        Ok(())
-    }
-}
+#[path = "common/sum.rs"]
+mod sum;
+use sum::Sum;
 
 #[test]
 fn a_new_segment_without_its_header_yet_is_empty_not_damage() {
