@@ -99,3 +99,31 @@ fn a_timed_out_wait_is_locked_and_leaves_the_lock_free() {
     };
     drop(Store::<Ledger>::open(&dir, o).unwrap());
 }
+
+#[test]
+fn a_zero_wait_leaves_no_waiter_behind_to_hold_the_released_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    drop(Store::<Ledger>::open(&dir, opts(Codec::Binary)).unwrap());
+    let zero = || Options {
+        lock_wait: Some(Duration::ZERO),
+        ..Options::default()
+    };
+    // Each round: a zero wait on a held lock is refused; once the holder lets go,
+    // the very next try gets it. A waiter thread abandoned by a zero wait would
+    // take the lock on its release and hold it for a moment (the Python test
+    // suite's `lock_wait=0` met exactly that on CI).
+    for round in 0..200 {
+        let holder = Store::<Ledger>::open(&dir, zero()).unwrap();
+        match Store::<Ledger>::open(&dir, zero()) {
+            Err(Error::Locked { waited, .. }) => assert!(waited.is_some()),
+            other => panic!(
+                "round {round}: expected Locked, got {:?}",
+                other.map(|_| ())
+            ),
+        }
+        drop(holder);
+        let next = Store::<Ledger>::open(&dir, Options::default());
+        assert!(next.is_ok(), "round {round}: {:?}", next.map(|_| ()));
+    }
+}

@@ -220,8 +220,13 @@ enum Waited {
 
 impl RealFs {
     fn lock_wait_once(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<Waited> {
-        if let LockAttempt::Acquired(g) = self.try_lock(path, holder)? {
-            return Ok(Waited::Done(LockAttempt::Acquired(g)));
+        match self.try_lock(path, holder)? {
+            LockAttempt::Acquired(g) => return Ok(Waited::Done(LockAttempt::Acquired(g))),
+            // A wait of zero is a try: no waiter thread, which would otherwise
+            // be left behind to take (and at once drop) the lock on its release,
+            // so that a writer trying just then would find it busy.
+            busy @ LockAttempt::Busy(_) if timeout.is_zero() => return Ok(Waited::Done(busy)),
+            LockAttempt::Busy(_) => {}
         }
         let f = open_lock(path)?;
         let cancelled = Arc::new(Mutex::new(false));
