@@ -317,8 +317,8 @@ fn recovery_whole(data: &[u8]) {
 /// both codecs unchanged.
 pub fn apply_input(data: &[u8]) {
     use runlog::cli::apply::{Line, read_line_capped};
+    use runlog::cli::ops::{MAX_OP_LINE_BYTES, parse_op_line};
     use runlog::engine::encode_payload;
-    use runlog::run::ops::{MAX_OP_LINE_BYTES, parse_op_line};
     use runlog::run::{Change, InitSpec, RunDoc, RunMachine, Transition};
     let at = "2026-11-29T00:00:00.000Z".to_string();
     let mut doc = RunDoc::default();

@@ -2,8 +2,8 @@
 //! stdout. Lines already buffered are applied together with one write and one
 //! fsync; no ack is written before the fsync that covers it.
 
+use super::ops::{MAX_OP_LINE_BYTES, parse_op_line};
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED};
-use crate::run::ops::{MAX_OP_LINE_BYTES, parse_op_line};
 use crate::run::{Run, RunError, Runs};
 use serde_json::json;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -3,13 +3,13 @@
 use super::args::{
     ArchiveCommand, Command, NewRun, parse_amount, parse_budgets, parse_deps, parse_list,
 };
+use super::ops::items_from_json;
+use super::render::{render_archive_list, render_list, render_status, status_json};
 use super::wait::with_lock_notice;
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, write_out};
 use crate::engine::{self, Codec, Integrity, Keyed, RealFs};
 use crate::run::fingerprint::parse_parts;
 use crate::run::json::parse_json_limited;
-use crate::run::ops::items_from_json;
-use crate::run::render::{render_archive_list, render_list, render_status, status_json};
 use crate::run::{
     Change, InitSpec, Launch, PhaseStatus, RunError, RunKeyed, RunStatus, RunSummary, Runs,
     Transition, UnitStatus,

@@ -5,7 +5,10 @@
 pub mod apply;
 pub mod args;
 mod commands;
+#[doc(hidden)] // public for the fuzz targets only
+pub mod ops;
 pub mod remote;
+mod render;
 pub mod wait;
 pub mod watch;
 

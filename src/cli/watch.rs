@@ -11,8 +11,8 @@
 //! stays readable. With `--json` every changed document is printed as one JSON line.
 
 use super::EXIT_DONE;
+use super::render::{WatchContext, render_watch, status_json};
 use crate::run::RunView;
-use crate::run::render::{WatchContext, render_watch, status_json};
 use crate::run::{RunError, Runs};
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
@@ -186,7 +186,7 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
         let doc = view.header();
         let frame = render(screen, &view, &mut memory)?;
         let cols = crate::run::signal::terminal_size().map_or(usize::MAX, |(_, c)| c);
-        let header = crate::run::render::cut(&header, cols);
+        let header = super::render::cut(&header, cols);
         if let Some(text) = frame_output(screen, &header, &frame, prev.as_deref()) {
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())

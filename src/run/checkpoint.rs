@@ -133,12 +133,16 @@ impl Runs {
             ..InitSpec::default()
         })?;
         let saved = started.run.read(|d| d.header().checkpoint.clone());
-        let state = match saved {
-            Some(c) => Some(serde_json::from_value(c.state.0).map_err(|e| {
-                RunError::Invalid(format!("run {id}: saved checkpoint does not decode: {e}"))
-            })?),
-            None => None,
-        };
+        let state =
+            match saved {
+                Some(c) => Some(serde_json::from_value(c.state.0).map_err(|source| {
+                    RunError::Checkpoint {
+                        id: id.to_string(),
+                        source,
+                    }
+                })?),
+                None => None,
+            };
         Ok(Restored {
             checkpoints: Checkpoints {
                 run: started.run,

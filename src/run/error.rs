@@ -42,6 +42,14 @@ pub enum RunError {
         /// The engine's error.
         source: engine::Error,
     },
+    /// The run's saved checkpoint (`Runs::restore`) does not decode as the
+    /// state type asked for: the stored data and the caller disagree (exit 1).
+    Checkpoint {
+        /// The run's id.
+        id: String,
+        /// The decoder's error.
+        source: serde_json::Error,
+    },
     /// An I/O error outside a store (runs root, archive, gc).
     Io {
         /// What was being done.
@@ -105,7 +113,7 @@ impl RunError {
             RunError::Engine { source, .. } => {
                 source.is_refused() || matches!(source, crate::engine::Error::Key { .. })
             }
-            RunError::Io { .. } => false,
+            RunError::Checkpoint { .. } | RunError::Io { .. } => false,
         }
     }
 
@@ -129,6 +137,10 @@ impl fmt::Display for RunError {
             ),
             RunError::Refused { id, .. } => write!(f, "run {id}: refused"),
             RunError::Engine { id, .. } => write!(f, "run {id}"),
+            RunError::Checkpoint { id, .. } => write!(
+                f,
+                "run {id}: the saved checkpoint does not decode as the state asked for"
+            ),
             RunError::Io { op, path, .. } => write!(f, "{op} {}", path.display()),
         }
     }
@@ -140,6 +152,7 @@ impl std::error::Error for RunError {
             RunError::Refused { source, .. } => Some(source),
             RunError::Engine { source, .. } => Some(source),
             RunError::Io { source, .. } => Some(source),
+            RunError::Checkpoint { source, .. } => Some(source),
             _ => None,
         }
     }

@@ -21,14 +21,10 @@ pub mod fingerprint;
 mod handle;
 pub mod json;
 mod open;
-#[doc(hidden)] // the CLI's; moves to the CLI (not part of the API)
-pub mod ops;
-#[doc(hidden)] // the CLI's; moves to the CLI (not part of the API)
-pub mod render;
 mod resume;
 mod runs;
-#[doc(hidden)] // the CLI's; moves to the CLI (not part of the API)
-pub mod signal;
+// Process signals: SIGTERM for `StopFlag`; the CLI and the demo use the rest.
+pub(crate) mod signal;
 mod transition;
 mod units;
 mod view;

@@ -1,10 +1,13 @@
 //! The one place with `unsafe`: signal dispositions (a SIGTERM or SIGINT
 //! handler that sets a flag, the conventional end on a closed stdout) and
 //! the one terminal query the CLI needs (its size, for `status --watch`).
+//! Crate-private: the run layer's `StopFlag` uses SIGTERM; the rest serves the
+//! CLI and the demo (feature `cli`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static SIGTERM_RECEIVED: AtomicBool = AtomicBool::new(false);
+#[cfg(feature = "cli")]
 static SIGINT_RECEIVED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigterm(_: libc::c_int) {
@@ -12,6 +15,7 @@ extern "C" fn on_sigterm(_: libc::c_int) {
     SIGTERM_RECEIVED.store(true, Ordering::SeqCst);
 }
 
+#[cfg(feature = "cli")]
 extern "C" fn on_sigint(_: libc::c_int) {
     // Only an atomic store: async-signal-safe.
     SIGINT_RECEIVED.store(true, Ordering::SeqCst);
@@ -37,6 +41,7 @@ pub fn sigterm_received() -> bool {
     SIGTERM_RECEIVED.load(Ordering::SeqCst)
 }
 
+#[cfg(feature = "cli")]
 /// Installs a SIGINT (Ctrl-C) handler that records the signal for
 /// [`sigint_received`] instead of terminating the process, so the caller can
 /// clean up first. Returns false if it could not be installed.
@@ -44,11 +49,13 @@ pub fn install_sigint_handler() -> bool {
     install(libc::SIGINT, on_sigint)
 }
 
+#[cfg(feature = "cli")]
 /// True once SIGINT arrived after [`install_sigint_handler`].
 pub fn sigint_received() -> bool {
     SIGINT_RECEIVED.load(Ordering::SeqCst)
 }
 
+#[cfg(feature = "cli")]
 /// Ends the process the way a Unix tool ends when the reader of its stdout
 /// went away (`runlog status | head`): killed by SIGPIPE, with no message, so
 /// a shell sees status 141. Rust ignores SIGPIPE, so a write to a closed pipe
@@ -64,6 +71,7 @@ pub fn end_by_sigpipe() {
     }
 }
 
+#[cfg(feature = "cli")]
 /// The size of the terminal on stdout as (rows, columns); `None` when stdout
 /// is not a terminal or reports no size.
 pub fn terminal_size() -> Option<(usize, usize)> {
