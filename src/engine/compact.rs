@@ -6,22 +6,14 @@
 use super::Machine;
 use super::error::{Error, Result};
 use super::format::*;
-use super::load::{LoadSpec, load};
+use super::load::{LoadSpec, load, replay_one};
 use super::recovery::Verdict;
+use super::shared::{Shared, lock};
 use super::snapshot::{SnapshotData, SnapshotSink, is_table};
-use super::store::{Shared, replay_one};
 use super::table::Table;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-#[derive(Default)]
-pub(crate) struct CompactionState {
-    running: bool,
-    pub(crate) last_error: Option<String>,
-    handle: Option<JoinHandle<()>>,
-}
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,10 +28,6 @@ pub struct CompactReport {
     pub snapshots_removed: usize,
     /// Wall time taken.
     pub elapsed: Duration,
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs one compaction on this thread, first waiting for a running one (so
