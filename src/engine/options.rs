@@ -35,7 +35,7 @@ pub enum SyncPolicy {
 /// When the store compacts by itself.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CompactionPolicy {
-    /// Only on an explicit [`Store::compact`].
+    /// Only on an explicit [`Store::compact`](super::Store::compact).
     Manual,
     /// In a background thread, when the log written since the last snapshot is
     /// larger than both `min_log_bytes` and `ratio` × the last snapshot's size.
@@ -85,13 +85,13 @@ pub struct Options {
     pub progress: Option<ProgressFn>,
     /// The key of a keyed store (FORMAT.md §10): a store created with a key is
     /// keyed, every record and snapshot carries a tag, and every open checks
-    /// them ([`Error::Tampered`]). A keyed store must be opened with its key and
-    /// an unkeyed one without ([`Error::Key`]). Never written into the store.
+    /// them ([`Error::Tampered`](super::Error::Tampered)). A keyed store must be opened with its key and
+    /// an unkeyed one without ([`Error::Key`](super::Error::Key)). Never written into the store.
     pub key: Option<Key>,
     /// The largest whole-state snapshot payload written (at most, and by
     /// default, `MAX_SNAPSHOT_LEN`), checked while encoding: a state past it
-    /// is not compacted ([`Error::TooLarge`]; a background compaction's is in
-    /// [`Store::last_compaction_error`]).
+    /// is not compacted ([`Error::TooLarge`](super::Error::TooLarge); a background compaction's is in
+    /// [`Store::last_compaction_error`](super::Store::last_compaction_error)).
     pub max_snapshot_len: u64,
 }
 
@@ -142,7 +142,7 @@ pub struct Stats {
     pub preallocation_fallbacks: AtomicU64,
     /// Final syncs that failed when the store was dropped (`Interval`,
     /// `Never`): what was written since the last sync may not be durable.
-    /// [`Store::close`] returns the error instead.
+    /// [`Store::close`](super::Store::close) returns the error instead.
     pub close_sync_failures: AtomicU64,
     /// Clean-ups after a compaction that failed (an unlink of a redundant
     /// segment, snapshot or temp file, or the directory fsync after them):
