@@ -2,6 +2,10 @@
 //! (previous snapshot + closed segments) on the compacting thread, so appenders
 //! never wait while a large state is serialized; then the snapshot is installed
 //! (temp, fsync, rename, fsync directory) and only then is older log deleted.
+//!
+//! Compaction depends on the writer's shared state (`shared.rs`), rotation
+//! (`segment.rs`) and replay (`load.rs`), never on `store`, `open` or `append`:
+//! the store calls down into `run`, `spawn_background` and `wait_idle`.
 
 use super::Machine;
 use super::error::{Error, Result};

@@ -1,7 +1,8 @@
 //! The I/O side of recovery: list a store directory, read its snapshots and
 //! segments through the [`Vfs`], feed the pure scan and decision functions, and
-//! rebuild the state. Shared by the writer's open, read-only opens, `verify` and
-//! compaction.
+//! rebuild the state (`replay_one` applies one record of a [`Machine`](super::Machine)).
+//! Shared by the writer's open, read-only opens, `verify` and compaction;
+//! `with_retries` reruns a read-only load that a concurrent compaction raced.
 
 use super::error::{Error, Result};
 use super::format::*;
