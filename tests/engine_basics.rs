@@ -124,3 +124,50 @@ fn always_policy_fsyncs_every_sequential_append() {
     }
     assert_eq!(s.stats().fsyncs.load(Ordering::Relaxed), 20);
 }
+
+/// "A compaction is already running" is not an error: an explicit compaction
+/// waits for the running one (explicit or background) and then runs its own.
+/// Neither reports `Poisoned`, which is kept for a store whose write failed.
+#[test]
+fn compactions_that_overlap_wait_for_each_other() {
+    for codec in codecs() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("s");
+        let s = Store::<Ledger>::open(
+            &dir,
+            engine::Options {
+                // Every append past the first starts a background compaction.
+                compaction: engine::CompactionPolicy::Auto {
+                    min_log_bytes: 1,
+                    ratio: 0.0,
+                },
+                ..opts(codec)
+            },
+        )
+        .unwrap();
+        std::thread::scope(|scope| {
+            let compactors: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        for _ in 0..20 {
+                            s.compact().unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for v in 1..=60 {
+                s.append(&entry(v, 2)).unwrap();
+            }
+            for c in compactors {
+                c.join().unwrap();
+            }
+        });
+        assert_eq!(s.last_compaction_error(), None, "{codec:?}");
+        let c = s.compact().unwrap();
+        assert_eq!(c.snapshot_seq, 60, "{codec:?}");
+        assert_eq!(
+            s.read(|st| st.clone()),
+            model(&(1..=60).collect::<Vec<_>>(), 2)
+        );
+    }
+}

@@ -403,3 +403,50 @@ fn tables_are_send_and_sync() {
     assert_send_sync::<Table>();
     assert_send_sync::<TableWriter>();
 }
+
+/// A table writer used again after a failed write says so, as its own error:
+/// not `Poisoned`, which speaks of a store that accepts no more writes.
+#[test]
+fn a_writer_used_after_a_failed_write_says_so() {
+    let fs = SimFs::new();
+    let mut w =
+        TableWriter::create(Arc::new(fs.clone()), Path::new("/"), NAME, spec(true, 4096)).unwrap();
+    // Every write from here on fails.
+    fs.inject(Some(Fault {
+        at: fs.op_log().len() as u64,
+        kind: FaultKind::Eio,
+        persistent: true,
+    }));
+    let mut first = None;
+    for i in 0u32..10_000 {
+        if let Err(e) = w.add(&i.to_be_bytes(), &[7; 400]) {
+            first = Some(e);
+            break;
+        }
+    }
+    let first = first.expect("a buffered write reaches the file");
+    assert!(
+        matches!(
+            &first,
+            Error::Io {
+                op: "write table temp file",
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+    let again = w.add(b"\xff\xff\xff\xff\xff", b"v").unwrap_err();
+    let Error::TableWriterFailed { path } = &again else {
+        panic!("{again:?}")
+    };
+    assert!(path.to_string_lossy().contains(".tmp-"), "{path:?}");
+    assert_eq!(
+        again.to_string(),
+        format!(
+            "table writer for {} used after an earlier write to it failed: it accepts nothing more and installs no snapshot",
+            path.display()
+        )
+    );
+    let end = w.finish(b"header").unwrap_err();
+    assert!(matches!(end, Error::TableWriterFailed { .. }), "{end:?}");
+}

@@ -2,26 +2,22 @@
 //! (previous snapshot + closed segments) on the compacting thread, so appenders
 //! never wait while a large state is serialized; then the snapshot is installed
 //! (temp, fsync, rename, fsync directory) and only then is older log deleted.
+//!
+//! Compaction depends on the writer's shared state (`shared.rs`), rotation
+//! (`segment.rs`) and replay (`load.rs`), never on `store`, `open` or `append`:
+//! the store calls down into `run`, `spawn_background` and `wait_idle`.
 
 use super::Machine;
 use super::error::{Error, Result};
 use super::format::*;
-use super::load::{LoadSpec, load};
+use super::load::{LoadSpec, load, replay_one};
 use super::recovery::Verdict;
+use super::shared::{Shared, lock};
 use super::snapshot::{SnapshotData, SnapshotSink, is_table};
-use super::store::{Shared, replay_one};
 use super::table::Table;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-#[derive(Default)]
-pub(crate) struct CompactionState {
-    running: bool,
-    pub(crate) last_error: Option<String>,
-    handle: Option<JoinHandle<()>>,
-}
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,10 +32,6 @@ pub struct CompactReport {
     pub snapshots_removed: usize,
     /// Wall time taken.
     pub elapsed: Duration,
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Runs one compaction on this thread, first waiting for a running one (so

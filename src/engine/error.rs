@@ -81,6 +81,14 @@ pub enum Error {
         /// The failure that poisoned the store: what failed and where.
         cause: String,
     },
+    /// A [`TableWriter`](super::TableWriter) was used after one of its writes
+    /// failed (that failure was returned then): it accepts nothing more, its
+    /// temp file is removed when it is dropped, and no snapshot is installed.
+    /// The store is not poisoned by it.
+    TableWriterFailed {
+        /// The writer's temp file.
+        path: PathBuf,
+    },
     /// Another writer holds the lock.
     Locked {
         /// The file or directory involved.
@@ -244,6 +252,11 @@ impl fmt::Display for Error {
             Error::Poisoned { cause } => write!(
                 f,
                 "{cause}; the store accepts no more writes and acknowledged nothing after this failure: reopen it to recover"
+            ),
+            Error::TableWriterFailed { path } => write!(
+                f,
+                "table writer for {} used after an earlier write to it failed: it accepts nothing more and installs no snapshot",
+                path.display()
             ),
             Error::Locked {
                 path,

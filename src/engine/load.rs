@@ -1,7 +1,8 @@
 //! The I/O side of recovery: list a store directory, read its snapshots and
 //! segments through the [`Vfs`], feed the pure scan and decision functions, and
-//! rebuild the state. Shared by the writer's open, read-only opens, `verify` and
-//! compaction.
+//! rebuild the state (`replay_one` applies one record of a [`Machine`](super::Machine)).
+//! Shared by the writer's open, read-only opens, `verify` and compaction;
+//! `with_retries` reruns a read-only load that a concurrent compaction raced.
 
 use super::error::{Error, Result};
 use super::format::*;
@@ -202,6 +203,39 @@ const SEGMENT_HEAD_READ: usize = if MAX_JSONL_HEADER_LEN > KEYED_SEGMENT_HEADER_
 } else {
     KEYED_SEGMENT_HEADER_LEN
 };
+
+const READ_RETRIES: usize = 20;
+
+/// Runs a read-only load, retrying when a concurrent compaction deletes a file
+/// between listing and reading it.
+pub(crate) fn with_retries<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut n = 0;
+    loop {
+        match f() {
+            Err(e) if is_vanished(&e) && n < READ_RETRIES => {
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1 << n.min(6)));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Decodes and applies one replayed record.
+pub(crate) fn replay_one<M: super::Machine>(
+    s: &mut M::State,
+    codec: Codec,
+    p: &[u8],
+) -> std::result::Result<(), String> {
+    let t: M::Transition = super::codec::decode_payload(codec, p)?;
+    M::apply(s, &t).map_err(|e| match M::take_fault(s) {
+        Some(fault) => format!(
+            "the state it applies to is damaged: {}",
+            super::error::ErrorChain(&fault)
+        ),
+        None => format!("apply refused it: {}", super::error::ErrorChain(&e)),
+    })
+}
 
 /// Detects the codec (and a keyed store's id) of a store from its oldest
 /// segment with a readable header (reading only the header: the segment may be

@@ -26,16 +26,27 @@ macro_rules! internal_mods {
     )*};
 }
 
+mod append;
 mod codec;
 mod compact;
+mod dir;
 mod error;
+mod files;
 mod keyed;
 mod load;
+mod lock;
+mod open;
+mod options;
+mod pending;
 mod realfs;
+mod repair;
+mod segment;
+mod shared;
 mod snapshot;
 mod store;
-mod tools;
 mod trim;
+mod verify;
+mod walk;
 internal_mods! {
     format;
     frame;
@@ -55,21 +66,20 @@ pub mod sim;
 
 pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
+pub use dir::{create_dir_all_durable, create_dir_durable};
 pub use error::{Error, ErrorChain, Result};
+pub use files::write_file_atomic;
 pub use format::Codec;
 pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 pub use load::{Progress, RecoveryReport, TornTailReport};
+pub use options::{CompactionPolicy, Options, Stats, SyncPolicy};
 pub use seal::Key;
 pub use snapshot::{SnapshotData, SnapshotSink};
-pub use store::{
-    CompactionPolicy, Options, Stats, Store, SyncPolicy, create_dir_all_durable, create_dir_durable,
-};
+pub use store::Store;
 pub use table::{Table, TableIter, TableSpec, TableWriter};
-pub use tools::{
-    Integrity, VerifyReport, for_each_record, for_each_record_with_key, verify, verify_as,
-    verify_with_key, write_file_atomic,
-};
+pub use verify::{Integrity, VerifyReport, verify, verify_as, verify_with_key};
 pub use vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
+pub use walk::{for_each_record, for_each_record_with_key};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -192,10 +202,10 @@ pub fn read_state_with_key<M: Machine>(
     dir: &Path,
     key: Option<&Key>,
 ) -> Result<(M::State, RecoveryReport)> {
-    store::check_dir(vfs, dir)?;
-    tools::with_retries(|| {
+    dir::check_dir(vfs, dir)?;
+    load::with_retries(|| {
         let mut decode_state = M::decode_snapshot;
-        let mut apply = store::replay_one::<M>;
+        let mut apply = load::replay_one::<M>;
         let l = load::load(
             vfs,
             dir,

@@ -1,5 +1,6 @@
 //! The recovery decision: a pure function from what was found on disk (snapshot
-//! validity, segment scans) to one verdict. FORMAT.md's recovery table is this file.
+//! validity, segment scans) to one verdict. FORMAT.md's recovery table is this file: `ROWS`
+//! holds the segment table's rows, and `classify` executes them.
 
 use super::scan::{ScanEnd, SegmentScan};
 
@@ -128,34 +129,268 @@ pub fn choose_base(
     })
 }
 
-/// Classifies segment scans (in file-name order) given the base seq and the
-/// first seq each file name declares.
-pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verdict {
-    debug_assert_eq!(scans.len(), name_seqs.len());
-    let corrupt = |i: usize, offset: u64, seq: Option<u64>, reason: String| {
-        Verdict::Corrupt(Corruption {
-            file: FileRef::Segment(i),
+/// What the segment table's verdict column says to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing wrong: the scan goes on (or the log is clean).
+    Clean,
+    /// Harmless, and passed over: the scan goes on.
+    Ignore,
+    /// Drop the end of the last segment from the damage on.
+    TornTail,
+    /// Drop the whole last segment: its header is torn.
+    TornFile,
+    /// The open fails and nothing is modified.
+    Corrupt,
+}
+
+/// One kind of finding in the segment scans: a row of FORMAT.md §6's segment
+/// table. `ROWS[case as usize]` is its row (checked when this compiles).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// Every segment valid to its end, contiguous, reaching the base.
+    Clean,
+    /// Zeros after the last segment's records, to its end.
+    PreallocatedLast,
+    /// Zeros after the records of a segment that is not the last.
+    PreallocatedNotLast,
+    /// A bad frame in the last segment, no valid successor.
+    TornTail,
+    /// The last segment's header torn, nothing valid after it.
+    TornHeader,
+    /// As `TornHeader`, in a segment whose name does not continue the log.
+    TornHeaderNotContinuing,
+    /// A bad frame followed by a valid one that proves it was durable.
+    DamageWithSuccessor,
+    /// An unreadable header not at the end of the log.
+    HeaderUnreadable,
+    /// A bad frame in a segment that is not the last.
+    DamageNotLast,
+    /// A valid frame with the wrong seq.
+    SeqBreak,
+    /// Segments that do not continue each other, above the base.
+    SegmentGap,
+    /// A gap between segments wholly at or below the base.
+    CoveredGap,
+    /// A header's first seq differs from its file name's.
+    HeaderNameMismatch,
+    /// The log starts after `base + 1`, or ends before `base`.
+    LogMissesBase,
+    /// A base snapshot but no segment at all.
+    NoLog,
+    /// A torn tail that would drop records the base covers.
+    TornBelowBase,
+    /// A record that does not decode, or that `apply` refuses, on replay
+    /// (decided while replaying, in `load`, not by `classify`).
+    RecordRejected,
+}
+
+/// A row of the segment table: FORMAT.md §6 prints `finding` and `verdict`
+/// word for word, and a test compares the two tables row by row.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(any(test, feature = "sim")),
+    expect(dead_code, reason = "the text is FORMAT.md's, read by the test that compares them")
+)]
+pub struct Row {
+    /// The case this row decides.
+    pub case: Case,
+    /// What the scans found (FORMAT.md's "finding" column).
+    pub finding: &'static str,
+    /// What recovery does (FORMAT.md's "verdict" column).
+    pub verdict: &'static str,
+    /// The verdict, executed.
+    pub action: Action,
+}
+
+/// FORMAT.md §6's segment table, in its order; `classify` executes it.
+pub static ROWS: [Row; 17] = [
+    Row {
+        case: Case::Clean,
+        finding: "every segment valid to its end, contiguous seqs, log reaches the base",
+        verdict: "clean",
+        action: Action::Clean,
+    },
+    Row {
+        case: Case::PreallocatedLast,
+        finding: "last segment: its valid records end where only zero bytes follow, to the end of the file (§3.2)",
+        verdict: "clean: the preallocated tail (a writer's open cuts it, §5.5; readers leave it)",
+        action: Action::Clean,
+    },
+    Row {
+        case: Case::PreallocatedNotLast,
+        finding: "a segment but the last ends in zeros after its records",
+        verdict: "corruption (rotation trims them, §5.3)",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::TornTail,
+        finding: r#"last segment: a bad frame (incomplete, checksum mismatch, garbage, zeros followed by any non-zero byte) at expected seq `d`, with **no valid frame after it whose seq is higher and whose `synced` ≥ `d`** (searched at every byte offset for binary; for JSONL at every line start, and inside the damaged line at every `{"seq":` that begins a record with the fixed fields whose declared `len` ends it exactly at the line's end — damage may have eaten the newline before a valid record)"#,
+        verdict: "torn tail: dropped as in §5.5, together with any valid frames after it (all unacknowledged: their fsync never completed, or `d` would be intact)",
+        action: Action::TornTail,
+    },
+    Row {
+        case: Case::TornHeader,
+        finding: "last segment: its header is unreadable and no valid frame follows (the header is fsynced before any record is written)",
+        verdict: "torn tail: the whole file",
+        action: Action::TornFile,
+    },
+    Row {
+        case: Case::TornHeaderNotContinuing,
+        finding: "as above, but the segment's name does not continue the log (it is not the segment the next seq would create)",
+        verdict: "corruption: not a torn creation (dropping it would let the next append claim a seq no open can continue from)",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::DamageWithSuccessor,
+        finding: "a bad frame at expected seq `d` followed somewhere by a valid frame of a higher seq with `synced` ≥ `d`",
+        verdict: "corruption: `d` was durable and has changed since",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::HeaderUnreadable,
+        finding: "a header that is unreadable in any segment but the last, or followed by a valid frame",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::DamageNotLast,
+        finding: "a bad frame in any segment but the last (rotation fsyncs a segment before the next exists)",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::SeqBreak,
+        finding: "a valid frame with the wrong seq (gap, duplicate, going back)",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::SegmentGap,
+        finding: "a segment whose first seq is not the previous segment's next seq, where the missing records are above the base",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::CoveredGap,
+        finding: "a gap between segments wholly at or below the base snapshot's seq",
+        verdict: "ignored: a compaction's unlinks of redundant segments persisted only in part",
+        action: Action::Ignore,
+    },
+    Row {
+        case: Case::HeaderNameMismatch,
+        finding: "a header whose first seq differs from its file name",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::LogMissesBase,
+        finding: "the log starts after `base + 1`, or ends before `base`",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::NoLog,
+        finding: "a base snapshot but no segment at all",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::TornBelowBase,
+        finding: "a torn tail that would drop records the base already covers",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::RecordRejected,
+        finding: "a record that does not decode, or that `apply` refuses on replay",
+        verdict: "corruption",
+        action: Action::Corrupt,
+    },
+];
+
+// Each case indexes its own row: checked when this compiles, so `row` cannot
+// index out of bounds or find another case's row.
+const _: () = {
+    let mut i = 0;
+    while i < ROWS.len() {
+        assert!(ROWS[i].case as usize == i, "ROWS out of order with Case");
+        i += 1;
+    }
+    assert!(ROWS.len() == Case::RecordRejected as usize + 1);
+};
+
+/// The row that decides `case`.
+pub fn row(case: Case) -> &'static Row {
+    &ROWS[case as usize]
+}
+
+/// Where a finding is, and the details its verdict carries.
+struct Found {
+    segment: usize,
+    offset: u64,
+    seq: Option<u64>,
+    /// Bytes a torn tail drops.
+    bytes: u64,
+    reason: String,
+}
+
+impl Found {
+    fn at(segment: usize, offset: u64, seq: Option<u64>, reason: String) -> Found {
+        Found {
+            segment,
             offset,
             seq,
+            bytes: 0,
             reason,
-        })
-    };
+        }
+    }
+}
+
+/// Executes `case`'s row on what was found: `None` when the row lets the
+/// scan go on (clean, ignored), else the verdict.
+fn act(case: Case, f: Found) -> Option<Verdict> {
+    match row(case).action {
+        Action::Clean | Action::Ignore => None,
+        Action::TornTail | Action::TornFile => Some(Verdict::TornTail(TornTail {
+            segment: f.segment,
+            offset: f.offset,
+            bytes: f.bytes,
+            whole_file: row(case).action == Action::TornFile,
+            reason: f.reason,
+        })),
+        Action::Corrupt => Some(Verdict::Corrupt(Corruption {
+            file: FileRef::Segment(f.segment),
+            offset: f.offset,
+            seq: f.seq,
+            reason: f.reason,
+        })),
+    }
+}
+
+/// Classifies segment scans (in file-name order) given the base seq and the
+/// first seq each file name declares: finds the row of [`ROWS`] each finding
+/// falls in, and does what the row says.
+pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verdict {
+    debug_assert_eq!(scans.len(), name_seqs.len());
+    let clean = || act(Case::Clean, Found::at(0, 0, None, String::new())).unwrap_or(Verdict::Clean);
     if scans.is_empty() {
-        return if base_seq == 0 {
-            Verdict::Clean
-        } else {
-            corrupt(0, 0, None, "snapshot present but no log segment".into())
-        };
+        if base_seq == 0 {
+            return clean();
+        }
+        let found = Found::at(0, 0, None, "snapshot present but no log segment".into());
+        return act(Case::NoLog, found).unwrap_or(Verdict::Clean);
     }
     let last = scans.len() - 1;
     let mut expect_first: Option<u64> = None;
     for (i, s) in scans.iter().enumerate() {
         let Some(first) = s.first_seq else {
-            let ScanEnd::Damaged {
-                problem, resync, ..
-            } = &s.end
-            else {
-                unreachable!("a scan without a header always ends Damaged")
+            let (problem, resync) = match &s.end {
+                ScanEnd::Damaged {
+                    problem, resync, ..
+                } => (problem.as_str(), *resync),
+                // A scan without a header always ends Damaged.
+                _ => ("no segment header", None),
             };
             // A torn header is a torn tail only in the segment the next seq would
             // create: the one whose name continues the log. Any other name is a
@@ -165,36 +400,43 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
                 Some(e) => name_seqs[i] == e || (name_seqs[i] > e && name_seqs[i] <= base_seq + 1),
                 None => name_seqs[i] == base_seq + 1,
             };
-            if i == last && resync.is_none() && !continues {
+            let (case, found) = if i == last && resync.is_none() && !continues {
                 let expected = expect_first.unwrap_or(base_seq + 1);
-                return corrupt(
-                    i,
-                    0,
-                    Some(name_seqs[i]),
-                    format!(
-                        "segment header unreadable ({problem}) in a segment whose name (first seq {}) does not continue the log (expected {expected}): not a torn creation",
-                        name_seqs[i]
+                (
+                    Case::TornHeaderNotContinuing,
+                    Found::at(
+                        i,
+                        0,
+                        Some(name_seqs[i]),
+                        format!(
+                            "segment header unreadable ({problem}) in a segment whose name (first seq {}) does not continue the log (expected {expected}): not a torn creation",
+                            name_seqs[i]
+                        ),
                     ),
-                );
+                )
+            } else if i == last && resync.is_none() {
+                let mut f = Found::at(i, 0, None, format!("segment header torn: {problem}"));
+                f.bytes = s.file_len;
+                (Case::TornHeader, f)
+            } else {
+                (
+                    Case::HeaderUnreadable,
+                    Found::at(
+                        i,
+                        0,
+                        resync.map(|r| r.1),
+                        format!("segment header unreadable: {problem}"),
+                    ),
+                )
+            };
+            if let Some(v) = act(case, found) {
+                return v;
             }
-            if i == last && resync.is_none() {
-                return Verdict::TornTail(TornTail {
-                    segment: i,
-                    offset: 0,
-                    bytes: s.file_len,
-                    whole_file: true,
-                    reason: format!("segment header torn: {problem}"),
-                });
-            }
-            return corrupt(
-                i,
-                0,
-                resync.map(|r| r.1),
-                format!("segment header unreadable: {problem}"),
-            );
+            // A row that passes a headerless segment over: nothing to continue from.
+            continue;
         };
         if first != name_seqs[i] {
-            return corrupt(
+            let found = Found::at(
                 i,
                 0,
                 Some(first),
@@ -203,24 +445,34 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
                     name_seqs[i]
                 ),
             );
+            if let Some(v) = act(Case::HeaderNameMismatch, found) {
+                return v;
+            }
         }
-        // A gap wholly covered by the base snapshot is harmless: compaction unlinks
-        // those segments, and a crash may persist any subset of the unlinks.
-        let covered_gap = expect_first.is_some_and(|e| first > e && first <= base_seq + 1);
         if let Some(e) = expect_first
             && first != e
-            && !covered_gap
         {
+            // A gap wholly covered by the base snapshot is harmless: compaction
+            // unlinks those segments, and a crash may persist any subset of the unlinks.
+            let covered_gap = first > e && first <= base_seq + 1;
+            let case = if covered_gap {
+                Case::CoveredGap
+            } else {
+                Case::SegmentGap
+            };
             let what = if first > e { "gap" } else { "overlap" };
-            return corrupt(
+            let found = Found::at(
                 i,
                 0,
                 Some(first),
                 format!("seq {what}: segment starts at {first}, expected {e}"),
             );
+            if let Some(v) = act(case, found) {
+                return v;
+            }
         }
         if i == 0 && first > base_seq + 1 {
-            return corrupt(
+            let found = Found::at(
                 i,
                 0,
                 Some(first),
@@ -228,81 +480,99 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
                     "seq gap: log starts at {first} but the snapshot covers only up to {base_seq}"
                 ),
             );
+            if let Some(v) = act(Case::LogMissesBase, found) {
+                return v;
+            }
         }
-        match &s.end {
-            ScanEnd::Clean => {}
+        let (case, found) = match &s.end {
+            ScanEnd::Clean => (Case::Clean, Found::at(i, 0, None, String::new())),
             // Rotation cuts a segment to its records and fsyncs it before the next
             // one exists, so only the last segment can still hold preallocated zeros.
-            ScanEnd::Preallocated { offset } if i != last => {
-                return corrupt(
+            ScanEnd::Preallocated { offset } if i != last => (
+                Case::PreallocatedNotLast,
+                Found::at(
                     i,
                     *offset,
                     Some(s.next_seq),
                     "zero-filled tail in a segment that is not the last".into(),
-                );
-            }
-            ScanEnd::Preallocated { .. } => {}
+                ),
+            ),
+            ScanEnd::Preallocated { offset } => (
+                Case::PreallocatedLast,
+                Found::at(i, *offset, None, String::new()),
+            ),
             ScanEnd::SeqBreak {
                 offset,
                 expected,
                 found,
-            } => {
-                return corrupt(
+            } => (
+                Case::SeqBreak,
+                Found::at(
                     i,
                     *offset,
                     Some(*found),
                     format!("seq {found} where {expected} was expected"),
-                );
-            }
+                ),
+            ),
             ScanEnd::Damaged {
                 offset,
                 problem,
                 resync: Some((at, seq)),
-            } => {
-                return corrupt(
+            } => (
+                Case::DamageWithSuccessor,
+                Found::at(
                     i,
                     *offset,
                     Some(s.next_seq),
                     format!("{problem}, followed by a valid record (seq {seq} at offset {at})"),
-                );
-            }
+                ),
+            ),
+            ScanEnd::Damaged {
+                offset,
+                problem,
+                resync: None,
+            } if i != last => (
+                Case::DamageNotLast,
+                Found::at(
+                    i,
+                    *offset,
+                    Some(s.next_seq),
+                    format!("{problem} in a segment that is not the last"),
+                ),
+            ),
+            ScanEnd::Damaged {
+                offset,
+                problem,
+                resync: None,
+            } if s.next_seq <= base_seq => (
+                Case::TornBelowBase,
+                Found::at(
+                    i,
+                    *offset,
+                    Some(s.next_seq),
+                    format!(
+                        "{problem}, and the records lost were covered by the snapshot at {base_seq}"
+                    ),
+                ),
+            ),
             ScanEnd::Damaged {
                 offset,
                 problem,
                 resync: None,
             } => {
-                if i != last {
-                    return corrupt(
-                        i,
-                        *offset,
-                        Some(s.next_seq),
-                        format!("{problem} in a segment that is not the last"),
-                    );
-                }
-                if s.next_seq <= base_seq {
-                    return corrupt(
-                        i,
-                        *offset,
-                        Some(s.next_seq),
-                        format!(
-                            "{problem}, and the records lost were covered by the snapshot at {base_seq}"
-                        ),
-                    );
-                }
-                return Verdict::TornTail(TornTail {
-                    segment: i,
-                    offset: *offset,
-                    bytes: s.file_len - offset,
-                    whole_file: false,
-                    reason: problem.clone(),
-                });
+                let mut f = Found::at(i, *offset, None, problem.clone());
+                f.bytes = s.file_len.saturating_sub(*offset);
+                (Case::TornTail, f)
             }
+        };
+        if let Some(v) = act(case, found) {
+            return v;
         }
         expect_first = Some(s.next_seq);
     }
     let next = scans[last].next_seq;
     if next <= base_seq {
-        return corrupt(
+        let found = Found::at(
             last,
             scans[last].valid_len,
             Some(next),
@@ -311,8 +581,11 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
                 next - 1
             ),
         );
+        if let Some(v) = act(Case::LogMissesBase, found) {
+            return v;
+        }
     }
-    Verdict::Clean
+    clean()
 }
 
 #[cfg(test)]
@@ -350,6 +623,80 @@ mod tests {
                 Ok(())
             }
         })
+    }
+
+    // ---- FORMAT.md's segment table is ROWS ----
+
+    /// The segment table of FORMAT.md §6: (finding, verdict) per row.
+    fn format_md_rows() -> Vec<(String, String)> {
+        let doc = include_str!("../../FORMAT.md");
+        let start = doc
+            .find("**Segments** (`classify`)")
+            .expect("FORMAT.md §6 has the segment table");
+        let mut rows = Vec::new();
+        let mut in_table = false;
+        for line in doc[start..].lines() {
+            if let Some(inner) = line.strip_prefix("| ").and_then(|l| l.strip_suffix(" |")) {
+                in_table = true;
+                let cells: Vec<&str> = inner.split(" | ").collect();
+                assert_eq!(cells.len(), 2, "a row of two cells: {line}");
+                rows.push((cells[0].to_string(), cells[1].to_string()));
+            } else if line.starts_with("|---") {
+                continue;
+            } else if in_table {
+                break;
+            }
+        }
+        // The header row.
+        assert_eq!(rows.remove(0), ("finding".into(), "verdict".into()));
+        rows
+    }
+
+    #[test]
+    fn format_md_segment_table_is_the_rows_classify_executes() {
+        let doc = format_md_rows();
+        assert_eq!(doc.len(), ROWS.len(), "FORMAT.md §6 and ROWS differ in length");
+        for (i, (row, (finding, verdict))) in ROWS.iter().zip(&doc).enumerate() {
+            assert_eq!(row.finding, finding, "row {i} ({:?}): finding", row.case);
+            assert_eq!(row.verdict, verdict, "row {i} ({:?}): verdict", row.case);
+        }
+    }
+
+    #[test]
+    fn each_rows_action_is_what_its_verdict_says() {
+        for row in &ROWS {
+            let said = if row.verdict == "torn tail: the whole file" {
+                Action::TornFile
+            } else if row.verdict.starts_with("torn tail") {
+                Action::TornTail
+            } else if row.verdict.starts_with("clean") {
+                Action::Clean
+            } else if row.verdict.starts_with("ignored") {
+                Action::Ignore
+            } else if row.verdict.starts_with("corruption") {
+                Action::Corrupt
+            } else {
+                panic!("a verdict with no action: {}", row.verdict)
+            };
+            assert_eq!(row.action, said, "{:?}: {}", row.case, row.verdict);
+        }
+    }
+
+    #[test]
+    fn classify_acts_on_the_row_it_finds() {
+        // The same finding under each case's row: the verdict's kind is the row's.
+        for row in &ROWS {
+            let v = act(row.case, Found::at(0, 7, Some(3), "why".into()));
+            match (row.action, v) {
+                (Action::Clean | Action::Ignore, None) => {}
+                (Action::Corrupt, Some(Verdict::Corrupt(c))) => {
+                    assert_eq!((c.offset, c.seq, c.reason.as_str()), (7, Some(3), "why"))
+                }
+                (Action::TornTail, Some(Verdict::TornTail(t))) => assert!(!t.whole_file),
+                (Action::TornFile, Some(Verdict::TornTail(t))) => assert!(t.whole_file),
+                (a, v) => panic!("{:?}: action {a:?} gave {v:?}", row.case),
+            }
+        }
     }
 
     // ---- the recovery table, row by row ----

@@ -5,10 +5,10 @@
 //! [`Machine::write_snapshot`](super::Machine::write_snapshot) do.
 
 use super::error::{Error, Result};
+use super::files::write_file_atomic;
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
 use super::seal::{Key, StoreId};
 use super::table::{Table, TableSpec, TableWriter};
-use super::tools::write_file_atomic;
 use super::vfs::Vfs;
 use std::path::Path;
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use super::format::*;
 use crate::engine::error::{Error, Result};
 use crate::engine::format::{Codec, TEMP_MARKER, masked_crc};
 use crate::engine::seal::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag};
-use crate::engine::tools::random_suffix;
+use crate::engine::files::random_suffix;
 use crate::engine::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -253,11 +253,8 @@ impl TableWriter {
 
     fn check_usable(&self) -> Result<()> {
         if self.failed {
-            return Err(Error::Poisoned {
-                cause: format!(
-                    "an earlier write to table temp file {} failed",
-                    self.temp.display()
-                ),
+            return Err(Error::TableWriterFailed {
+                path: self.temp.clone(),
             });
         }
         Ok(())

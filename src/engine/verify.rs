@@ -1,117 +1,18 @@
-//! Store-level tools that need no state type: atomic file installation,
-//! quarantine of torn tails, read-only verification and record dumps.
+//! Read-only verification: [`verify`] and its variants classify every byte of
+//! a store ([`Integrity`]) without a lock and without changing anything.
 
+use super::dir::check_dir;
 use super::error::{Error, Result};
 use super::format::*;
-use super::frame::decode_segment_header;
 use super::load::{
-    LoadSpec, RecoveryReport, check_key, is_vanished, list_store, load_every_segment,
-    record_payload,
+    LoadSpec, RecoveryReport, TornTailReport, list_store, load_every_segment, with_retries,
 };
-use super::scan::scan_segment;
-use super::seal::{Key, StoreId, id_mismatch};
+use super::seal::Key;
 use super::snapshot::SnapshotData;
-use super::store::check_dir;
 use super::table::Table;
-use super::vfs::{Vfs, retry_interrupted, write_all_at};
-use std::hash::{BuildHasher, Hasher};
+use super::vfs::Vfs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// A random suffix for temp names (std's SipHash keys come from the OS's randomness).
-pub(crate) fn random_suffix() -> String {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
-}
-
-/// Installs `bytes` as `dir/name`: a new temp file in the same directory (created
-/// exclusively, never through a symlink), fsync, rename over `name`, fsync the
-/// directory. A failure at any step leaves the previous `name` intact.
-pub fn write_file_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    let target = dir.join(name);
-    let temp = dir.join(format!("{name}{TEMP_MARKER}{}", random_suffix()));
-    let r = (|| {
-        let f = vfs
-            .create_new(&temp)
-            .map_err(|e| Error::io("create temp file", &temp, e))?;
-        write_all_at(f.as_ref(), bytes, 0).map_err(|e| Error::io("write temp file", &temp, e))?;
-        retry_interrupted(|| f.sync_all()).map_err(|e| Error::io("fsync temp file", &temp, e))?;
-        retry_interrupted(|| vfs.rename(&temp, &target))
-            .map_err(|e| Error::io("rename temp file", &target, e))
-    })();
-    if r.is_err() {
-        let _ = vfs.remove(&temp);
-        return r;
-    }
-    // Until the directory is synced the rename may not survive a crash; the caller
-    // must not delete anything the new file replaces before this returns Ok.
-    retry_interrupted(|| vfs.sync_dir(dir))
-        .map_err(|e| Error::io("fsync directory after rename", dir, e))
-}
-
-/// Copies the bytes of `segment` from `offset` on into a new side file
-/// `<segment>.broken-<offset>` (fsynced), so nothing is destroyed irrecoverably.
-pub fn quarantine(vfs: &dyn Vfs, dir: &Path, segment: &Path, offset: u64) -> Result<PathBuf> {
-    let bytes = vfs
-        .read(segment)
-        .map_err(|e| Error::io("read torn segment", segment, e))?;
-    let bytes: &[u8] = (*bytes).as_ref();
-    let tail = bytes.get(offset as usize..).unwrap_or(&[]);
-    let base = segment
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("segment");
-    for n in 0..1000u32 {
-        let name = match n {
-            0 => format!("{base}{QUARANTINE_MARKER}{offset}"),
-            n => format!("{base}{QUARANTINE_MARKER}{offset}.{n}"),
-        };
-        let path = dir.join(name);
-        let f = match vfs.create_new(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                // An earlier open that kept these very bytes and then failed
-                // (before its truncate): reuse its copy rather than add another.
-                let same = vfs
-                    .read(&path)
-                    .is_ok_and(|b| !tail.is_empty() && (*b).as_ref() == tail);
-                if same {
-                    let f = vfs
-                        .open_write(&path)
-                        .map_err(|e| Error::io("open quarantine file", &path, e))?;
-                    retry_interrupted(|| f.sync_all())
-                        .map_err(|e| Error::io("fsync quarantine file", &path, e))?;
-                    retry_interrupted(|| vfs.sync_dir(dir))
-                        .map_err(|e| Error::io("fsync store directory", dir, e))?;
-                    return Ok(path);
-                }
-                continue;
-            }
-            Err(e) => return Err(Error::io("create quarantine file", &path, e)),
-        };
-        let written = write_all_at(f.as_ref(), tail, 0)
-            .map_err(|e| Error::io("write quarantine file", &path, e))
-            .and_then(|()| {
-                retry_interrupted(|| f.sync_all())
-                    .map_err(|e| Error::io("fsync quarantine file", &path, e))
-            });
-        if let Err(e) = written {
-            // A failed copy (a full disk) leaves no file behind: every retry
-            // would otherwise add one more empty `.broken-…` file.
-            drop(f);
-            let _ = vfs.remove(&path);
-            return Err(e);
-        }
-        retry_interrupted(|| vfs.sync_dir(dir))
-            .map_err(|e| Error::io("fsync store directory", dir, e))?;
-        return Ok(path);
-    }
-    Err(Error::Mismatch {
-        path: segment.to_path_buf(),
-        reason: "too many quarantine files for one offset".into(),
-    })
-}
 
 /// The classification `verify` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,23 +126,6 @@ fn leftovers(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-const READ_RETRIES: usize = 20;
-
-/// Runs a read-only load, retrying when a concurrent compaction deletes a file
-/// between listing and reading it.
-pub(crate) fn with_retries<T>(mut f: impl FnMut() -> Result<T>) -> Result<T> {
-    let mut n = 0;
-    loop {
-        match f() {
-            Err(e) if is_vanished(&e) && n < READ_RETRIES => {
-                n += 1;
-                std::thread::sleep(std::time::Duration::from_millis(1 << n.min(6)));
-            }
-            r => return r,
-        }
-    }
-}
-
 /// ```
 /// # use runlog::engine::Machine;
 /// # use serde::{Deserialize, Serialize};
@@ -342,7 +226,7 @@ pub fn verify_as<M: super::Machine>(
 /// `MAX_JSONL_HEADER_LEN`), or the start of a JSONL header line without its
 /// newline. A concurrent compaction's rotation shows exactly this to a
 /// reader; it is an empty segment, not damage.
-fn header_not_written_yet(vfs: &dyn Vfs, t: &super::load::TornTailReport) -> bool {
+fn header_not_written_yet(vfs: &dyn Vfs, t: &TornTailReport) -> bool {
     // Only a rotation's segment (never the first, seq 1): a store whose first
     // segment has no header is a torn creation, reported as such (§5.1).
     let rotated = t
@@ -412,74 +296,4 @@ fn integrity_of_error(e: Error) -> Result<VerifyReport> {
         recovery: RecoveryReport::default(),
         leftovers: vec![],
     })
-}
-
-/// Calls `f(seq, payload)` for every valid record in every segment, oldest first,
-/// up to the first damage. Returns the store's codec. Read-only.
-pub fn for_each_record(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    f: impl FnMut(u64, &[u8]),
-) -> Result<Option<Codec>> {
-    for_each_record_with_key(vfs, dir, None, f)
-}
-
-/// [`for_each_record`] of a keyed store (with its key: each record's tag is
-/// checked before `f` sees its payload, and a mismatch stops the walk with
-/// [`Error::Tampered`]) or of an unkeyed one (`None`). The wrong choice is
-/// [`Error::Key`].
-pub fn for_each_record_with_key(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    key: Option<&Key>,
-    mut f: impl FnMut(u64, &[u8]),
-) -> Result<Option<Codec>> {
-    check_dir(vfs, dir)?;
-    let listing = list_store(vfs, dir)?;
-    let mut codec = None;
-    // The first readable header names the store (`Some(None)`: unkeyed).
-    let mut store: Option<Option<StoreId>> = None;
-    for (_, name) in &listing.segments {
-        let path = dir.join(name);
-        let bytes = match vfs.read(&path) {
-            Ok(b) => b,
-            // Compacted away since the listing: its records are in a snapshot now.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io("read segment", &path, e)),
-        };
-        let bytes: &[u8] = (*bytes).as_ref();
-        let header = decode_segment_header(bytes).ok();
-        if let Some(h) = &header {
-            super::load::check_key_check(&path, key, h)?;
-            match store {
-                None => {
-                    check_key(dir, key, h.store_id.as_ref())?;
-                    store = Some(h.store_id);
-                }
-                Some(s) if s != h.store_id => {
-                    return Err(Error::Tampered {
-                        path,
-                        offset: 0,
-                        seq: Some(h.first_seq),
-                        what: id_mismatch("segment", h.store_id.as_ref(), s.as_ref()),
-                    });
-                }
-                Some(_) => {}
-            }
-        }
-        // No record is read past an unreadable header, so `None` reads nothing.
-        let seal = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
-        let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
-            let payload = match &seal {
-                Some((key, id, c)) => {
-                    record_payload(Some((key, id)), *c, &path, bytes, offset, seq, body)?
-                }
-                None => body,
-            };
-            f(seq, payload);
-            Ok(())
-        })?;
-        codec = codec.or(scan.codec);
-    }
-    Ok(codec)
 }

@@ -1,0 +1,278 @@
+//! Appending: staging framed records under the writer's lock, writing them
+//! (or handing them to the next fsync leader), and the group-commit glue that
+//! waits for an fsync to cover them.
+
+use super::Machine;
+use super::codec::encode_payload;
+use super::compact;
+use super::error::{Error, Result};
+use super::format::*;
+use super::frame::encode_record_tagged;
+use super::options::SyncPolicy;
+use super::seal::{Key, StoreId, TAG_LEN, record_tag};
+use super::shared::{Inner, Shared, lock};
+use super::store::Store;
+use super::vfs::{retry_interrupted, write_all_at};
+use std::sync::atomic::Ordering;
+
+impl<M: Machine> Store<M> {
+    /// Appends one transition and returns its seq once durable under the sync policy.
+    ///
+    /// `M::apply` runs first: a transition it refuses returns [`Error::Refused`] and
+    /// nothing is written. `apply` must leave the state unchanged when it refuses.
+    pub fn append(&self, t: &M::Transition) -> Result<u64> {
+        match self.append_batch(std::slice::from_ref(t)).pop() {
+            Some(r) => r,
+            None => unreachable!("one result per transition"),
+        }
+    }
+
+    /// Appends several transitions with one write and one fsync. Each is applied
+    /// in order and accepted or refused on its own; the result for each is its seq
+    /// or its error. Accepted ones are durable when this returns.
+    pub fn append_batch(&self, ts: &[M::Transition]) -> Vec<Result<u64>> {
+        let s = &*self.shared;
+        let mut results = Vec::with_capacity(ts.len());
+        let (last, want_compact) = {
+            let mut g = lock(&s.inner);
+            if let Some(cause) = &g.poisoned {
+                return ts
+                    .iter()
+                    .map(|_| {
+                        Err(Error::Poisoned {
+                            cause: cause.clone(),
+                        })
+                    })
+                    .collect();
+            }
+            let mut batch = std::mem::take(&mut g.frame);
+            batch.clear();
+            let mut last = None;
+            let first = g.next_seq;
+            let mut payload = std::mem::take(&mut g.payload);
+            // Each record carries the durable watermark it was written under, so
+            // recovery can tell a crash's unsynced hole from damage to synced data.
+            let synced = s.durable();
+            for t in ts {
+                results.push(stage(
+                    s.codec,
+                    s.seal.as_ref(),
+                    &mut g,
+                    t,
+                    synced,
+                    &mut payload,
+                    &mut batch,
+                ));
+                if let Some(Ok(seq)) = results.last() {
+                    last = Some(*seq);
+                }
+            }
+            let written = if batch.is_empty() {
+                Ok(())
+            } else {
+                s.prepare_or_poison(&mut g).and_then(|_| {
+                    // A deferred open that made the replayed tail durable on its
+                    // own raised the watermark: the records carry the new one.
+                    if s.durable() > synced {
+                        reframe(s, ts, &results, s.durable(), &mut payload, &mut batch)?;
+                    }
+                    s.write_frames(&mut g, &batch, first)
+                })
+            };
+            g.payload = payload;
+            g.frame = batch;
+            if let Err(e) = written {
+                let cause = e.poison_cause();
+                s.poison(&mut g, cause.clone());
+                return ts
+                    .iter()
+                    .map(|_| {
+                        Err(Error::Poisoned {
+                            cause: cause.clone(),
+                        })
+                    })
+                    .collect();
+            }
+            // Not before a deferred open's first write (all refused so far).
+            (last, g.pending.is_none() && s.wants_compaction(&g))
+        };
+        if let Some(seq) = last {
+            s.stats.appends.fetch_add(
+                results.iter().filter(|r| r.is_ok()).count() as u64,
+                Ordering::Relaxed,
+            );
+            // Interval and Never acknowledge once written; the flusher (or sync) fsyncs.
+            let wait = matches!(s.opts.sync, SyncPolicy::Always | SyncPolicy::Grouped { .. });
+            if wait && let Err(e) = s.wait_durable(seq) {
+                let cause = e.poison_cause();
+                for r in results.iter_mut().filter(|r| r.is_ok()) {
+                    *r = Err(Error::Poisoned {
+                        cause: cause.clone(),
+                    });
+                }
+                return results;
+            }
+        }
+        if want_compact {
+            compact::spawn_background(&self.shared);
+        }
+        results
+    }
+
+    /// Makes every accepted transition durable now, whatever the sync policy.
+    pub fn sync(&self) -> Result<()> {
+        let last = {
+            let mut g = lock(&self.shared.inner);
+            if let Some(cause) = &g.poisoned {
+                return Err(Error::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            self.shared.prepare_or_poison(&mut g)?;
+            g.next_seq - 1
+        };
+        self.shared.wait_durable(last)
+    }
+}
+
+fn stage<M: Machine>(
+    codec: Codec,
+    seal: Option<&(Key, StoreId)>,
+    g: &mut Inner<M>,
+    t: &M::Transition,
+    synced: u64,
+    payload: &mut Vec<u8>,
+    batch: &mut Vec<u8>,
+) -> Result<u64> {
+    encode_payload(codec, t, payload).map_err(|reason| Error::Codec {
+        path: None,
+        seq: None,
+        reason,
+    })?;
+    // A keyed store's tag travels inside the frame and counts against the limit.
+    let max = u64::from(MAX_RECORD_LEN) - if seal.is_some() { TAG_LEN as u64 } else { 0 };
+    if payload.len() as u64 > max {
+        return Err(Error::TooLarge {
+            what: "record",
+            len: payload.len() as u64,
+            max,
+        });
+    }
+    M::apply(&mut g.state, t).map_err(|e| match M::take_fault(&mut g.state) {
+        // Damage met while reading the state is not the rules' refusal.
+        Some(fault) => fault,
+        None => Error::Refused(Box::new(e)),
+    })?;
+    let seq = g.next_seq;
+    let tag = seal.map(|(key, id)| record_tag(key, id, seq, payload));
+    encode_record_tagged(codec, seq, synced, payload, tag.as_ref(), batch);
+    g.next_seq += 1;
+    Ok(seq)
+}
+
+/// Frames the accepted transitions of `ts` again under the watermark `synced`.
+fn reframe<M: Machine>(
+    s: &Shared<M>,
+    ts: &[M::Transition],
+    results: &[Result<u64>],
+    synced: u64,
+    payload: &mut Vec<u8>,
+    batch: &mut Vec<u8>,
+) -> Result<()> {
+    batch.clear();
+    for (t, r) in ts.iter().zip(results) {
+        if let Ok(seq) = r {
+            encode_payload(s.codec, t, payload).map_err(|reason| Error::Codec {
+                path: None,
+                seq: Some(*seq),
+                reason,
+            })?;
+            let tag = s
+                .seal
+                .as_ref()
+                .map(|(key, id)| record_tag(key, id, *seq, payload));
+            encode_record_tagged(s.codec, *seq, synced, payload, tag.as_ref(), batch);
+        }
+    }
+    Ok(())
+}
+
+impl<M: Machine> Shared<M> {
+    /// Puts framed records at the end of the active segment, rotating first when
+    /// full: staged for the next fsync leader to write (`Always`/`Grouped`, whose
+    /// appenders wait for that fsync anyway), or written now (`Interval`/`Never`,
+    /// which acknowledge once written).
+    pub(crate) fn write_frames(
+        &self,
+        g: &mut Inner<M>,
+        frames: &[u8],
+        first_in_batch: u64,
+    ) -> Result<()> {
+        if g.active_len + frames.len() as u64 > self.opts.segment_bytes
+            && first_in_batch > g.active.first_seq
+        {
+            self.rotate(g, first_in_batch)?;
+        }
+        let a = g.active.clone();
+        let end = g.active_len + frames.len() as u64;
+        self.preallocate(g, end)?;
+        if self.stages() {
+            g.staged.extend_from_slice(frames);
+        } else {
+            write_all_at(a.file.as_ref(), frames, g.active_len)
+                .map_err(|e| Error::io("append to segment", &a.path, e))?;
+        }
+        g.active_len = end;
+        g.active_alloc = g.active_alloc.max(end);
+        g.log_bytes_since_snapshot += frames.len() as u64;
+        Ok(())
+    }
+
+    /// Waits until `seq` is durable, leading an fsync when no one else is.
+    pub(crate) fn wait_durable(&self, seq: u64) -> Result<()> {
+        let linger = match self.opts.sync {
+            SyncPolicy::Grouped { linger } => Some(linger),
+            _ => None,
+        };
+        self.group
+            .wait_durable(seq, || {
+                if let Some(d) = linger.filter(|d| !d.is_zero()) {
+                    std::thread::sleep(d);
+                }
+                let (target, active, mut staged, at, io) = {
+                    let mut g = lock(&self.inner);
+                    let io = lock(&self.io);
+                    let staged = std::mem::take(&mut g.staged);
+                    let at = g.active_len - staged.len() as u64;
+                    (g.next_seq - 1, g.active.clone(), staged, at, io)
+                };
+                self.group.announce(target);
+                // One write for every record staged since the last leader, then the
+                // fsync, both outside `inner`: appenders keep staging meanwhile.
+                if !staged.is_empty() {
+                    write_all_at(active.file.as_ref(), &staged, at).map_err(|e| {
+                        Error::io("append to segment", &active.path, e).poison_cause()
+                    })?;
+                }
+                let r = self.group.fsync(active.path.display(), || {
+                    retry_interrupted(|| active.file.sync_data())
+                });
+                drop(io);
+                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                if !staged.is_empty() {
+                    // Hand the buffer back for reuse.
+                    staged.clear();
+                    let mut g = lock(&self.inner);
+                    if g.staged.is_empty() && g.staged.capacity() < staged.capacity() {
+                        g.staged = staged;
+                    }
+                }
+                r.map(|()| target)
+                    .map_err(|e| Error::io("fsync segment", &active.path, e).poison_cause())
+            })
+            .map_err(|cause| {
+                lock(&self.inner).poisoned.get_or_insert(cause.clone());
+                Error::Poisoned { cause }
+            })
+    }
+}

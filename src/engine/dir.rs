@@ -1,0 +1,68 @@
+//! The store's directory: the safety check every open makes, and durable
+//! creation (the new name fsynced in its parent).
+
+use super::error::{Error, Result};
+use super::vfs::{Vfs, retry_interrupted};
+use std::path::Path;
+
+pub(crate) fn check_dir(vfs: &dyn Vfs, dir: &Path) -> Result<()> {
+    let mode = vfs.dir_mode(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound {
+            path: dir.to_path_buf(),
+        },
+        std::io::ErrorKind::InvalidInput => Error::Unsafe {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        },
+        _ => Error::io("stat store directory", dir, e),
+    })?;
+    if mode & 0o022 != 0 {
+        return Err(Error::Unsafe {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "the directory is writable by other users (mode {mode:o}); chmod go-w it"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Creates directory `dir` (0700) if absent, and makes its name durable: the
+/// parent is fsynced after a create. `EINTR` is retried; a directory that
+/// exists already (a concurrent creator, or an interrupted call that did
+/// create it) is not an error, and its parent is fsynced too, since its
+/// creator may not have got that far.
+pub fn create_dir_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Result<()> {
+    loop {
+        match vfs.create_dir(dir) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => break,
+            Err(e) => return Err(Error::io(op, dir, e)),
+        }
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        retry_interrupted(|| vfs.sync_dir(parent))
+            .map_err(|e| Error::io("fsync parent directory", parent, e))?;
+    }
+    Ok(())
+}
+
+/// [`create_dir_durable`] of `dir` and every missing ancestor, outermost
+/// first, each name made durable in its parent.
+pub fn create_dir_all_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut d = Some(dir);
+    while let Some(p) = d.filter(|p| !p.as_os_str().is_empty()) {
+        match vfs.dir_mode(p) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(p),
+            Err(e) => return Err(Error::io(op, p, e)),
+        }
+        d = p.parent();
+    }
+    for p in missing.into_iter().rev() {
+        create_dir_durable(vfs, p, op)?;
+    }
+    Ok(())
+}

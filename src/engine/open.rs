@@ -1,0 +1,349 @@
+//! Opening a store for writing: the directory, the lock, recovery's load, and
+//! the writer's state built from what it found. What recovery must change on
+//! disk is planned here and done by [`repair`](super::repair) before the first
+//! write (FORMAT.md §5.5).
+
+use super::Machine;
+use super::dir::{check_dir, create_dir_durable};
+use super::error::{Error, Result};
+use super::format::*;
+use super::group::GroupCommit;
+use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one};
+use super::lock::take_lock;
+use super::options::{Options, Stats, SyncPolicy};
+use super::pending::{LastSegment, Pending, TornPlan};
+use super::recovery::Verdict;
+use super::seal::{Key, StoreId, new_store_id};
+use super::segment::create_segment;
+use super::shared::{Active, CompactionState, Inner, Shared, lock};
+use super::store::{Store, spawn_flusher};
+use super::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// The active segment of a writer whose open is not finished: never written
+/// (every path that writes prepares first); an error, not a panic, if it were.
+#[derive(Debug)]
+struct NotOpened;
+
+impl NotOpened {
+    fn err() -> std::io::Error {
+        std::io::Error::other("segment not opened: the writer's open is not finished")
+    }
+}
+
+impl VfsFile for NotOpened {
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<usize> {
+        Err(Self::err())
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Err(Self::err())
+    }
+    fn sync_all(&self) -> std::io::Result<()> {
+        Err(Self::err())
+    }
+    fn set_len(&self, _: u64) -> std::io::Result<()> {
+        Err(Self::err())
+    }
+}
+
+impl<M: Machine> Store<M> {
+    /// Opens (or, with `opts.create`, creates) the store in `dir` for writing.
+    ///
+    /// Recovery replays the log over the newest valid snapshot. A torn tail is
+    /// copied to a `.broken-<offset>` file beside its segment, then truncated away;
+    /// any other damage fails the open with an [`Error::Corrupt`] and changes nothing.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store<M>> {
+        let mut store = Self::open_deferred(dir, opts)?;
+        store.finish_open()?;
+        Ok(store)
+    }
+
+    /// [`Store::open`] that changes nothing on disk yet (beyond the `LOCK` file's
+    /// holder text, and creating a store that does not exist): the torn-tail
+    /// quarantine, the rewrite of the bytes not known durable and the choice of
+    /// the active segment wait for the first accepted append (or `sync`,
+    /// `compact`), which writes that rewrite together with its records and
+    /// covers both with one fsync. A refused append then leaves every segment
+    /// and snapshot as it was. The state read before that first write may
+    /// include records not yet known durable; nothing is acknowledged on top of
+    /// them until they are.
+    pub(crate) fn open_deferred(dir: impl AsRef<Path>, opts: Options) -> Result<Store<M>> {
+        let dir = dir.as_ref().to_path_buf();
+        let vfs = opts.vfs.clone();
+        match check_dir(vfs.as_ref(), &dir) {
+            Err(Error::NotFound { .. }) if opts.create => {
+                // Another creator may win the race to the name: its directory
+                // is as good as ours (checked below, then the lock decides).
+                create_dir_durable(vfs.as_ref(), &dir, "create store directory")?;
+                check_dir(vfs.as_ref(), &dir)?;
+            }
+            r => r?,
+        }
+        let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
+        let mut decode_state = M::decode_snapshot;
+        let mut apply = replay_one::<M>;
+        let progress = opts.progress.clone();
+        let loaded = match load(
+            vfs.as_ref(),
+            &dir,
+            LoadSpec {
+                mapped: true,
+                upto: None,
+                decode_state: &mut decode_state,
+                apply: &mut apply,
+                progress: progress.as_deref(),
+                key: opts.key.as_ref(),
+            },
+        ) {
+            Err(Error::NotFound { .. }) if opts.create => None,
+            Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
+            r => Some(r?),
+        };
+        // A state this build must not write to (a newer schema): refused before
+        // recovery changes a byte.
+        if let Some(l) = &loaded {
+            M::check_state(&l.state).map_err(|reason| Error::Unsupported {
+                path: dir.clone(),
+                reason,
+            })?;
+        }
+        let (inner, codec, store_id, report, durable) = match loaded {
+            None => {
+                // A store created with a key is keyed, under a new random id.
+                let id = opts.key.as_ref().map(|_| new_store_id());
+                let seal = opts.key.as_ref().zip(id.as_ref());
+                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, seal)?;
+                let durable = inner.next_seq - 1;
+                (inner, codec, id, report, durable)
+            }
+            Some(mut l) => {
+                if l.report.codec.is_none() {
+                    // Only a torn first segment header: nothing says which codec the
+                    // store was being created with, so it gets the one asked for now
+                    // (and is keyed when a key is given now).
+                    l.codec = opts.codec;
+                    l.report.codec = Some(opts.codec);
+                    l.store_id = opts.key.as_ref().map(|_| new_store_id());
+                }
+                if opts.create
+                    && l.codec != opts.codec
+                    && l.next_seq == 1
+                    && l.report.snapshot_seq.is_none()
+                {
+                    // An empty store created with another codec: leave it be, say so.
+                    return Err(Error::Mismatch {
+                        path: dir,
+                        reason: format!(
+                            "store exists with codec {}, {} was asked for",
+                            l.codec.name(),
+                            opts.codec.name()
+                        ),
+                    });
+                }
+                let id = l.store_id;
+                let (inner, codec, report, durable) = Self::resume(&dir, l)?;
+                (inner, codec, id, report, durable)
+            }
+        };
+        let seal = opts.key.clone().zip(store_id);
+        let shared = Arc::new(Shared {
+            dir,
+            vfs,
+            codec,
+            seal,
+            opts,
+            inner: Mutex::new(inner),
+            group: GroupCommit::new(durable),
+            io: Mutex::new(()),
+            compaction: Mutex::new(CompactionState::default()),
+            compaction_done: Condvar::new(),
+            stats: Stats::default(),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            _lock: guard,
+        });
+        let flusher = match shared.opts.sync {
+            SyncPolicy::Interval(every) => Some(spawn_flusher(Arc::downgrade(&shared), every)),
+            _ => None,
+        };
+        Ok(Store {
+            shared,
+            flusher,
+            closed: false,
+            report,
+        })
+    }
+
+    fn fresh(
+        vfs: &dyn Vfs,
+        dir: &Path,
+        codec: Codec,
+        seal: Option<(&Key, &StoreId)>,
+    ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
+        let (active, len) = create_segment(vfs, dir, codec, 1, seal)?;
+        let inner = Inner {
+            state: M::State::default(),
+            next_seq: 1,
+            active: Arc::new(active),
+            active_len: len,
+            active_alloc: len,
+            staged: Vec::new(),
+            payload: Vec::new(),
+            frame: Vec::new(),
+            poisoned: None,
+            segments: vec![1],
+            snapshots: vec![],
+            log_bytes_since_snapshot: 0,
+            last_snapshot_bytes: 0,
+            pending: None,
+        };
+        Ok((
+            inner,
+            codec,
+            RecoveryReport {
+                codec: Some(codec),
+                ..Default::default()
+            },
+        ))
+    }
+
+    /// Builds the writer's state from what `load` found, without writing: the
+    /// torn-tail quarantine, the rewrite of what is not known durable and the
+    /// choice of the active segment are left in `Inner::pending` for
+    /// [`Shared::prepare`] (FORMAT.md §5.5 steps 3–5). Returns the durable
+    /// watermark the records on disk prove.
+    fn resume(dir: &Path, l: Loaded<M::State>) -> Result<(Inner<M>, Codec, RecoveryReport, u64)> {
+        let Loaded {
+            state,
+            listing,
+            scans,
+            first_scanned,
+            unsynced,
+            unsynced_bytes,
+            verdict,
+            codec,
+            next_seq,
+            mut report,
+            ..
+        } = l;
+        let mut segments: Vec<u64> = listing.segments.iter().map(|s| s.0).collect();
+        let mut torn = None;
+        if let Verdict::TornTail(t) = &verdict {
+            let path = dir.join(&listing.segments[first_scanned + t.segment].1);
+            if t.whole_file {
+                segments.pop();
+            }
+            torn = Some(TornPlan {
+                path,
+                offset: t.offset,
+                whole_file: t.whole_file,
+            });
+        }
+        // The last segment that survives the torn tail, if its scan is known (a
+        // segment left after a whole torn file was closed by a rotation: durable).
+        let last_scan = scans.last().filter(|s| s.first_seq.is_some());
+        let last = match (segments.last(), last_scan, unsynced) {
+            (Some(&first), Some(scan), Some(tail)) if scan.first_seq == Some(first) => {
+                let cut = torn.as_ref().filter(|t| !t.whole_file).map(|t| t.offset);
+                let end = cut.unwrap_or(scan.valid_len).min(scan.valid_len);
+                let from = tail.from.min(end);
+                let mut bytes = unsynced_bytes;
+                bytes.truncate((end - from) as usize);
+                // Every record up to the last one's `synced`, and every record of
+                // the closed segments before this one, is durable.
+                let durable = tail.watermark.unwrap_or(0).max(first - 1);
+                Some(LastSegment {
+                    path: dir.join(segment_name(first)),
+                    first_seq: first,
+                    end,
+                    from,
+                    tail: bytes,
+                    records: (next_seq - 1).saturating_sub(durable),
+                    continues: first + scan.count == next_seq,
+                    durable,
+                })
+            }
+            _ => None,
+        };
+        let durable = match &last {
+            Some(l) if !l.tail.is_empty() => l.durable.min(next_seq - 1),
+            _ => next_seq - 1,
+        };
+        // A snapshot recovery fell back past is not a base to compact on: the
+        // next compaction at its seq rewrites it, and none trims the log to it.
+        let snapshots: Vec<u64> = listing
+            .snapshots
+            .iter()
+            .filter(|s| {
+                let path = dir.join(&s.1);
+                !report.snapshot_fallbacks.iter().any(|(p, _)| *p == path)
+            })
+            .map(|s| s.0)
+            .collect();
+        let last_snapshot_bytes = report.snapshot_bytes;
+        let pending = Pending {
+            torn,
+            last,
+            temps: listing.temps.iter().map(|n| dir.join(n)).collect(),
+            next_seq,
+        };
+        let first_seq = segments.last().copied().unwrap_or(next_seq);
+        let inner = Inner {
+            state,
+            next_seq,
+            active: Arc::new(Active {
+                file: Box::new(NotOpened),
+                path: dir.join(segment_name(first_seq)),
+                first_seq,
+            }),
+            active_len: 0,
+            active_alloc: 0,
+            staged: Vec::new(),
+            payload: Vec::new(),
+            frame: Vec::new(),
+            poisoned: None,
+            segments,
+            snapshots,
+            log_bytes_since_snapshot: report
+                .bytes_scanned
+                .saturating_sub(report.bytes_below_snapshot),
+            last_snapshot_bytes,
+            pending: Some(Box::new(pending)),
+        };
+        report.last_seq = next_seq - 1;
+        Ok((inner, codec, report, durable))
+    }
+
+    /// The deferred part of the open, now; then makes every replayed record
+    /// durable, as [`Store::open`] always has.
+    fn finish_open(&mut self) -> Result<()> {
+        let s = &*self.shared;
+        let mut g = lock(&s.inner);
+        let quarantined = s.prepare_or_poison(&mut g)?;
+        if let Some(t) = self.report.torn_tail.as_mut() {
+            t.quarantined_to = quarantined;
+        }
+        let last = g.next_seq - 1;
+        if s.durable() < last {
+            // The rewritten tail (staged, or written under `Interval`/`Never`),
+            // durable before the open returns. Not an acknowledgement: not
+            // counted in `Stats::fsyncs`.
+            let a = g.active.clone();
+            let staged = std::mem::take(&mut g.staged);
+            let at = g.active_len - staged.len() as u64;
+            let r = write_all_at(a.file.as_ref(), &staged, at)
+                .map_err(|e| Error::io("rewrite last segment", &a.path, e))
+                .and_then(|()| {
+                    retry_interrupted(|| a.file.sync_data())
+                        .map_err(|e| Error::io("fsync replayed segment", &a.path, e))
+                });
+            if let Err(e) = r {
+                s.poison(&mut g, e.poison_cause());
+                return Err(e);
+            }
+            s.group.advance(last);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,41 @@
+//! The plan a writer's open leaves for its first write (FORMAT.md §5.5 steps
+//! 3–5): plain data, made by `open.rs` and carried out by `repair.rs`.
+
+use std::path::PathBuf;
+
+/// What a writer's open leaves for `Shared::prepare` (in `repair.rs`), done before the first
+/// write (FORMAT.md §5.5 steps 3–5). Until then nothing in the store has changed.
+pub(crate) struct Pending {
+    pub(crate) torn: Option<TornPlan>,
+    /// The last segment that survives the torn tail.
+    pub(crate) last: Option<LastSegment>,
+    /// Leftover temp files of an interrupted snapshot install.
+    pub(crate) temps: Vec<PathBuf>,
+    /// The seq after the replayed history. The first batch is staged (and its
+    /// seqs taken) before `prepare` runs: `Inner::next_seq` may be past it.
+    pub(crate) next_seq: u64,
+}
+
+/// A torn tail to quarantine and cut.
+pub(crate) struct TornPlan {
+    pub(crate) path: PathBuf,
+    pub(crate) offset: u64,
+    pub(crate) whole_file: bool,
+}
+
+/// The last surviving segment, as the open found it.
+pub(crate) struct LastSegment {
+    pub(crate) path: PathBuf,
+    pub(crate) first_seq: u64,
+    /// Where its valid records end (after a torn tail is cut).
+    pub(crate) end: u64,
+    /// Where the bytes not known durable begin, and those bytes (up to `end`).
+    pub(crate) from: u64,
+    pub(crate) tail: Vec<u8>,
+    /// Records in `tail`.
+    pub(crate) records: u64,
+    /// The history ends in it: appends continue there.
+    pub(crate) continues: bool,
+    /// The watermark its records prove durable.
+    pub(crate) durable: u64,
+}

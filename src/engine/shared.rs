@@ -1,0 +1,117 @@
+//! The writer's state that its parts share: [`Shared`] (the store's directory,
+//! options, the live state in [`Inner`], the group commit, the compaction slot)
+//! and the active segment. Open, append, rotation, compaction and the flusher
+//! all work on it; it knows none of them.
+//!
+//! Lock order: `inner` before `io` before `group`. Nothing holds `group` while
+//! taking `inner`.
+
+use super::Machine;
+use super::format::Codec;
+use super::group::GroupCommit;
+use super::options::{CompactionPolicy, Options, Stats, SyncPolicy};
+use super::pending::Pending;
+use super::seal::{Key, StoreId};
+use super::vfs::{Vfs, VfsFile};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+#[derive(Debug)]
+pub(crate) struct Active {
+    pub(crate) file: Box<dyn VfsFile>,
+    pub(crate) path: PathBuf,
+    pub(crate) first_seq: u64,
+}
+
+pub(crate) struct Inner<M: Machine> {
+    pub(crate) state: M::State,
+    pub(crate) next_seq: u64,
+    pub(crate) active: Arc<Active>,
+    pub(crate) active_len: u64,
+    /// The active segment's file length: `active_len` plus any preallocated zeros.
+    pub(crate) active_alloc: u64,
+    /// Framed records accepted but not yet written, under `Always`/`Grouped`: they
+    /// end at `active_len`. The next fsync leader writes them all with one `pwrite`.
+    pub(crate) staged: Vec<u8>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) frame: Vec<u8>,
+    pub(crate) poisoned: Option<String>,
+    /// First seqs of the live segments, oldest first (the last is `active`).
+    pub(crate) segments: Vec<u64>,
+    /// Seqs of the live snapshots, oldest first.
+    pub(crate) snapshots: Vec<u64>,
+    pub(crate) log_bytes_since_snapshot: u64,
+    pub(crate) last_snapshot_bytes: u64,
+    /// The rest of the open, until the first write (`None` once done).
+    pub(crate) pending: Option<Box<Pending>>,
+}
+
+pub(crate) struct Shared<M: Machine> {
+    pub(crate) dir: PathBuf,
+    pub(crate) vfs: Arc<dyn Vfs>,
+    pub(crate) codec: Codec,
+    /// A keyed store's key and id.
+    pub(crate) seal: Option<(Key, StoreId)>,
+    pub(crate) opts: Options,
+    pub(crate) inner: Mutex<Inner<M>>,
+    pub(crate) group: GroupCommit,
+    /// Held while staged records are written and fsynced outside `inner`, and by a
+    /// rotation, so that a segment is never closed under a write still in flight.
+    /// Taken after `inner` (never the other way round).
+    pub(crate) io: Mutex<()>,
+    pub(crate) compaction: Mutex<CompactionState>,
+    pub(crate) compaction_done: Condvar,
+    pub(crate) stats: Stats,
+    pub(crate) stop: Mutex<bool>,
+    pub(crate) stop_cv: Condvar,
+    pub(crate) _lock: Box<dyn Send + Sync>,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a runlog mutex leaves consistent data (every update is
+    // a single assignment after the I/O it records), so a poisoned mutex is usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<M: Machine> Shared<M> {
+    /// Whether appends are staged for the fsync leader to write.
+    pub(crate) fn stages(&self) -> bool {
+        matches!(
+            self.opts.sync,
+            SyncPolicy::Always | SyncPolicy::Grouped { .. }
+        )
+    }
+
+    /// The durable watermark: every record up to it has been fsynced.
+    pub(crate) fn durable(&self) -> u64 {
+        self.group.durable()
+    }
+
+    pub(crate) fn poison(&self, g: &mut Inner<M>, cause: String) {
+        g.poisoned.get_or_insert(cause.clone());
+        self.group.fail(cause);
+    }
+
+    pub(crate) fn wants_compaction(&self, g: &Inner<M>) -> bool {
+        match self.opts.compaction {
+            CompactionPolicy::Manual => false,
+            CompactionPolicy::Auto {
+                min_log_bytes,
+                ratio,
+            } => {
+                let log = g.log_bytes_since_snapshot;
+                log >= min_log_bytes && (log as f64) >= ratio * g.last_snapshot_bytes as f64
+            }
+        }
+    }
+}
+
+/// The compaction slot: at most one compaction runs at a time, and a failed
+/// background one leaves its error here.
+#[derive(Default)]
+pub(crate) struct CompactionState {
+    pub(crate) running: bool,
+    pub(crate) last_error: Option<String>,
+    pub(crate) handle: Option<JoinHandle<()>>,
+}
