@@ -47,9 +47,11 @@ def test_the_host_that_lost_the_run_is_fenced(tmp_path, remote):
     run_a.close()
     run_b.close()
 
-    # The remote holds A's acknowledged "a" and B's "b", never A's fenced "c".
+    # The remote holds A's acknowledged "a" and B's "b", never A's fenced "c":
+    # a third host's open restores it from there.
     host_c = runlog.Runs(tmp_path / "c", lock_wait=0)
-    view = host_c.get("r1")
+    view = host_c.open("r1")
     assert view.unit_status("a").status == "done"
     assert view.unit_status("b").status == "done"
     assert view.unit_status("c").status != "done"
+    view.close()
