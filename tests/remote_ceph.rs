@@ -112,6 +112,11 @@ fn ceph_two_writers_on_two_local_dirs_claiming_one_run_exactly_one_wins() {
             .filter_map(|r| r.as_ref().ok().copied())
             .collect();
         assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+        assert!(
+            matches!(loser, RemoteError::Fenced { newer, .. } if *newer >= 2),
+            "round {round}: the loser is fenced: {results:?}"
+        );
         let c = tmp.path().join("c");
         restore(&RealFs, &Remote::open(&url).unwrap(), &c, None).unwrap();
         assert_eq!(read(&c), vec![1, winners[0]], "round {round}");

@@ -197,15 +197,15 @@ fn of_two_concurrent_claimers_exactly_one_wins() {
             .filter_map(|r| r.as_ref().ok().copied())
             .collect();
         assert_eq!(winners.len(), 1, "round {round}: {results:?}");
-        // The loser lost the claim (Fenced), or was fenced at its first
-        // append, or claimed after the winner shipped (its copy is behind).
+        // The loser is fenced, naming the winner's newer epoch, whether it
+        // lost the claim race, was fenced at its first append, or claimed
+        // after the winner shipped (its copy is behind the chain).
+        let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
         assert!(
-            results.iter().any(|r| matches!(
-                r,
-                Err(RemoteError::Fenced { .. } | RemoteError::Diverged { .. })
-            )),
+            matches!(loser, RemoteError::Fenced { newer, .. } if *newer >= 2),
             "round {round}: {results:?}"
         );
+        assert!(loser.to_string().contains("epoch"), "{loser}");
         let c = tmp.path().join("c");
         restore(&RealFs, &remote(&store), &c, None).unwrap();
         assert_eq!(read(&c), vec![1, winners[0]], "round {round}");
@@ -319,17 +319,60 @@ fn a_copy_behind_the_remote_cannot_claim() {
     restore(&RealFs, &remote(&store), &b, None).unwrap();
     r.append(&2).unwrap();
     r.close().unwrap();
-    // b holds seq 1 only; the chain holds 2.
+    // b holds seq 1 only; the chain holds 2, written by epoch 1: a writer b
+    // never was moved past b's copy, so b is fenced, naming that epoch.
     let e = Replicated::new(open(&b), remote(&store), &config(Policy::Sync)).unwrap_err();
-    assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
-    // A local log that differs at the chain's last seq is refused too.
+    assert!(
+        matches!(
+            e,
+            RemoteError::Fenced {
+                epoch: 0,
+                newer: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("epoch 1"), "{e}");
+    // A local log that differs at the chain's last seq is fenced too.
     let c = tmp.path().join("c");
     let s = open(&c);
     s.append(&1).unwrap();
     s.append(&99).unwrap();
     let e = Replicated::new(s, remote(&store), &config(Policy::Sync)).unwrap_err();
-    assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
+    assert!(matches!(e, RemoteError::Fenced { newer: 1, .. }), "{e}");
+    // The chain is untouched by either: epoch 1 still holds its head.
+    let head = latest_manifest(&remote(&store)).unwrap().unwrap();
+    assert_eq!((head.epoch, head.shipped), (1, 2));
     let _ = Log;
+}
+
+#[test]
+fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let r = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
+    r.append(&1).unwrap();
+    let b = tmp.path().join("b");
+    restore(&RealFs, &remote(&store), &b, None).unwrap();
+    r.append(&2).unwrap();
+    r.close().unwrap();
+    // b says it holds epoch 1, the head's own epoch, yet lacks seq 2 that
+    // epoch shipped: not a newer writer, damage (a host's copy rolled back).
+    let own = RemoteConfig {
+        epoch: 1,
+        ..config(Policy::Sync)
+    };
+    let e = Replicated::new(open(&b), remote(&store), &own).unwrap_err();
+    assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
+    // A directory claiming an epoch the chain never reached: its claim is missing.
+    let ahead = RemoteConfig {
+        epoch: 5,
+        ..config(Policy::Sync)
+    };
+    let e = Replicated::new(open(&a), remote(&store), &ahead).unwrap_err();
+    assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
 }
 
 #[test]
@@ -394,4 +437,67 @@ fn many_small_rounds_are_merged_and_the_live_set_stays_small() {
     let b = tmp.path().join("b");
     restore(&RealFs, &remote(&store), &b, None).unwrap();
     assert_eq!(read(&b), (1..=300).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_tampered_chunk_of_a_keyed_run_is_named_as_it_is_downloaded() {
+    use runlog::engine::frame::{Frame, decode_record, decode_segment_header, encode_record};
+    use runlog::engine::{Key, Options, Store};
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let tmp = tempfile::tempdir().unwrap();
+    let key = Key::from_bytes([7; 32]);
+    let s = Store::<Log>::open(
+        tmp.path().join("a"),
+        Options {
+            create: true,
+            key: Some(key.clone()),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let r = Replicated::new(s, remote(&store), &config(Policy::Sync)).unwrap();
+    for v in 1..=6u64 {
+        r.append(&v).unwrap();
+    }
+    r.close().unwrap();
+    let rem = remote(&store);
+    let head = latest_manifest(&rem).unwrap().unwrap();
+    assert!(head.chunks.len() >= 3);
+    let victim = head.chunks[2].clone();
+    let bytes = Remote::get(&rem, "test", &victim.object, u64::MAX)
+        .unwrap()
+        .unwrap();
+    // Re-frame each record with one payload byte changed: every checksum is
+    // valid, only the keyed tags can tell.
+    let h = decode_segment_header(&bytes).unwrap();
+    let mut bad = bytes[..h.len].to_vec();
+    let mut at = h.len;
+    while let Frame::Record {
+        seq,
+        synced,
+        payload,
+        next,
+    } = decode_record(h.codec, &bytes, at)
+    {
+        let mut p = payload.to_vec();
+        p[0] ^= 1;
+        encode_record(h.codec, seq, synced, &p, &mut bad);
+        at = next;
+    }
+    assert_eq!(bad.len(), bytes.len());
+    rem.delete("test", &victim.object).unwrap();
+    rem.put_create("test", &victim.object, bad).unwrap();
+
+    let e = restore(&RealFs, &rem, &tmp.path().join("b"), Some(&key)).unwrap_err();
+    match &e {
+        RemoteError::Corrupt { object, reason, .. } => {
+            assert_eq!(object, &victim.object, "{e}");
+            assert!(reason.contains("tag"), "{e}");
+        }
+        other => panic!("expected Corrupt naming {}: {other}", victim.object),
+    }
+    assert!(!tmp.path().join("b").exists(), "nothing restored");
+    // verify --remote says the same.
+    let e = verify_remote(&RealFs, &rem, Some(&key)).unwrap_err();
+    assert!(e.to_string().contains(&victim.object), "{e}");
 }

@@ -2,8 +2,8 @@
 
 from typing import List, Optional, Union
 
-__all__ = ["Error", "Refused", "NotFound", "Corrupt", "Tampered", "Locked", "BatchError",
-           "CheckpointDiscarded"]
+__all__ = ["Error", "Refused", "NotFound", "Corrupt", "Tampered", "Locked", "Fenced",
+           "BatchError", "CheckpointDiscarded"]
 
 
 class Error(Exception):
@@ -68,6 +68,23 @@ class Locked(Error):
         self.holder = holder
 
 
+class Fenced(Error):
+    """The run's remote holds a newer writer: another host took the run (it
+    restored the run and wrote). This writer acknowledges nothing more; the
+    change that raised it is durable here but not on the remote.
+
+    Attributes: ``epoch`` (this writer's epoch; 0 for a copy that never
+    claimed one), ``newer`` (the newer epoch found on the remote)."""
+
+    epoch: int
+    newer: int
+
+    def __init__(self, message: str, epoch: int = 0, newer: int = 0) -> None:
+        super().__init__(message)
+        self.epoch = epoch
+        self.newer = newer
+
+
 class BatchError(Error):
     """Some transitions of a ``Run.units`` batch failed. The others were written.
 
@@ -89,5 +106,6 @@ class CheckpointDiscarded(UserWarning):
     """Issued by ``Runs.start`` when the live run's fingerprint differed: the old
     run was archived and a fresh one started (code ``CHECKPOINT_DISCARDED``)."""
 
-for _cls in (Error, Refused, NotFound, Corrupt, Tampered, Locked, BatchError, CheckpointDiscarded):
+for _cls in (Error, Refused, NotFound, Corrupt, Tampered, Locked, Fenced, BatchError,
+             CheckpointDiscarded):
     _cls.__module__ = "runlog"

@@ -1,15 +1,17 @@
 //! `RunError` → the exceptions of `runlog._errors`: `Refused` (and `NotFound`)
 //! when nothing was written because the request was wrong, `Corrupt` and
-//! `Tampered` with the file, offset and seq, `Locked` with the holder, else
+//! `Tampered` with the file, offset and seq, `Locked` with the holder,
+//! `Fenced` with the epochs (the run's remote holds a newer writer), else
 //! `Error`. The message is the Rust error's `Display`, cause chain included.
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use runlog::engine;
+use runlog::remote::RemoteError;
 use runlog::run::RunError;
 
-static CLASSES: [PyOnceLock<Py<PyAny>>; 7] = [const { PyOnceLock::new() }; 7];
-const NAMES: [&str; 7] = [
+static CLASSES: [PyOnceLock<Py<PyAny>>; 8] = [const { PyOnceLock::new() }; 8];
+const NAMES: [&str; 8] = [
     "Error",
     "Refused",
     "NotFound",
@@ -17,6 +19,7 @@ const NAMES: [&str; 7] = [
     "Tampered",
     "Locked",
     "BatchError",
+    "Fenced",
 ];
 
 /// An exception class of `runlog._errors`, by name.
@@ -65,7 +68,19 @@ pub fn exception<'py>(py: Python<'py>, e: &RunError) -> PyResult<Bound<'py, PyAn
             } => class(py, "Locked")?.call1((msg, path(p), holder.clone())),
             _ => class(py, "Error")?.call1((msg,)),
         },
+        RunError::Io { source, .. } => match fenced(source) {
+            Some((epoch, newer)) => class(py, "Fenced")?.call1((msg, epoch, newer)),
+            None => class(py, "Error")?.call1((msg,)),
+        },
         _ => class(py, "Error")?.call1((msg,)),
+    }
+}
+
+/// This writer's and the newer epoch, when `e` is the remote's `Fenced`.
+fn fenced(e: &std::io::Error) -> Option<(u64, u64)> {
+    match e.get_ref()?.downcast_ref::<RemoteError>()? {
+        RemoteError::Fenced { epoch, newer, .. } => Some((*epoch, *newer)),
+        _ => None,
     }
 }
 

@@ -319,6 +319,15 @@ pub enum Command {
         /// Seed for the kill timing (default: from the clock).
         #[arg(long)]
         seed: Option<u64>,
+        /// Ship the run to this remote (s3://bucket/prefix with AWS_* variables, or
+        /// file:///path) under the sync policy; the prefix must hold no run yet.
+        #[arg(long, value_name = "URL")]
+        remote: Option<String>,
+        /// With --remote: after the middle kill, delete the worker's run directory
+        /// (the host is lost), restore the run from the remote into DIR/new-host
+        /// (a new host) and finish there.
+        #[arg(long, requires = "remote")]
+        lose_host: bool,
     },
     /// The demo's worker process (started by `demo`).
     #[command(hide = true)]

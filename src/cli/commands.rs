@@ -533,8 +533,13 @@ fn status(
     }
     let read = runs.read_run(&id)?;
     let fallbacks = &read.recovery().snapshot_fallbacks;
+    // The remote's lag (local durable seq vs shipped), when the run has a remote.
+    let remote = super::remote::status_remote(&runs.run_dir(&id)?, read.recovery().last_seq);
     if json {
         let mut v = status_json(&read.view());
+        if let Some((r, _)) = &remote {
+            v["remote"] = r.clone();
+        }
         if !fallbacks.is_empty() {
             let list: Vec<_> = fallbacks
                 .iter()
@@ -546,6 +551,9 @@ fn status(
         print_json(&v, true)?;
     } else {
         write_out(&render_status(&read.view())?)?;
+        if let Some((_, line)) = &remote {
+            println_out(line)?;
+        }
         // Loud, as README promises: what was damaged and what the open used instead.
         for (p, why) in fallbacks {
             let to = match read.recovery().snapshot_seq {

@@ -164,6 +164,8 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
             kills,
             work_us,
             seed,
+            remote,
+            lose_host,
         } => {
             let opts = crate::demo::DemoOptions {
                 units,
@@ -173,6 +175,8 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
                 seed,
                 dir: cli.dir.clone(),
                 progress: !cli.json,
+                remote,
+                lose_host,
             };
             return demo(&opts, cli.json);
         }

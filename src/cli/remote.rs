@@ -35,8 +35,8 @@ mod imp {
     use super::*;
     use crate::engine::RealFs;
     use crate::remote::{
-        Policy, Remote, RemoteConfig, RemoteError, RunRemote, error_chain, gc, latest_manifest,
-        restore, verify_remote,
+        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, error_chain, gc, restore,
+        verify_remote,
     };
 
     pub(super) fn fail(what: &str, e: RemoteError) -> RunError {
@@ -59,6 +59,45 @@ mod imp {
             println!("{text}");
         }
         Ok(crate::cli::EXIT_DONE)
+    }
+
+    /// One line on a run's remote: where, what is shipped, the lag, the epochs.
+    pub(crate) fn lag_line(l: &RemoteLag) -> String {
+        format!(
+            "remote {} ({}); local seq {}, shipped {}, lag {}; this host's epoch {}, chain head epoch {}{}",
+            l.url,
+            l.policy,
+            l.durable,
+            l.shipped,
+            l.lag,
+            l.epoch,
+            l.head_epoch,
+            if l.fenced {
+                " (this host is fenced)"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// `status RUN`'s remote part, for a run durable through `durable`: the
+    /// lag as JSON and as a line (`None` without a remote). A remote that
+    /// cannot be read is reported, not fatal: the local status stands.
+    pub fn status_remote(
+        dir: &std::path::Path,
+        durable: u64,
+    ) -> Option<(serde_json::Value, String)> {
+        match RemoteLag::read(dir, durable) {
+            Ok(None) => None,
+            Ok(Some(l)) => Some((serde_json::to_value(&l).unwrap_or_default(), lag_line(&l))),
+            Err(e) => {
+                let why = error_chain(&e);
+                Some((
+                    serde_json::json!({"error": why}),
+                    format!("remote: cannot read it: {why}"),
+                ))
+            }
+        }
     }
 
     /// `restore RUN --remote URL`.
@@ -166,11 +205,6 @@ mod imp {
             RemoteCommand::Status { run } => {
                 let id = runs.resolve(&run)?;
                 let dir = runs.run_dir(&id)?;
-                let config = RemoteConfig::read(&RealFs, &dir)
-                    .map_err(|e| fail(&id, e))?
-                    .ok_or_else(|| RunError::Invalid(format!("run {id} has no remote")))?;
-                let remote = Remote::open(&config.url).map_err(|e| fail(&config.url, e))?;
-                let head = latest_manifest(&remote).map_err(|e| fail(&config.url, e))?;
                 let local = crate::engine::read_state_with_key::<
                     crate::engine::Keyed<crate::run::RunKeyed>,
                 >(&RealFs, &dir, runs.key())
@@ -179,24 +213,16 @@ mod imp {
                     id: id.clone(),
                     source: e,
                 })?;
-                let shipped = head.as_ref().map_or(0, |h| h.shipped);
-                let head_epoch = head.as_ref().map_or(0, |h| h.epoch);
-                let fenced = head_epoch > config.epoch && config.epoch > 0;
+                let l = RemoteLag::read(&dir, local)
+                    .map_err(|e| fail(&id, e))?
+                    .ok_or_else(|| RunError::Invalid(format!("run {id} has no remote")))?;
                 print(
                     json,
-                    serde_json::json!({"run": id, "remote": config.url, "policy": config.policy.name(),
-                        "epoch": config.epoch, "headEpoch": head_epoch,
-                        "manifest": head.as_ref().map_or(0, |h| h.number),
-                        "durable": local, "shipped": shipped, "lag": local.saturating_sub(shipped),
-                        "fenced": fenced}),
-                    format!(
-                        "run {id}: remote {} ({}); local seq {local}, shipped {shipped}, lag {}; this host's epoch {}, chain head epoch {head_epoch}{}",
-                        config.url,
-                        config.policy.name(),
-                        local.saturating_sub(shipped),
-                        config.epoch,
-                        if fenced { " (this host is fenced)" } else { "" }
-                    ),
+                    serde_json::json!({"run": id, "remote": l.url, "policy": l.policy,
+                        "epoch": l.epoch, "headEpoch": l.head_epoch, "manifest": l.manifest,
+                        "durable": l.durable, "shipped": l.shipped, "lag": l.lag,
+                        "fenced": l.fenced}),
+                    format!("run {id}: {}", lag_line(&l)),
                 )
             }
         }
@@ -221,10 +247,14 @@ mod imp {
     pub fn gc_remote(_: bool, _: &str, _: usize) -> Result<u8, RunError> {
         Err(off())
     }
+    /// No remote part without `remote`.
+    pub fn status_remote(_: &std::path::Path, _: u64) -> Option<(serde_json::Value, String)> {
+        None
+    }
     /// Refused: built without `remote`.
     pub fn dispatch(_: &Runs, _: bool, _: RemoteCommand) -> Result<u8, RunError> {
         Err(off())
     }
 }
 
-pub use imp::{dispatch, gc_remote, restore_run, verify};
+pub use imp::{dispatch, gc_remote, restore_run, status_remote, verify};

@@ -6,6 +6,7 @@ use super::check::{Acked, Check, check};
 use super::plan::{Rng, deps_of, kill_points, unit_name};
 use super::protocol::Line;
 use crate::engine::{self, RealFs};
+use crate::remote::{Policy, Remote, RemoteConfig, RemoteError, latest_manifest, restore};
 use crate::run::{InitSpec, RunError, Runs, Transition};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -34,6 +35,37 @@ pub struct DemoOptions {
     pub dir: Option<PathBuf>,
     /// Draw a progress bar on stderr (only when stderr is a terminal).
     pub progress: bool,
+    /// Ship the run to this remote (`s3://bucket/prefix`, `file:///dir`) under
+    /// the `sync` policy: a transition is acknowledged once the remote holds it.
+    /// The remote must hold no run yet.
+    pub remote: Option<String>,
+    /// With `remote`: at the middle kill the host is lost. The supervisor
+    /// deletes the worker's run directory, restores the run from the remote
+    /// into a fresh runs root (a new host), and the worker finishes there.
+    pub lose_host: bool,
+}
+
+/// The host lost mid-run (`--lose-host`), and the run restored on a new one.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostLoss {
+    /// The kill (1-based) after which the host was lost.
+    pub after_kill: usize,
+    /// The highest seq acknowledged before the loss.
+    pub acked_seq: u64,
+    /// The run directory deleted (the lost host's copy).
+    pub lost_dir: String,
+    /// The runs root of the new host.
+    pub new_root: String,
+    /// The remote restored from.
+    pub remote: String,
+    /// The last seq the restore brought back.
+    pub restored_seq: u64,
+    /// Chunks downloaded.
+    pub chunks: usize,
+    /// Bytes downloaded.
+    pub bytes: u64,
+    /// Time the restore took, in ms.
+    pub restore_ms: f64,
 }
 
 /// One worker restart after a kill.
@@ -85,6 +117,12 @@ pub struct DemoReport {
     pub check: Check,
     /// Where the run lives (only when kept).
     pub dir: Option<String>,
+    /// The remote the run shipped to (`--remote`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// The host loss (`--lose-host`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_loss: Option<HostLoss>,
 }
 
 impl DemoReport {
@@ -194,6 +232,16 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
             o.units
         )));
     }
+    if o.lose_host && o.remote.is_none() {
+        return Err(err(
+            "--lose-host needs --remote URL: the run is restored from there on the new host",
+        ));
+    }
+    if o.lose_host && o.kills == 0 {
+        return Err(err(
+            "--lose-host needs at least one kill (--kills): the host is lost after one",
+        ));
+    }
     let seed = o.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -220,11 +268,13 @@ fn interrupted() -> bool {
 fn run_demo_in(
     o: &DemoOptions,
     exe: &Path,
-    root: &Path,
+    first_root: &Path,
     seed: u64,
     temp: bool,
 ) -> Result<DemoReport, RunError> {
-    let runs = Runs::new(root);
+    // The runs root of the host the worker runs on (a new one after `--lose-host`).
+    let mut root = first_root.to_path_buf();
+    let mut runs = Runs::new(&root);
     let plan: Vec<String> = (1..=o.units).map(unit_name).collect();
     let deps = (1..=o.units)
         .filter(|&i| i >= 2)
@@ -240,6 +290,12 @@ fn run_demo_in(
         deps,
         ..InitSpec::default()
     })?);
+    if let Some(url) = &o.remote {
+        attach(&runs.run_dir(DEMO_RUN)?, url)?;
+    }
+    // The kill after which the host is lost: the middle one.
+    let lose_after = o.lose_host.then_some(o.kills.div_ceil(2));
+    let mut host_loss: Option<HostLoss> = None;
 
     let mut rng = Rng::new(seed);
     let mut kills = kill_points(o.units, o.kills, &mut rng)
@@ -261,7 +317,7 @@ fn run_demo_in(
         if temp && interrupted() {
             return Err(err(INTERRUPTED));
         }
-        let mut inc = spawn_worker(exe, root, o)?;
+        let mut inc = spawn_worker(exe, &root, o)?;
         let mut last_fsyncs = 0;
         let mut killed = false;
         loop {
@@ -333,6 +389,22 @@ fn run_demo_in(
         })?;
         fsyncs += last_fsyncs;
         if killed {
+            let kill_no = recoveries.len() + 1;
+            if host_loss.is_none()
+                && lose_after == Some(kill_no)
+                && let Some(url) = &o.remote
+            {
+                let acked_seq = acked.iter().map(|a| a.seq).max().unwrap_or(0);
+                let new_root = first_root.join(NEW_HOST);
+                let loss = lose_host(&runs, &new_root, url, kill_no, acked_seq)?;
+                pb.set_message(format!(
+                    "host lost; restored through seq {}",
+                    loss.restored_seq
+                ));
+                host_loss = Some(loss);
+                root = new_root;
+                runs = Runs::new(&root);
+            }
             continue;
         }
         if !status.success() {
@@ -397,6 +469,86 @@ fn run_demo_in(
         seed,
         dir: (!temp || !check.ok()).then(|| root.display().to_string()),
         check,
+        remote: o.remote.clone(),
+        host_loss,
+    })
+}
+
+/// The directory, under the first runs root, that stands for the new host's runs root.
+pub const NEW_HOST: &str = "new-host";
+
+fn remote_err(what: &str, url: &str, e: RemoteError) -> RunError {
+    RunError::io(
+        "demo remote",
+        format!("{what} {url}"),
+        std::io::Error::other(crate::remote::error_chain(&e)),
+    )
+}
+
+/// Attaches `url` to the demo run in `dir` under `sync`. The remote must be
+/// empty: the demo's check needs the whole chain to be this run's.
+fn attach(dir: &Path, url: &str) -> Result<(), RunError> {
+    let remote = Remote::open(url).map_err(|e| remote_err("open", url, e))?;
+    if latest_manifest(&remote)
+        .map_err(|e| remote_err("read the manifest chain of", url, e))?
+        .is_some()
+    {
+        return Err(err(format!(
+            "--remote {url} already holds a run: the demo needs an empty prefix"
+        )));
+    }
+    RemoteConfig {
+        url: url.to_string(),
+        policy: Policy::Sync,
+        epoch: 0,
+    }
+    .write(&RealFs, dir)
+    .map_err(|e| remote_err("attach", url, e))
+}
+
+/// The host is lost: its run directory goes, entirely; the run is restored
+/// from the remote into `new_root` (a new host), whose next writer claims the
+/// next epoch.
+fn lose_host(
+    runs: &Runs,
+    new_root: &Path,
+    url: &str,
+    after_kill: usize,
+    acked_seq: u64,
+) -> Result<HostLoss, RunError> {
+    let lost = runs.run_dir(DEMO_RUN)?;
+    std::fs::remove_dir_all(&lost).map_err(|e| RunError::Io {
+        op: "delete the lost host's run directory",
+        path: lost.clone(),
+        source: e,
+    })?;
+    std::fs::create_dir_all(new_root).map_err(|e| RunError::Io {
+        op: "create the new host's runs root",
+        path: new_root.to_path_buf(),
+        source: e,
+    })?;
+    let target = Runs::new(new_root).run_dir(DEMO_RUN)?;
+    let started = Instant::now();
+    let remote = Remote::open(url).map_err(|e| remote_err("open", url, e))?;
+    let r = restore(&RealFs, &remote, &target, None)
+        .map_err(|e| remote_err("restore the run from", url, e))?;
+    RemoteConfig {
+        url: url.to_string(),
+        policy: Policy::Sync,
+        epoch: 0,
+    }
+    .write(&RealFs, &target)
+    .map_err(|e| remote_err("attach", url, e))?;
+    Ok(HostLoss {
+        after_kill,
+        acked_seq,
+        lost_dir: lost.display().to_string(),
+        new_root: new_root.display().to_string(),
+        remote: url.to_string(),
+        restored_seq: r.last_seq,
+        chunks: r.chunks,
+        bytes: r.bytes,
+        restore_ms: started.elapsed().as_secs_f64() * 1000.0,
     })
 }
 
@@ -418,6 +570,24 @@ pub fn render(r: &DemoReport) -> String {
             k.recovery_ms,
             k.replayed,
             k.restart_ms
+        );
+    }
+    if let Some(url) = &r.remote {
+        let _ = writeln!(
+            s,
+            "  every transition shipped to {url} (sync: acknowledged once the remote holds it)"
+        );
+    }
+    if let Some(h) = &r.host_loss {
+        let _ = writeln!(
+            s,
+            "  host lost after kill {} at acknowledged seq {}: deleted {}",
+            h.after_kill, h.acked_seq, h.lost_dir
+        );
+        let _ = writeln!(
+            s,
+            "  restored through seq {} ({} chunks, {} bytes) from {} into {} in {:.1} ms; resumed there",
+            h.restored_seq, h.chunks, h.bytes, h.remote, h.new_root, h.restore_ms
         );
     }
     let verdict = if r.ok() { "OK" } else { "FAILED" };

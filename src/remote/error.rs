@@ -9,7 +9,7 @@ use crate::engine;
 pub enum RemoteError {
     /// A newer writer took the run: this writer stops and acknowledges nothing more.
     Fenced {
-        /// This writer's epoch.
+        /// This writer's epoch (0: a claimer that holds none yet).
         epoch: u64,
         /// The newer epoch found in the manifest chain.
         newer: u64,
@@ -92,6 +92,14 @@ impl RemoteError {
 impl std::fmt::Display for RemoteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            RemoteError::Fenced {
+                epoch: 0,
+                newer,
+                manifest,
+            } => write!(
+                f,
+                "fenced: manifest {manifest} carries epoch {newer}, written by another writer past what this copy of the run holds (it is behind that manifest or differs from it); this copy claims nothing and writes nothing there"
+            ),
             RemoteError::Fenced {
                 epoch,
                 newer,

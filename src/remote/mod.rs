@@ -45,5 +45,5 @@ pub use gc::{RemoteGcReport, gc};
 pub use replica::{RemoteStats, Replicated, Replication, error_chain};
 pub use restore::{RestoreReport, restore, verify_remote};
 pub use rootenv::{ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, attach_env, env_config, restore_if_missing};
-pub use runhook::RunRemote;
+pub use runhook::{RemoteLag, RunRemote};
 pub use shipper::{ShipState, Shipper, latest_manifest, read_manifest};

@@ -1,16 +1,17 @@
 //! Restore: the newest manifest, its snapshot, then its chunks in seq order
 //! into a temp directory beside the target; every frame and checksum checked
 //! on the way, the finished store verified with the engine's own verifier
-//! (keyed tags included), fsynced, then renamed into place. A gap in the
+//! (keyed tags included; with the key, each chunk's tags are checked as it
+//! arrives, naming the chunk), fsynced, then renamed into place. A gap in the
 //! chain is an error naming the missing seqs; nothing is skipped.
 
-use super::chunk::decode_chunk;
+use super::chunk::{ChunkView, decode_chunk};
 use super::client::Remote;
 use super::error::{RemoteError, Result};
 use super::layout::{MAX_CHUNK_LEN, Manifest};
 use super::shipper::{latest_manifest, nonce};
 use crate::engine::format::{MAX_SNAPSHOT_LEN, segment_name, snapshot_name};
-use crate::engine::frame::encode_segment_header_keyed;
+use crate::engine::frame::{Frame, decode_record, encode_segment_header_keyed};
 use crate::engine::{Codec, Error as EngineError, Integrity, Key, Vfs};
 use std::path::{Path, PathBuf};
 
@@ -60,7 +61,15 @@ fn write_file(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Writes the chain's store into `dir` (an empty directory that exists).
-fn materialize(vfs: &dyn Vfs, remote: &Remote, m: &Manifest, dir: &Path) -> Result<RestoreReport> {
+/// With `key`, every record's keyed tag is checked as its chunk arrives, so a
+/// tampered chunk is named as it is downloaded.
+fn materialize(
+    vfs: &dyn Vfs,
+    remote: &Remote,
+    m: &Manifest,
+    dir: &Path,
+    key: Option<&Key>,
+) -> Result<RestoreReport> {
     let codec: Codec = m.codec.parse().map_err(|_| {
         RemoteError::corrupt(
             super::layout::manifest_name(m.number),
@@ -141,6 +150,9 @@ fn materialize(vfs: &dyn Vfs, remote: &Remote, m: &Manifest, dir: &Path) -> Resu
         report.bytes += c.len;
         report.chunks += 1;
         let view = decode_chunk(&c.object, &bytes, codec, c.first, c.last)?;
+        if let Some(key) = key {
+            check_chunk_tags(key, store_id.as_ref(), &c.object, &bytes, &view)?;
+        }
         store_id = view.header.store_id;
         for (i, &start) in view.starts.iter().enumerate() {
             let seq = c.first + i as u64;
@@ -175,6 +187,53 @@ fn materialize(vfs: &dyn Vfs, remote: &Remote, m: &Manifest, dir: &Path) -> Resu
         .map_err(|e| io("fsync restore directory", dir, e))?;
     report.last_seq = m.shipped;
     Ok(report)
+}
+
+/// Checks the keyed tag of every record of chunk `object` (already decoded as
+/// `view`): the chunk must carry the chain's store id, and each record's tag
+/// must be the one `key` gives. An unkeyed chain has no tags to check.
+fn check_chunk_tags(
+    key: &Key,
+    chain_id: Option<&crate::engine::seal::StoreId>,
+    object: &str,
+    bytes: &[u8],
+    view: &ChunkView<'_>,
+) -> Result<()> {
+    let found = view.header.store_id.as_ref();
+    let Some(id) = found else {
+        return match chain_id {
+            None => Ok(()),
+            Some(_) => Err(RemoteError::corrupt(
+                object,
+                0,
+                crate::engine::seal::id_mismatch("the chunk", found, chain_id),
+            )),
+        };
+    };
+    if chain_id.is_some_and(|c| c != id) {
+        return Err(RemoteError::corrupt(
+            object,
+            0,
+            crate::engine::seal::id_mismatch("the chunk", found, chain_id),
+        ));
+    }
+    let codec = view.header.codec;
+    for &start in &view.starts {
+        let at = view.header.len + start;
+        if let Frame::Record { seq, payload, .. } = decode_record(codec, bytes, at) {
+            crate::engine::seal::open_record(key, id, codec, bytes, at as u64, seq, payload)
+                .map_err(|why| {
+                    RemoteError::corrupt(
+                        object,
+                        at as u64,
+                        format!(
+                            "record seq {seq}: {why}: the chunk was changed after it was shipped, or the key is not the run's"
+                        ),
+                    )
+                })?;
+        }
+    }
+    Ok(())
 }
 
 fn check_clean(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<()> {
@@ -224,7 +283,7 @@ pub fn restore(
     vfs.create_dir(&temp)
         .map_err(|e| io("create restore temp dir", &temp, e))?;
     let r = (|| {
-        let report = materialize(vfs, remote, &m, &temp)?;
+        let report = materialize(vfs, remote, &m, &temp, key)?;
         check_clean(vfs, &temp, key)?;
         vfs.rename(&temp, target)
             .map_err(|e| io("rename restored run into place", target, e))?;
@@ -254,7 +313,7 @@ pub fn verify_remote(vfs: &dyn Vfs, remote: &Remote, key: Option<&Key>) -> Resul
     let temp = std::env::temp_dir().join(format!("runlog-verify-{}", nonce()));
     vfs.create_dir(&temp)
         .map_err(|e| io("create verify temp dir", &temp, e))?;
-    let r = materialize(vfs, remote, &m, &temp)
+    let r = materialize(vfs, remote, &m, &temp, key)
         .and_then(|rep| check_clean(vfs, &temp, key).map(|_| rep));
     let _ = std::fs::remove_dir_all(&temp);
     r

@@ -10,7 +10,9 @@ use super::client::Remote;
 use super::config::{Policy, RemoteConfig};
 use super::error::Result;
 use super::replica::{RemoteStats, Replication};
+use super::shipper::latest_manifest;
 use crate::engine::{RealFs, Vfs};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -81,5 +83,56 @@ impl Drop for RunRemote {
             // leaves it for the next writer (the lag `remote status` shows).
             let _ = r.close();
         }
+    }
+}
+
+/// A run's remote as its directory and the chain head tell it, read without
+/// claiming or shipping anything: what `runlog status` and `runlog remote
+/// status` show. Under `async`, `lag` is what losing this host would lose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteLag {
+    /// The remote's URL.
+    pub url: String,
+    /// `sync` or `async`.
+    pub policy: String,
+    /// The epoch this host claimed (0: none yet).
+    pub epoch: u64,
+    /// The chain head's epoch (0: no chain yet).
+    pub head_epoch: u64,
+    /// The chain head's manifest number.
+    pub manifest: u64,
+    /// The highest seq durable locally (as the caller read it).
+    pub durable: u64,
+    /// The highest seq the remote chain holds.
+    pub shipped: u64,
+    /// `durable - shipped` (0 when the chain is ahead).
+    pub lag: u64,
+    /// A newer epoch holds the chain: this host was fenced.
+    pub fenced: bool,
+}
+
+impl RemoteLag {
+    /// The lag of the run in `dir` whose local log is durable through
+    /// `durable` (`None` when the run has no remote). Reads the chain head.
+    pub fn read(dir: &Path, durable: u64) -> Result<Option<RemoteLag>> {
+        let Some(config) = RemoteConfig::read(&RealFs, dir)? else {
+            return Ok(None);
+        };
+        let remote = Remote::open(&config.url)?;
+        let head = latest_manifest(&remote)?;
+        let shipped = head.as_ref().map_or(0, |h| h.shipped);
+        let head_epoch = head.as_ref().map_or(0, |h| h.epoch);
+        Ok(Some(RemoteLag {
+            policy: config.policy.name().into(),
+            epoch: config.epoch,
+            head_epoch,
+            manifest: head.as_ref().map_or(0, |h| h.number),
+            durable,
+            shipped,
+            lag: durable.saturating_sub(shipped),
+            fenced: config.epoch > 0 && head_epoch > config.epoch,
+            url: config.url,
+        }))
     }
 }

@@ -146,8 +146,13 @@ pub fn local_header(vfs: &dyn Vfs, dir: &Path) -> Result<(Codec, String)> {
 impl Shipper {
     /// Takes the run: writes manifest `head + 1` create-only with epoch `head + 1`
     /// (manifest 1, epoch 1, when the chain is empty). The local log must
-    /// continue the remote one. Losing the race to another claimer is
-    /// [`RemoteError::Fenced`]: of two claimers exactly one wins.
+    /// continue the remote one: when it does not (it is behind the chain
+    /// head, or differs at the head's last seq), the head was written by a
+    /// writer this directory never was, and the claim is
+    /// [`RemoteError::Fenced`] with `epoch` 0 and `newer` the head's epoch.
+    /// Losing the race to another claimer is [`RemoteError::Fenced`] too: of
+    /// two claimers exactly one wins, and the loser is fenced. A keyed store
+    /// claiming another keyed store's chain is [`RemoteError::Diverged`].
     pub fn claim(remote: Remote, dir: &Path, vfs: Arc<dyn Vfs>) -> Result<Shipper> {
         let (codec, store_id) = local_header(vfs.as_ref(), dir)?;
         let writer = writer_name();
@@ -156,7 +161,32 @@ impl Shipper {
             let next = match &head {
                 None => Manifest::genesis(1, writer.clone(), codec.name(), store_id.clone()),
                 Some(h) => {
-                    check_continues(vfs.as_ref(), dir, h)?;
+                    if !h.store_id.is_empty() && !store_id.is_empty() && h.store_id != store_id {
+                        return Err(RemoteError::Diverged {
+                            reason: format!(
+                                "the chain at {} belongs to keyed store {}, and the local store in {} is {}",
+                                remote.url(),
+                                h.store_id,
+                                dir.display(),
+                                store_id
+                            ),
+                        });
+                    }
+                    // This directory holds no epoch: every manifest of the chain
+                    // was written by another writer. A local log that does not
+                    // continue the head (behind it, or different at its last
+                    // seq) is a copy that writer has moved past: fenced.
+                    match check_continues(vfs.as_ref(), dir, h) {
+                        Ok(()) => {}
+                        Err(RemoteError::Diverged { .. }) => {
+                            return Err(RemoteError::Fenced {
+                                epoch: 0,
+                                newer: h.epoch,
+                                manifest: h.number,
+                            });
+                        }
+                        Err(e) => return Err(e),
+                    }
                     let mut m = h.clone();
                     m.number += 1;
                     m.epoch += 1;

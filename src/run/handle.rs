@@ -45,6 +45,15 @@ impl Run {
         self.store.dir()
     }
 
+    /// The run's replication counters: this host's epoch, the seq durable
+    /// here, the seq the remote holds and the lag between them (under
+    /// `async`, what losing this host would lose). `None` for a run without a
+    /// remote, and before this handle's first accepted change starts shipping.
+    #[cfg(feature = "remote")]
+    pub fn remote_stats(&self) -> Option<crate::remote::RemoteStats> {
+        self.remote.as_ref().and_then(|r| r.stats())
+    }
+
     /// The whole current document, units included (memory in proportion to
     /// the run; [`Run::read`] looks things up instead).
     pub fn doc(&self) -> Result<RunDoc> {
@@ -98,12 +107,10 @@ impl Run {
     #[cfg(feature = "remote")]
     fn shipped(&self, seq: u64) -> Result<()> {
         match &self.remote {
+            // The remote error stays inside the io::Error (its causes
+            // follow through `source()`), so callers can tell `Fenced`.
             Some(r) => r.acknowledged(seq).map_err(|e| {
-                RunError::io(
-                    "ship to remote",
-                    self.store.dir(),
-                    std::io::Error::other(crate::remote::error_chain(&e)),
-                )
+                RunError::io("ship to remote", self.store.dir(), std::io::Error::other(e))
             }),
             None => Ok(()),
         }
