@@ -214,6 +214,10 @@ fn sampled_bit_flips_open_end_to_end_on_the_real_filesystem() {
                 }
                 std::fs::write(dir.join(name), bytes).unwrap();
             }
+            // The LOCK its first writer left, as in every store on disk (the
+            // simulated filesystem the log was built on keeps locks in memory):
+            // a refused open rewrites it with the same holder, changing nothing.
+            std::fs::write(dir.join("LOCK"), format!("pid {}", std::process::id())).unwrap();
             let snap = || dir_bytes(&dir);
             open_flipped(&log, Arc::new(RealFs), &dir, p, mask, &snap);
         }
