@@ -1,13 +1,15 @@
 #![allow(dead_code)] // each target uses one of these checks
 //! What each fuzz target runs on one input, shared by the fuzz targets and by
-//! `tests/fuzz_corpus_replay.rs` (which includes this file by path). The parent
-//! module must provide `MemFs` (tests/common/memfs.rs).
+//! `tests/engine/fuzz_corpus_replay.rs` (which includes this file by path). The
+//! stores live on the library's simulated filesystem (`runlog::engine::sim::SimFs`,
+//! feature `sim`), under `/mem`.
 
 use runlog::engine::frame::{
     Frame, decode_record, decode_segment_header, encode_record, encode_segment_header,
     next_candidate,
 };
 use runlog::engine::scan::scan_segment;
+use runlog::engine::sim::SimFs;
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_keyed};
 use runlog::engine::{
     Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Store, SyncPolicy,
@@ -18,6 +20,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 const CODECS: [Codec; 2] = [Codec::Binary, Codec::Jsonl];
+
+/// A fresh simulated filesystem holding the directory `/mem` (mode 0700).
+fn mem_fs() -> SimFs {
+    let fs = SimFs::new();
+    fs.mkdir(Path::new("/mem"), 0o700);
+    fs
+}
 
 /// A small machine for the recovery target: a list of numbers; 0 is refused.
 pub struct Nums;
@@ -204,7 +213,7 @@ pub fn recovery(data: &[u8]) {
 }
 
 /// The files of a `recovery` input in a fresh in-memory store, and its codec.
-fn recovery_files(data: &[u8]) -> Option<(super::MemFs, Codec)> {
+fn recovery_files(data: &[u8]) -> Option<(SimFs, Codec)> {
     if data.len() < 3 {
         return None;
     }
@@ -213,7 +222,7 @@ fn recovery_files(data: &[u8]) -> Option<(super::MemFs, Codec)> {
     let rest = &data[3..];
     let (seg, snap) = rest.split_at(split.min(rest.len()));
     let codec = CODECS[usize::from(flags & 1)];
-    let fs = super::MemFs::new();
+    let fs = mem_fs();
     let mut seg_bytes = Vec::new();
     if flags & 4 != 0 {
         seg_bytes = encode_segment_header(codec, 1);
@@ -411,7 +420,7 @@ pub fn table_decode(data: &[u8]) {
         model.insert(kv[..kl].to_vec(), kv[kl..].to_vec());
         rest = &tail[kl + vl..];
     }
-    let fs = super::MemFs::new();
+    let fs = mem_fs();
     let dir = Path::new("/mem");
     let spec = TableSpec {
         codec: Codec::Binary,

@@ -3,9 +3,6 @@
 
 mod cap_alloc;
 mod checks;
-#[path = "../../tests/common/memfs.rs"]
-mod memfs;
-use memfs::MemFs;
 
 #[global_allocator]
 static ALLOC: cap_alloc::CapAlloc = cap_alloc::CapAlloc;

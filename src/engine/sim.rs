@@ -47,7 +47,17 @@
 //!   allocate (writes, creates, renames, truncates, fsyncs).
 //! * **Not modelled.** Bit rot of durable data, misdirected writes, lying
 //!   fsyncs, a `LOCK` file (locks are in memory only; no file is created),
-//!   permissions other than 0700 directories, symlinks, cross-directory renames.
+//!   file permissions, symlinks, cross-directory renames. Directories have a
+//!   mode: [`Vfs::create_dir`] makes them 0700 (as `RealFs` does),
+//!   [`SimFs::set_dir_mode`] changes it (chmod), and crashes keep it.
+//!
+//! # Setting up a test
+//!
+//! [`SimFs::mkdir`], [`SimFs::put`], [`SimFs::set_files`] and
+//! [`SimFs::set_dir_mode`] shape the filesystem as if it had been so before the
+//! test and synced: they are durable at once, are not counted as operations and
+//! are never faulted. [`SimFs::get`] and [`SimFs::files`] read what in-process
+//! reads see, uncounted too.
 //!
 //! All randomness comes from a seed ([`SimRng`]); the simulator is deterministic
 //! given the order of calls.
@@ -207,12 +217,28 @@ struct FileNode {
     pending: Vec<(u64, FileOp)>,
 }
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct DirNode {
     durable: BTreeMap<String, Ino>,
     live: BTreeMap<String, Ino>,
     pending: Vec<(u64, DirOp)>,
+    /// Permission bits (`dir_mode`); a mode change is durable at once.
+    mode: u32,
 }
+
+impl Default for DirNode {
+    fn default() -> Self {
+        DirNode {
+            durable: BTreeMap::new(),
+            live: BTreeMap::new(),
+            pending: Vec::new(),
+            mode: DIR_MODE,
+        }
+    }
+}
+
+/// The mode [`Vfs::create_dir`] gives a directory, as `RealFs` does.
+const DIR_MODE: u32 = 0o700;
 
 #[derive(Debug, Clone)]
 enum Node {
@@ -717,6 +743,7 @@ impl SimState {
                 }),
                 Node::Dir(d) => Node::Dir(DirNode {
                     durable: d.durable.clone(),
+                    mode: d.mode,
                     ..Default::default()
                 }),
             })
@@ -883,6 +910,122 @@ impl SimFs {
     pub fn crash(&self, choice: &[Fate]) -> SimFs {
         self.lock().image(choice)
     }
+
+    /// Test setup: creates the directory `dir` with `mode`, and any missing
+    /// parent with mode 0700; an existing `dir` gets `mode`. Durable at once,
+    /// uncounted (see the module docs). Panics if a component is a file.
+    pub fn mkdir(&self, dir: &Path, mode: u32) {
+        let ino = self.lock().mkdir_all(dir);
+        self.lock().dir_mut(ino).mode = mode;
+    }
+
+    /// Test setup: sets the mode of the existing directory `dir` (chmod).
+    pub fn set_dir_mode(&self, dir: &Path, mode: u32) -> io::Result<()> {
+        let mut s = self.lock();
+        let ino = s.lookup(dir)?;
+        s.dir(ino)?;
+        s.dir_mut(ino).mode = mode;
+        Ok(())
+    }
+
+    /// The bytes of the file at `path` as in-process reads see them, if it exists.
+    pub fn get(&self, path: &Path) -> Option<Vec<u8>> {
+        let s = self.lock();
+        match &s.nodes[s.lookup(path).ok()?] {
+            Node::File(f) => Some(f.live.clone()),
+            Node::Dir(_) => None,
+        }
+    }
+
+    /// Every file directly in `dir` (not subdirectories) with its bytes as
+    /// in-process reads see them, sorted by name; empty if `dir` is absent.
+    pub fn files(&self, dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let s = self.lock();
+        let Some(d) = s.lookup(dir).ok().and_then(|i| s.dir(i).ok()) else {
+            return Vec::new();
+        };
+        d.live
+            .iter()
+            .filter_map(|(name, &i)| match &s.nodes[i] {
+                Node::File(f) => Some((name.clone(), f.live.clone())),
+                Node::Dir(_) => None,
+            })
+            .collect()
+    }
+
+    /// Test setup: writes `bytes` as the whole file at `path` (a new file,
+    /// replacing any there; missing parents are created 0700). Durable at once,
+    /// uncounted.
+    pub fn put(&self, path: &Path, bytes: Vec<u8>) {
+        let mut s = self.lock();
+        let parent = path.parent().expect("a file path has a parent");
+        let dir = s.mkdir_all(parent);
+        let name = path
+            .file_name()
+            .expect("a file path has a name")
+            .to_string_lossy()
+            .into_owned();
+        s.link_durable(dir, name, bytes);
+    }
+
+    /// Test setup: makes `files` the only files of `dir` (created 0700 if
+    /// absent). Durable at once, uncounted.
+    pub fn set_files(&self, dir: &Path, files: &[(String, Vec<u8>)]) {
+        let mut s = self.lock();
+        let d = s.mkdir_all(dir);
+        let old: Vec<String> = s
+            .dir(d)
+            .expect("a directory")
+            .live
+            .iter()
+            .filter(|&(_, &i)| matches!(s.nodes[i], Node::File(_)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let dn = s.dir_mut(d);
+        for n in old {
+            dn.live.remove(&n);
+            dn.durable.remove(&n);
+        }
+        for (name, bytes) in files {
+            s.link_durable(d, name.clone(), bytes.clone());
+        }
+    }
+}
+
+impl SimState {
+    /// `mkdir -p`, durable at once: the inode of `dir`.
+    fn mkdir_all(&mut self, dir: &Path) -> Ino {
+        let mut ino = 0;
+        for c in components(dir).expect("a plain absolute path") {
+            let next = match self.dir(ino).expect("a directory").live.get(&c) {
+                Some(&i) => i,
+                None => {
+                    self.nodes.push(Node::Dir(DirNode::default()));
+                    let i = self.nodes.len() - 1;
+                    let d = self.dir_mut(ino);
+                    d.live.insert(c.clone(), i);
+                    d.durable.insert(c, i);
+                    i
+                }
+            };
+            ino = next;
+        }
+        self.dir(ino).expect("a directory");
+        ino
+    }
+
+    /// Links a new durable file `name` holding `bytes` into directory `dir`.
+    fn link_durable(&mut self, dir: Ino, name: String, bytes: Vec<u8>) {
+        self.nodes.push(Node::File(FileNode {
+            durable: bytes.clone(),
+            live: bytes,
+            pending: Vec::new(),
+        }));
+        let i = self.nodes.len() - 1;
+        let d = self.dir_mut(dir);
+        d.live.insert(name.clone(), i);
+        d.durable.insert(name, i);
+    }
 }
 
 #[derive(Debug)]
@@ -981,9 +1124,10 @@ impl Vfs for SimFs {
             return Err(fault_error(k));
         }
         let ino = s.lookup(path)?;
-        s.dir(ino)
+        let d = s
+            .dir(ino)
             .map_err(|_| err(io::ErrorKind::InvalidInput, "not a directory"))?;
-        Ok(0o700)
+        Ok(d.mode)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -1141,6 +1285,42 @@ mod tests {
         fs.sync_dir(&p("/d")).unwrap();
         let img = fs.with_state(|s| s.image(&[]));
         assert_eq!((*img.read(&p("/d/a")).unwrap()).as_ref(), b"hello");
+    }
+
+    #[test]
+    fn directory_modes_are_recorded_and_survive_a_crash() {
+        let fs = SimFs::new();
+        fs.create_dir(&p("/d")).unwrap();
+        assert_eq!(fs.dir_mode(&p("/d")).unwrap(), 0o700);
+        fs.set_dir_mode(&p("/d"), 0o750).unwrap();
+        assert_eq!(fs.dir_mode(&p("/d")).unwrap(), 0o750);
+        fs.mkdir(&p("/a/b"), 0o777);
+        assert_eq!(fs.dir_mode(&p("/a")).unwrap(), 0o700);
+        assert_eq!(fs.dir_mode(&p("/a/b")).unwrap(), 0o777);
+        fs.sync_dir(&p("/")).unwrap();
+        let img = fs.crash(&[]);
+        assert_eq!(img.dir_mode(&p("/d")).unwrap(), 0o750);
+        assert_eq!(img.dir_mode(&p("/a/b")).unwrap(), 0o777);
+        assert!(fs.set_dir_mode(&p("/nowhere"), 0o700).is_err());
+    }
+
+    #[test]
+    fn setup_files_are_durable_and_uncounted() {
+        let fs = SimFs::new();
+        fs.put(&p("/m/s/x"), b"xx".to_vec());
+        fs.set_files(
+            &p("/m/s"),
+            &[("a".into(), b"1".to_vec()), ("b".into(), b"2".to_vec())],
+        );
+        assert_eq!(fs.ops(), 0);
+        assert_eq!(fs.get(&p("/m/s/x")), None, "set_files replaced x");
+        assert_eq!(
+            fs.files(&p("/m/s")),
+            vec![("a".into(), b"1".to_vec()), ("b".into(), b"2".to_vec())]
+        );
+        let img = fs.crash(&[]);
+        assert_eq!(img.get(&p("/m/s/b")), Some(b"2".to_vec()));
+        assert!(fs.files(&p("/m")).is_empty(), "directories are not files");
     }
 
     #[test]

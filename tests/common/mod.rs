@@ -91,14 +91,24 @@ pub fn dir_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
 pub mod crash;
 pub mod keyed;
 
-pub mod memfs;
-pub use memfs::MemFs;
+pub mod sum;
+
+/// The in-memory filesystem of every in-memory test: the library's simulator.
+pub use runlog::engine::sim::SimFs;
+
+/// A fresh simulated filesystem holding the directory `/mem` (mode 0700), where
+/// in-memory stores live ([`MEM_DIR`]).
+pub fn mem_fs() -> SimFs {
+    let fs = SimFs::new();
+    fs.mkdir(Path::new("/mem"), 0o700);
+    fs
+}
 
 /// Where in-memory stores live.
 pub const MEM_DIR: &str = "/mem/store";
 
 /// `opts(codec)` on an in-memory filesystem.
-pub fn mem_opts(codec: Codec, fs: &MemFs) -> Options {
+pub fn mem_opts(codec: Codec, fs: &SimFs) -> Options {
     Options {
         vfs: std::sync::Arc::new(fs.clone()),
         ..opts(codec)
@@ -127,7 +137,7 @@ pub fn log_model(n: usize) -> LedgerState {
 
 /// Builds a store of one segment of at least `min_bytes` in `fs` at `MEM_DIR`.
 /// Returns the number of records.
-pub fn build_log(fs: &MemFs, codec: Codec, min_bytes: u64) -> usize {
+pub fn build_log(fs: &SimFs, codec: Codec, min_bytes: u64) -> usize {
     let dir = Path::new(MEM_DIR);
     // Every append acknowledged (fsynced) before the next is written, as a store
     // written by one thread under the default policy is: each record's `synced`
@@ -137,7 +147,7 @@ pub fn build_log(fs: &MemFs, codec: Codec, min_bytes: u64) -> usize {
     o.sync = SyncPolicy::Always;
     o.segment_bytes = u64::MAX;
     // The sweeps are about the records; the preallocated tail has its own sweeps
-    // (tests/preallocated_segments.rs).
+    // (tests/engine/preallocated_segments.rs).
     o.preallocate = 0;
     let s = runlog::engine::Store::<Ledger>::open(dir, o).unwrap();
     let mut n = 0u64;
@@ -184,7 +194,7 @@ pub struct BuiltLog {
 
 /// Builds a one-segment log of at least `min_bytes` and returns its bytes.
 pub fn built_log(codec: Codec, min_bytes: u64) -> BuiltLog {
-    let fs = MemFs::new();
+    let fs = mem_fs();
     build_log(&fs, codec, min_bytes);
     let files = fs.files(Path::new(MEM_DIR));
     let seg = files
@@ -209,4 +219,15 @@ pub fn built_log(codec: Codec, min_bytes: u64) -> BuiltLog {
 pub fn progress(line: std::fmt::Arguments<'_>) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+/// The name libtest gives test `f` of the module at `module` (pass
+/// `module_path!()`): the module path without the crate's name. A test that
+/// re-executes this binary to run one child test passes it with `--exact`, so
+/// the child runs that test and nothing else, in whatever group binary it is.
+pub fn test_name(module: &str, f: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{f}"),
+        None => f.to_string(),
+    }
 }

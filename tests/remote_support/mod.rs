@@ -1,4 +1,4 @@
-//! Shared by the tests/remote_*.rs files: a machine whose state is the list of
+//! Shared by the tests/remote/remote_*.rs modules: a machine whose state is the list of
 //! every value appended (so "nothing acknowledged lost" is checked exactly), a
 //! fault-injecting `ObjectStore`, and the gateway environment check.
 #![allow(dead_code)]

@@ -1,0 +1,124 @@
+//! Proves errors read as runlog's own: `apply` says what a line must look
+//! like (no Rust internals), writes failures to stderr as well as its ack,
+//! refuses invalid UTF-8; finalize messages say "refused" once and list only
+//! the outcomes it takes; the missing-key message names no library API.
+use crate::cli_support;
+use cli_support::*;
+use std::io::Write;
+use std::process::Stdio;
+
+fn apply(root: &std::path::Path, run: &str, input: &[u8]) -> std::process::Output {
+    let mut c = cmd(root)
+        .args(["apply", run])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(input).unwrap();
+    c.wait_with_output().unwrap()
+}
+
+#[test]
+fn apply_errors_show_the_line_shape_and_go_to_stderr() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    ok(root, &["init", "--id", "r", "--task", "t", "--units", "a"]);
+    let o = apply(
+        root,
+        "r",
+        b"[]\n{\"op\":\"bogus\"}\n{\"op\":\"unit\",\"unit\":\"a\"}\n\xff\xfe{}\n{\"op\":\"unit\",\"unit\":\"a\",\"status\":\"done\"}\n",
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let acks: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(acks.len(), 5, "{acks:?}");
+    for a in &acks[..4] {
+        assert_eq!(a["code"], 2, "{a}");
+        let e = a["error"].as_str().unwrap();
+        assert!(
+            !e.contains("internally tagged") && !e.contains("enum Op"),
+            "{e}"
+        );
+        assert!(!e.contains('`'), "{e}");
+    }
+    for a in &acks[..3] {
+        assert!(
+            a["error"].as_str().unwrap().contains("runlog apply --help"),
+            "{a}"
+        );
+    }
+    assert!(
+        acks[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a JSON object")
+    );
+    assert!(
+        acks[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown op \"bogus\"")
+    );
+    assert!(
+        acks[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("missing field \"status\"")
+    );
+    assert!(acks[3]["error"].as_str().unwrap().contains("not UTF-8"));
+    assert!(acks[4]["seq"].is_u64(), "the good line still applies");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    for n in 1..=4 {
+        assert!(stderr.contains(&format!("apply: line {n}:")), "{stderr}");
+    }
+    assert!(!stderr.contains("line 5"), "{stderr}");
+    // Nothing invalid was stored: the U+FFFD repair is gone.
+    assert!(!ok(root, &["dump", "r"]).contains('\u{fffd}'));
+    let help = ok(root, &["apply", "--help"]);
+    assert!(
+        help.contains("\"op\":\"spend\"") && help.contains("docs/CLI.md"),
+        "{help}"
+    );
+}
+
+#[test]
+fn finalize_and_key_messages() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    ok(root, &["init", "--id", "r", "--task", "t", "--units", "a"]);
+    let o = runlog(root, &["finalize", "r", "done"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(e.matches("refused").count(), 1, "{e}");
+    let o = runlog(root, &["finalize", "r", "bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("done, needs_attention or aborted") && !e.contains("running"),
+        "{e}"
+    );
+
+    let key = root.join("key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    ok(
+        root,
+        &[
+            "--key-file",
+            key.to_str().unwrap(),
+            "init",
+            "--id",
+            "k",
+            "--task",
+            "t",
+        ],
+    );
+    let o = runlog(root, &["get", "k"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--key-file") && !e.contains("Options::"), "{e}");
+}

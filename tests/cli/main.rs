@@ -1,0 +1,32 @@
+//! The `runlog` binary's tests: commands, output, refusals, exit codes, the
+//! examples and the docs' front pages. Tests that need tmux or python skip
+//! unless `RUNLOG_REQUIRE_TMUX=1` / `RUNLOG_REQUIRE_PYTHON=1`.
+
+#[path = "../cli_support/mod.rs"]
+mod cli_support;
+
+mod cli_apply_kill9;
+mod cli_closed_stdout;
+mod cli_demo_cleanup;
+mod cli_errors_in_runlogs_words;
+mod cli_get_unit;
+mod cli_help;
+mod cli_keyed;
+mod cli_lock_wait_visible;
+mod cli_nothing_silent;
+mod cli_output_consistent;
+mod cli_parallel_writers;
+mod cli_readers_live;
+mod cli_refusals;
+mod cli_resume_set;
+mod cli_run_ids;
+mod cli_start_fingerprint;
+mod cli_status_watch;
+mod cli_watch_tmux;
+mod demo_main_job;
+mod docs_front_pages;
+mod example_args_validated;
+mod example_driver_py;
+mod example_orchestrator;
+mod example_pipeline;
+mod example_scale;

@@ -1,0 +1,171 @@
+//! Proves that the engine's errors are not swallowed (issue 11, item 8),
+//! through the Vfs seam: a final sync that fails when a store under `Never`
+//! is closed is returned by `Store::close` (a drop counts it in
+//! `Stats::close_sync_failures`); failed unlinks and directory fsyncs after a compaction are
+//! counted in `Stats::cleanup_failures` (failed unlinks here), and `verify`
+//! names the files left.
+use runlog::engine::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
+use runlog::engine::{CompactionPolicy, Options, RealFs, Store, SyncPolicy, verify};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::common::sum;
+use sum::Sum;
+
+/// RealFs whose file fsyncs and unlinks fail on demand.
+#[derive(Debug, Default, Clone)]
+struct FailFs {
+    fail_fsync: Arc<AtomicBool>,
+    fail_remove: Arc<AtomicBool>,
+}
+
+#[derive(Debug)]
+struct FailFile {
+    fs: FailFs,
+    inner: Box<dyn VfsFile>,
+}
+
+fn eio() -> io::Error {
+    io::Error::from_raw_os_error(5)
+}
+
+impl VfsFile for FailFile {
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.inner.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        if self.fs.fail_fsync.load(Ordering::SeqCst) {
+            return Err(eio());
+        }
+        self.inner.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        if self.fs.fail_fsync.load(Ordering::SeqCst) {
+            return Err(eio());
+        }
+        self.inner.sync_all()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+}
+
+impl Vfs for FailFs {
+    fn create_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.create_dir(path)
+    }
+    fn dir_mode(&self, path: &Path) -> io::Result<u32> {
+        RealFs.dir_mode(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        RealFs.list(dir)
+    }
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+        Ok(Box::new(FailFile {
+            fs: self.clone(),
+            inner: RealFs.create_new(path)?,
+        }))
+    }
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+        Ok(Box::new(FailFile {
+            fs: self.clone(),
+            inner: RealFs.open_write(path)?,
+        }))
+    }
+    fn read(&self, path: &Path) -> io::Result<FileBytes> {
+        RealFs.read(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        RealFs.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        if self.fail_remove.load(Ordering::SeqCst) {
+            return Err(eio());
+        }
+        RealFs.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        RealFs.sync_dir(dir)
+    }
+    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
+        RealFs.try_lock(path, holder)
+    }
+}
+
+fn opts(fs: &FailFs, sync: SyncPolicy) -> Options {
+    Options {
+        create: true,
+        sync,
+        compaction: CompactionPolicy::Manual,
+        vfs: Arc::new(fs.clone()),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_failed_final_sync_is_returned_by_close_and_counted_by_drop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let fs = FailFs::default();
+    // Closed: the error comes back.
+    let s = Store::<Sum>::open(&dir, opts(&fs, SyncPolicy::Never)).unwrap();
+    s.append(&1).unwrap();
+    fs.fail_fsync.store(true, Ordering::SeqCst);
+    let e = s.close().expect_err("the final fsync failed");
+    assert!(
+        runlog::engine::ErrorChain(&e).to_string().contains("fsync"),
+        "{}",
+        runlog::engine::ErrorChain(&e)
+    );
+    fs.fail_fsync.store(false, Ordering::SeqCst);
+    // A clean close is Ok.
+    let s = Store::<Sum>::open(&dir, opts(&fs, SyncPolicy::Never)).unwrap();
+    s.append(&2).unwrap();
+    s.close().unwrap();
+    // Under Always every acknowledged append is durable already: nothing to return.
+    let s = Store::<Sum>::open(&dir, opts(&fs, SyncPolicy::Always)).unwrap();
+    s.append(&3).unwrap();
+    fs.fail_fsync.store(true, Ordering::SeqCst);
+    s.close().unwrap();
+}
+
+#[test]
+fn failed_cleanups_after_a_compaction_are_counted_and_verify_names_the_leftovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let fs = FailFs::default();
+    let s = Store::<Sum>::open(&dir, opts(&fs, SyncPolicy::Always)).unwrap();
+    for round in 0..3u64 {
+        s.append(&(round + 1)).unwrap();
+        if round == 2 {
+            fs.fail_remove.store(true, Ordering::SeqCst);
+        }
+        // The third compaction's unlinks (segments and the oldest snapshot) fail.
+        let _ = s.compact();
+    }
+    let failed = s.stats().cleanup_failures.load(Ordering::Relaxed);
+    assert!(failed >= 2, "each failed unlink counted: {failed}");
+    fs.fail_remove.store(false, Ordering::SeqCst);
+    drop(s);
+    let r = verify(&RealFs, &dir).unwrap();
+    let names: Vec<String> = r
+        .leftovers
+        .iter()
+        .map(|p: &PathBuf| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.starts_with("snap-")), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("seg-")), "{names:?}");
+    // The next compaction removes them, and verify has nothing to name.
+    let s = Store::<Sum>::open(&dir, opts(&fs, SyncPolicy::Always)).unwrap();
+    s.append(&9).unwrap();
+    s.compact().unwrap();
+    s.append(&9).unwrap();
+    s.compact().unwrap();
+    drop(s);
+    assert_eq!(
+        verify(&RealFs, &dir).unwrap().leftovers,
+        Vec::<PathBuf>::new()
+    );
+}

@@ -1,0 +1,16 @@
+//! Shipping runs to object storage (`remote` feature): local backends, injected
+//! faults, and a Ceph gateway (skipped unless `RUNLOG_REQUIRE_S3=1` or a gateway
+//! is configured).
+#![cfg(feature = "remote")]
+
+#[path = "../remote_support/mod.rs"]
+mod remote_support;
+
+mod demo_lose_host;
+mod remote_ceph;
+mod remote_ceph_kill;
+mod remote_ceph_outage;
+mod remote_cli;
+mod remote_faults;
+mod remote_lag;
+mod remote_local_backends;

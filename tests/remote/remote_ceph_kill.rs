@@ -1,0 +1,94 @@
+//! Proves that kill -9 of a sync writer in the middle of its uploads to the
+//! Ceph gateway loses nothing it acknowledged: the restored run holds every
+//! value the writer printed as acknowledged, and is a prefix of its local log.
+//! Skips without the gateway; fails instead when RUNLOG_REQUIRE_S3=1.
+#![cfg(feature = "remote")]
+
+use crate::remote_support;
+
+use remote_support::{gateway, open, read, s3_url};
+use runlog::engine::RealFs;
+use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, restore};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+const CHILD_ENV: &str = "RUNLOG_REMOTE_KILL_CHILD";
+
+/// The writer, run in a child process: appends forever, printing each ack.
+#[test]
+fn child_writer() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (dir, url) = spec.split_once('|').unwrap();
+    let config = RemoteConfig {
+        url: url.into(),
+        policy: Policy::Sync,
+        epoch: 0,
+    };
+    let r = Replicated::new(
+        open(std::path::Path::new(dir)),
+        Remote::open(url).unwrap(),
+        &config,
+    )
+    .unwrap();
+    let mut out = std::io::stdout().lock();
+    for v in 1.. {
+        r.append(&v).unwrap();
+        writeln!(out, "acked {v}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn ceph_kill_9_during_upload_loses_nothing_acknowledged() {
+    let Some(bucket) = gateway("ceph_kill_9") else {
+        return;
+    };
+    for (i, kill_after) in [1u64, 7, 20, 33].into_iter().enumerate() {
+        let url = s3_url(&bucket, &format!("kill-{i}"));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                // libtest's name for `child_writer`: the module path without the crate.
+                &format!(
+                    "{}::child_writer",
+                    module_path!().split_once("::").unwrap().1
+                ),
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, format!("{}|{url}", dir.display()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut acked = vec![];
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while (acked.len() as u64) < kill_after {
+            let line = lines.next().expect("the child stopped early").unwrap();
+            if let Some(v) = line.strip_prefix("acked ") {
+                acked.push(v.parse::<u64>().unwrap());
+            }
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        // Acks the child printed before it died.
+        for line in lines.map_while(Result::ok) {
+            if let Some(v) = line.strip_prefix("acked ") {
+                acked.push(v.parse::<u64>().unwrap());
+            }
+        }
+        let target = tmp.path().join("restored");
+        restore(&RealFs, &Remote::open(&url).unwrap(), &target, None).unwrap();
+        let restored = read(&target);
+        for v in &acked {
+            assert!(
+                restored.contains(v),
+                "kill after {kill_after}: acknowledged {v} lost"
+            );
+        }
+        assert!(read(&dir).starts_with(&restored), "kill after {kill_after}");
+    }
+}

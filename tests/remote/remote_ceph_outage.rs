@@ -1,0 +1,100 @@
+//! Proves what happens when the Ceph gateway stops mid-run and starts again:
+//! `async` keeps acknowledging locally, reports the lag and catches up; `sync`
+//! fails with a clear error and acknowledges nothing without the remote. Each
+//! ends with a restore holding every acknowledged value. Needs .ci/ceph.sh's
+//! gateway (it stops and starts radosgw); skips without it, fails instead
+//! when RUNLOG_REQUIRE_S3=1.
+#![cfg(feature = "remote")]
+
+use crate::remote_support;
+
+use remote_support::{gateway, open, read, s3_url};
+use runlog::engine::RealFs;
+use runlog::remote::{
+    Policy, Remote, RemoteConfig, Replicated, error_chain, latest_manifest, restore,
+};
+use std::process::Command;
+
+fn ceph(cmd: &str) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/ceph.sh");
+    let st = Command::new("bash").args([script, cmd]).status().unwrap();
+    assert!(st.success(), "ceph.sh {cmd}");
+}
+
+/// Waits (by polling, not by a timed assertion) until the gateway answers.
+fn wait_up(url: &str) {
+    for _ in 0..120 {
+        if latest_manifest(&Remote::open(url).unwrap()).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    panic!("the gateway did not come back");
+}
+
+#[test]
+fn ceph_gateway_stopped_mid_run_async_catches_up_and_sync_never_acks_without_it() {
+    let Some(bucket) = gateway("ceph_outage") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let url_a = s3_url(&bucket, "outage-async");
+    let url_s = s3_url(&bucket, "outage-sync");
+    let cfg = |url: &str, policy| RemoteConfig {
+        url: url.into(),
+        policy,
+        epoch: 0,
+    };
+    let a = Replicated::new(
+        open(&tmp.path().join("async")),
+        Remote::open(&url_a).unwrap(),
+        &cfg(&url_a, Policy::Async { interval_ms: 100 }),
+    )
+    .unwrap();
+    let s = Replicated::new(
+        open(&tmp.path().join("sync")),
+        Remote::open(&url_s).unwrap(),
+        &cfg(&url_s, Policy::Sync),
+    )
+    .unwrap();
+    for v in 1..=10u64 {
+        a.append(&v).unwrap();
+        s.append(&v).unwrap();
+    }
+    a.flush().unwrap();
+
+    ceph("stop-rgw");
+    // async: every append is acknowledged after the local fsync.
+    for v in 11..=30u64 {
+        a.append(&v).unwrap();
+    }
+    let e = a.flush().unwrap_err();
+    let lag = a.remote_stats();
+    assert_eq!((lag.durable, lag.shipped, lag.lag), (30, 10, 20), "{e}");
+    // sync: refused with the remote's error, not acknowledged.
+    let e = s.append(&11).unwrap_err();
+    let msg = error_chain(&e);
+    assert!(
+        msg.contains("put chunk") || msg.contains("put manifest"),
+        "{msg}"
+    );
+    assert_eq!(s.remote_stats().shipped, 10);
+
+    ceph("start-rgw");
+    wait_up(&url_a);
+    a.flush().unwrap();
+    assert_eq!(a.remote_stats().lag, 0);
+    s.append(&12).unwrap();
+    let a_stats = a.close().unwrap();
+    assert_eq!(a_stats.shipped, 30);
+    s.close().unwrap();
+
+    let ra = tmp.path().join("ra");
+    restore(&RealFs, &Remote::open(&url_a).unwrap(), &ra, None).unwrap();
+    assert_eq!(read(&ra), (1..=30).collect::<Vec<_>>());
+    let rs = tmp.path().join("rs");
+    restore(&RealFs, &Remote::open(&url_s).unwrap(), &rs, None).unwrap();
+    let mut want: Vec<u64> = (1..=10).collect();
+    want.extend([11, 12]); // 11 was durable locally, shipped (and acked) with 12
+    assert_eq!(read(&rs), want);
+}

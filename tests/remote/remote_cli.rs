@@ -1,0 +1,179 @@
+//! Proves the CLI's remote verbs end to end with one-shot processes: `remote
+//! attach` claims, every later `runlog unit` ships (sync before it exits 0,
+//! async before the process ends), `restore` on a second "host" and its first
+//! write fence the first host (exit 1, naming the newer epoch), and `verify
+//! --remote`, `gc --remote` and `remote status --json` report the chain.
+//! Runs against a file:// remote, and against the Ceph gateway when present.
+#![cfg(feature = "remote")]
+
+use crate::remote_support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn runlog(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_runlog"))
+        .arg("--dir")
+        .arg(root)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn status(root: &Path) -> serde_json::Value {
+    serde_json::from_str(&ok(&runlog(root, &["remote", "status", "r1", "--json"]))).unwrap()
+}
+
+fn scenario(url: &str, policy: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (h1, h2) = (tmp.path().join("h1"), tmp.path().join("h2"));
+    ok(&runlog(
+        &h1,
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b,c"],
+    ));
+    ok(&runlog(
+        &h1,
+        &["remote", "attach", "r1", url, "--policy", policy],
+    ));
+    ok(&runlog(&h1, &["unit", "r1", "a", "done"]));
+    let s = status(&h1);
+    assert_eq!(
+        (s["lag"].as_u64(), s["epoch"].as_u64()),
+        (Some(0), Some(1)),
+        "{policy}: {s}"
+    );
+
+    // A second host restores the run and writes: it takes epoch 2.
+    ok(&runlog(&h2, &["restore", "r1", "--remote", url]));
+    ok(&runlog(&h2, &["unit", "r1", "b", "done"]));
+    // The first host is fenced: exit 1, the message names the newer epoch.
+    let o = runlog(&h1, &["unit", "r1", "c", "done"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("fenced") && err.contains("epoch 2"), "{err}");
+
+    ok(&runlog(&h2, &["verify", "r1", "--remote", url]));
+    ok(&runlog(
+        &h2,
+        &["gc", "--remote", url, "--keep-manifests", "1"],
+    ));
+    let s = status(&h2);
+    assert_eq!(
+        (s["lag"].as_u64(), s["epoch"].as_u64()),
+        (Some(0), Some(2)),
+        "{s}"
+    );
+    // A third host sees a and b done, not the fenced host's c.
+    let h3 = tmp.path().join("h3");
+    ok(&runlog(&h3, &["restore", "r1", "--remote", url]));
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&runlog(&h3, &["--json", "get", "r1"]))).unwrap();
+    assert_eq!(doc["units"]["a"]["status"], "done");
+    assert_eq!(doc["units"]["b"]["status"], "done");
+    assert_eq!(doc["units"]["c"]["status"], "pending");
+    // Restoring over an existing run is refused and writes nothing.
+    let o = runlog(&h3, &["restore", "r1", "--remote", url]);
+    assert_ne!(o.status.code(), Some(0));
+}
+
+#[test]
+fn cli_file_remote_sync_and_async() {
+    for policy in ["sync", "async"] {
+        let remote = tempfile::tempdir().unwrap();
+        scenario(&format!("file://{}", remote.path().display()), policy);
+    }
+}
+
+#[test]
+fn cli_ceph_remote_sync() {
+    let Some(bucket) = remote_support::gateway("cli_ceph_remote") else {
+        return;
+    };
+    scenario(&remote_support::s3_url(&bucket, "cli"), "sync");
+}
+
+#[test]
+fn cli_keyed_run_ships_restores_and_verifies_with_its_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let k = key.to_str().unwrap();
+    let url = format!("file://{}", tmp.path().join("remote").display());
+    let (h1, h2) = (tmp.path().join("h1"), tmp.path().join("h2"));
+    let keyed = |root: &Path, args: &[&str]| {
+        let mut a = vec!["--key-file", k];
+        a.extend_from_slice(args);
+        runlog(root, &a)
+    };
+    ok(&keyed(
+        &h1,
+        &[
+            "init", "--id", "r1", "--task", "t", "--units", "a,b", "--codec", "binary",
+        ],
+    ));
+    ok(&keyed(
+        &h1,
+        &["remote", "attach", "r1", &url, "--policy", "async"],
+    ));
+    ok(&keyed(&h1, &["unit", "r1", "a", "done"]));
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&keyed(&h1, &["remote", "status", "r1", "--json"]))).unwrap();
+    assert_eq!(
+        (s["durable"].as_u64(), s["lag"].as_u64()),
+        (Some(2), Some(0)),
+        "{s}"
+    );
+    ok(&keyed(&h2, &["restore", "r1", "--remote", &url]));
+    ok(&keyed(&h2, &["verify", "r1", "--remote", &url]));
+    // Without the key the keyed chain does not verify.
+    assert_ne!(
+        runlog(&h2, &["verify", "r1", "--remote", &url])
+            .status
+            .code(),
+        Some(0)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&keyed(&h2, &["--json", "get", "r1"]))).unwrap();
+    assert_eq!(doc["units"]["a"]["status"], "done");
+}
+
+#[test]
+fn cli_remote_root_from_the_environment_restores_a_missing_run_on_a_new_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = format!("file://{}", tmp.path().join("remote").display());
+    let (h1, h2) = (tmp.path().join("h1"), tmp.path().join("h2"));
+    let with_root = |host: &Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_runlog"))
+            .arg("--dir")
+            .arg(host)
+            .args(args)
+            .env("RUNLOG_REMOTE_ROOT", &root)
+            .output()
+            .unwrap()
+    };
+    ok(&with_root(
+        &h1,
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b"],
+    ));
+    ok(&with_root(&h1, &["unit", "r1", "a", "done"]));
+    // h2 has no copy: opening the run restores it from $RUNLOG_REMOTE_ROOT/r1.
+    ok(&with_root(&h2, &["unit", "r1", "b", "done"]));
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&runlog(&h2, &["--json", "get", "r1"]))).unwrap();
+    assert_eq!(doc["units"]["a"]["status"], "done");
+    assert_eq!(doc["units"]["b"]["status"], "done");
+    let o = with_root(&h1, &["unit", "r1", "b", "done"]);
+    assert_eq!(o.status.code(), Some(1), "the first host is fenced");
+}

@@ -1,0 +1,16 @@
+//! The run model's tests (`runlog::run`): rules, resume sets, the run table, and
+//! the integrity guarantees seen through runs.
+
+#[path = "../cli_support/mod.rs"]
+mod cli_support;
+#[path = "../common/mod.rs"]
+mod common;
+
+mod damage_run_table_in_store;
+mod integrity_full_disk;
+mod integrity_retryable_create;
+mod integrity_schema_version;
+mod run_checkpoint_undecodable;
+mod run_model_rules;
+mod run_resume_set;
+mod run_table_state;
