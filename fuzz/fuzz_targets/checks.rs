@@ -123,8 +123,8 @@ pub fn record_decode(data: &[u8]) {
 /// or to a file that decodes the same (JSONL); its payload decode never panics.
 pub fn snapshot_decode(data: &[u8]) {
     if let Ok(v) = decode_snapshot(data) {
-        let seal = v.seal.as_ref().map(|(id, tag)| (id, tag));
-        let again = encode_snapshot_keyed(v.codec, v.seq, v.payload, seal);
+        let keying = v.keying.as_ref().map(|(id, tag)| (id, tag));
+        let again = encode_snapshot_keyed(v.codec, v.seq, v.payload, keying);
         match v.codec {
             Codec::Binary => assert_eq!(again, data),
             Codec::Jsonl => assert_eq!(decode_snapshot(&again).unwrap(), v),
@@ -425,7 +425,7 @@ pub fn table_decode(data: &[u8]) {
     let spec = TableSpec {
         codec: Codec::Binary,
         seq: 1,
-        seal: (data.len() % 2 == 1).then(|| (key.clone(), [7; 16])),
+        keying: (data.len() % 2 == 1).then(|| (key.clone(), [7; 16])),
         block_bytes: usize::from(data.first().copied().unwrap_or(0)),
     };
     let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec.clone())
@@ -440,7 +440,7 @@ pub fn table_decode(data: &[u8]) {
     let t = Table::from_bytes(
         "t".into(),
         Box::new(bytes),
-        spec.seal.as_ref().map(|(k, _)| k),
+        spec.keying.as_ref().map(|(k, _)| k),
     )
     .expect("a written table opens");
     t.verify().expect("a written table verifies");

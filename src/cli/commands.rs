@@ -703,7 +703,7 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                 seq,
                 what,
             } => format!(
-                "{id}: TAMPERED at {} offset {offset}{}: {what} (the bytes pass their checksums but not the keyed digest)",
+                "{id}: TAMPERED at {} offset {offset}{}: {what} (the bytes pass their checksums but not their keyed tag)",
                 path.display(),
                 seq.map(|s| format!(" seq {s}")).unwrap_or_default()
             ),

@@ -3,7 +3,7 @@
 //! shown and it exits 0) or the user presses Ctrl-C.
 //!
 //! Each frame is a summary that costs the same at any run size (header and
-//! counts; see [`render_watch`]). On a terminal each frame clears the screen
+//! counts; see `render::render_watch`). On a terminal each frame clears the screen
 //! and fits it: no more lines than the terminal has rows (less the header),
 //! no line wider than it, with rate, ETA and the recent changes. Anywhere else
 //! (a pipe, a file, a test) frames are appended, separated by a blank line, and

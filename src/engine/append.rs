@@ -9,9 +9,9 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_record_tagged;
 use super::options::SyncPolicy;
-use super::seal::{Key, StoreId, TAG_LEN, record_tag};
 use super::shared::{Inner, Shared, lock};
 use super::store::Store;
+use super::tag::{Key, StoreId, TAG_LEN, record_tag};
 use super::vfs::{retry_interrupted, write_all_at};
 use std::sync::atomic::Ordering;
 
@@ -56,7 +56,7 @@ impl<M: Machine> Store<M> {
             for t in ts {
                 results.push(stage(
                     s.codec,
-                    s.seal.as_ref(),
+                    s.keying.as_ref(),
                     &mut g,
                     t,
                     synced,
@@ -137,7 +137,7 @@ impl<M: Machine> Store<M> {
 
 fn stage<M: Machine>(
     codec: Codec,
-    seal: Option<&(Key, StoreId)>,
+    keying: Option<&(Key, StoreId)>,
     g: &mut Inner<M>,
     t: &M::Transition,
     synced: u64,
@@ -150,7 +150,7 @@ fn stage<M: Machine>(
         reason,
     })?;
     // A keyed store's tag travels inside the frame and counts against the limit.
-    let max = u64::from(MAX_RECORD_LEN) - if seal.is_some() { TAG_LEN as u64 } else { 0 };
+    let max = u64::from(MAX_RECORD_LEN) - if keying.is_some() { TAG_LEN as u64 } else { 0 };
     if payload.len() as u64 > max {
         return Err(Error::TooLarge {
             what: "record",
@@ -164,7 +164,7 @@ fn stage<M: Machine>(
         None => Error::Refused(Box::new(e)),
     })?;
     let seq = g.next_seq;
-    let tag = seal.map(|(key, id)| record_tag(key, id, seq, payload));
+    let tag = keying.map(|(key, id)| record_tag(key, id, seq, payload));
     encode_record_tagged(codec, seq, synced, payload, tag.as_ref(), batch);
     g.next_seq += 1;
     Ok(seq)
@@ -188,7 +188,7 @@ fn reframe<M: Machine>(
                 reason,
             })?;
             let tag = s
-                .seal
+                .keying
                 .as_ref()
                 .map(|(key, id)| record_tag(key, id, *seq, payload));
             encode_record_tagged(s.codec, *seq, synced, payload, tag.as_ref(), batch);

@@ -153,7 +153,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         name: snapshot_name(k),
         codec: shared.codec,
         seq: k,
-        seal: shared.seal.as_ref(),
+        keying: shared.keying.as_ref(),
         max_len: shared.opts.max_snapshot_len,
     };
     let written = M::write_snapshot(&loaded.state, sink)?;
@@ -228,6 +228,6 @@ fn open_installed_table<M: Machine>(shared: &Shared<M>, k: u64) -> Result<Option
     if !is_table((*bytes).as_ref()) {
         return Ok(None);
     }
-    let key = shared.seal.as_ref().map(|s| &s.0);
+    let key = shared.keying.as_ref().map(|s| &s.0);
     Ok(Some(Arc::new(Table::from_bytes(path, bytes, key)?)))
 }

@@ -233,7 +233,7 @@ impl fmt::Display for Error {
                 what,
             } => write!(
                 f,
-                "tampering detected in {} at byte offset {offset}{}: {what}; the bytes pass their checksums but not the keyed digest, so they were changed after they were written (or this is not the store's key); nothing was modified",
+                "tampering detected in {} at byte offset {offset}{}: {what}; the bytes pass their checksums but not their keyed tag, so they were changed after they were written (or this is not the store's key); nothing was modified",
                 path.display(),
                 seq_part(seq)
             ),

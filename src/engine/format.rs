@@ -99,7 +99,7 @@ pub(crate) const SEG_CRC_AT: usize = SEG_RESERVED_AT + size_of::<u64>();
 pub const SEGMENT_HEADER_LEN: usize = SEG_CRC_AT + size_of::<u32>();
 // keyed (version 2): the same fields, then store_id [16] | header_crc u32
 pub(crate) const SEG_STORE_ID_AT: usize = SEG_CRC_AT;
-pub(crate) const SEG_KEYED_CRC_AT: usize = SEG_STORE_ID_AT + crate::engine::seal::STORE_ID_LEN;
+pub(crate) const SEG_KEYED_CRC_AT: usize = SEG_STORE_ID_AT + crate::engine::tag::STORE_ID_LEN;
 /// Length of a binary segment header of a keyed store.
 pub const KEYED_SEGMENT_HEADER_LEN: usize = SEG_KEYED_CRC_AT + size_of::<u32>();
 
@@ -124,8 +124,8 @@ pub(crate) const SNAP_HCRC_AT: usize = SNAP_PCRC_AT + size_of::<u32>();
 pub const SNAPSHOT_HEADER_LEN: usize = SNAP_HCRC_AT + size_of::<u32>();
 // keyed (version 2): ... len u64 | store_id [16] | tag [16] | payload_crc u32 | header_crc u32
 pub(crate) const SNAP_STORE_ID_AT: usize = SNAP_PCRC_AT;
-pub(crate) const SNAP_TAG_AT: usize = SNAP_STORE_ID_AT + crate::engine::seal::STORE_ID_LEN;
-pub(crate) const SNAP_KEYED_PCRC_AT: usize = SNAP_TAG_AT + crate::engine::seal::TAG_LEN;
+pub(crate) const SNAP_TAG_AT: usize = SNAP_STORE_ID_AT + crate::engine::tag::STORE_ID_LEN;
+pub(crate) const SNAP_KEYED_PCRC_AT: usize = SNAP_TAG_AT + crate::engine::tag::TAG_LEN;
 pub(crate) const SNAP_KEYED_HCRC_AT: usize = SNAP_KEYED_PCRC_AT + size_of::<u32>();
 /// Length of a binary snapshot header of a keyed store.
 pub const KEYED_SNAPSHOT_HEADER_LEN: usize = SNAP_KEYED_HCRC_AT + size_of::<u32>();

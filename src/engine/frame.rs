@@ -2,7 +2,7 @@
 //! bytes: no I/O, no allocation beyond the output buffer, no panic on any input.
 
 use super::format::*;
-use super::seal::{KEY_CHECK_LEN, KeyCheck, STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
+use super::tag::{KEY_CHECK_LEN, KeyCheck, STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
 use serde::{Deserialize, Serialize};
 
 /// Why the bytes at some offset are not a valid frame.

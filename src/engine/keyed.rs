@@ -401,7 +401,7 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
 
     fn write_snapshot(state: &KeyedState<M>, sink: SnapshotSink<'_>) -> Result<u64> {
         let vfs = sink.vfs.clone();
-        let key = sink.seal.map(|s| s.0.clone());
+        let key = sink.keying.map(|s| s.0.clone());
         let mut w = sink.table()?;
         let mut old = state
             .table
@@ -504,7 +504,7 @@ const MERGE_CHUNK_BYTES: usize = 8 << 20;
 struct TableChunks<'a> {
     vfs: &'a dyn super::vfs::Vfs,
     path: std::path::PathBuf,
-    key: Option<&'a super::seal::Key>,
+    key: Option<&'a super::tag::Key>,
     /// The last key copied: the next chunk starts after it.
     after: Option<Vec<u8>>,
     buf: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
@@ -516,7 +516,7 @@ impl<'a> TableChunks<'a> {
     fn new(
         vfs: &'a dyn super::vfs::Vfs,
         path: &std::path::Path,
-        key: Option<&'a super::seal::Key>,
+        key: Option<&'a super::tag::Key>,
     ) -> Self {
         TableChunks {
             vfs,

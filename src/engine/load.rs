@@ -9,10 +9,10 @@ use super::format::*;
 use super::frame::decode_segment_header;
 use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify};
 use super::scan::{ScanEnd, SegmentScan, UnsyncedTail, scan_segment_tracked};
-use super::seal::{Key, StoreId, id_mismatch, open_record, snapshot_tag, tags_equal};
 use super::snapfile::decode_snapshot;
 use super::snapshot::{SnapshotData, is_table};
 use super::table::Table;
+use super::tag::{Key, StoreId, id_mismatch, open_record, snapshot_tag, tags_equal};
 use super::vfs::{FileBytes, Vfs};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,11 +31,11 @@ pub struct Listing {
 }
 
 /// The payload of the record with `body` at `offset` of the segment `bytes` read
-/// from `path`: the body itself in an unkeyed store (`seal` is `None`); in a keyed
+/// from `path`: the body itself in an unkeyed store (`keying` is `None`); in a keyed
 /// one, the body with its tag checked and split off, [`Error::Tampered`] when the
 /// tag does not match.
 pub(crate) fn record_payload<'a>(
-    seal: Option<(&Key, &StoreId)>,
+    keying: Option<(&Key, &StoreId)>,
     codec: Codec,
     path: &Path,
     bytes: &[u8],
@@ -43,7 +43,7 @@ pub(crate) fn record_payload<'a>(
     seq: u64,
     body: &'a [u8],
 ) -> Result<&'a [u8]> {
-    let Some((key, id)) = seal else {
+    let Some((key, id)) = keying else {
         return Ok(body);
     };
     open_record(key, id, codec, bytes, offset, seq, body).map_err(|what| Error::Tampered {
@@ -266,7 +266,7 @@ fn detect_codec(
             continue;
         }
         if let Ok(v) = decode_snapshot((*bytes).as_ref()) {
-            return Ok(Some((v.codec, v.seal.map(|s| s.0))));
+            return Ok(Some((v.codec, v.keying.map(|s| s.0))));
         }
     }
     Ok(None)
@@ -281,7 +281,7 @@ pub(crate) fn check_key_check(
     h: &super::frame::SegmentHeader,
 ) -> Result<()> {
     if let (Some(key), Some(id), Some(check)) = (key, h.store_id.as_ref(), h.key_check.as_ref())
-        && super::seal::key_check(key, id) != *check
+        && super::tag::key_check(key, id) != *check
     {
         return Err(Error::Key {
             path: path.to_path_buf(),
@@ -347,7 +347,7 @@ fn load_scoped<S: Default>(
     if detected.is_some() {
         check_key(dir, spec.key, store_id.as_ref())?;
     }
-    let seal = spec.key.zip(store_id.as_ref());
+    let keying = spec.key.zip(store_id.as_ref());
     let detected = detected.map(|d| d.0);
     let codec = match detected {
         Some(c) => c,
@@ -428,13 +428,13 @@ fn load_scoped<S: Default>(
             )
         } else {
             let view = decode_snapshot((*bytes).as_ref())?;
-            let tag_ok = match (seal, view.seal) {
+            let tag_ok = match (keying, view.keying) {
                 (Some((key, id)), Some((_, tag))) => {
                     tags_equal(&snapshot_tag(key, id, view.seq, view.payload), &tag)
                 }
                 _ => true,
             };
-            let id = view.seal.map(|s| s.0);
+            let id = view.keying.map(|s| s.0);
             (
                 view.seq,
                 view.codec,
@@ -546,7 +546,7 @@ fn load_scoped<S: Default>(
             // A keyed store's record passed its checksum; its tag decides whether
             // it is what the writer wrote. Checked for every record, even those
             // the snapshot covers (a fallback may need them).
-            let payload = record_payload(seal, codec, &path, bytes, offset, seq, body)?;
+            let payload = record_payload(keying, codec, &path, bytes, offset, seq, body)?;
             if seq <= base.seq {
                 report.bytes_below_snapshot = report.bytes_scanned + offset;
                 return Ok(());

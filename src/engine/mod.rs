@@ -53,9 +53,9 @@ internal_mods! {
     group;
     recovery;
     scan;
-    seal;
     snapfile;
     table;
+    tag;
     vfs;
 }
 /// The simulated filesystem (crashes and faults) for tests, fuzz targets and
@@ -73,10 +73,10 @@ pub use format::Codec;
 pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use options::{CompactionPolicy, Options, Stats, SyncPolicy};
-pub use seal::Key;
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::Store;
 pub use table::{Table, TableIter, TableSpec, TableWriter};
+pub use tag::Key;
 pub use verify::{Integrity, VerifyReport, verify, verify_as, verify_with_key};
 pub use vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
 pub use walk::{for_each_record, for_each_record_with_key};

@@ -13,10 +13,10 @@ use super::lock::take_lock;
 use super::options::{Options, Stats, SyncPolicy};
 use super::pending::{LastSegment, Pending, TornPlan};
 use super::recovery::Verdict;
-use super::seal::{Key, StoreId, new_store_id};
 use super::segment::create_segment;
 use super::shared::{Active, CompactionState, Inner, Shared, lock};
 use super::store::{Store, spawn_flusher};
+use super::tag::{Key, StoreId, new_store_id};
 use super::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
@@ -112,8 +112,8 @@ impl<M: Machine> Store<M> {
             None => {
                 // A store created with a key is keyed, under a new random id.
                 let id = opts.key.as_ref().map(|_| new_store_id());
-                let seal = opts.key.as_ref().zip(id.as_ref());
-                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, seal)?;
+                let keying = opts.key.as_ref().zip(id.as_ref());
+                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, keying)?;
                 let durable = inner.next_seq - 1;
                 (inner, codec, id, report, durable)
             }
@@ -146,12 +146,12 @@ impl<M: Machine> Store<M> {
                 (inner, codec, id, report, durable)
             }
         };
-        let seal = opts.key.clone().zip(store_id);
+        let keying = opts.key.clone().zip(store_id);
         let shared = Arc::new(Shared {
             dir,
             vfs,
             codec,
-            seal,
+            keying,
             opts,
             inner: Mutex::new(inner),
             group: GroupCommit::new(durable),
@@ -179,9 +179,9 @@ impl<M: Machine> Store<M> {
         vfs: &dyn Vfs,
         dir: &Path,
         codec: Codec,
-        seal: Option<(&Key, &StoreId)>,
+        keying: Option<(&Key, &StoreId)>,
     ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
-        let (active, len) = create_segment(vfs, dir, codec, 1, seal)?;
+        let (active, len) = create_segment(vfs, dir, codec, 1, keying)?;
         let inner = Inner {
             state: M::State::default(),
             next_seq: 1,

@@ -3,7 +3,7 @@
 
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
 use super::load::Progress;
-use super::seal::Key;
+use super::tag::Key;
 use super::vfs::{RealFs, Vfs};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

@@ -65,7 +65,7 @@ impl<M: Machine> Shared<M> {
         // one whose fsync failed (the kernel may then have marked the lost pages
         // clean: a plain fsync would "succeed" without writing them, fsyncgate).
         // So it is rewritten, making what the cache shows dirty again.
-        let id = self.seal.as_ref().map(|s| (&s.0, &s.1));
+        let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         match p.last {
             Some(l) if l.continues => {
                 let file = vfs

@@ -5,8 +5,8 @@ use super::Machine;
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_segment_header_checked;
-use super::seal::{Key, StoreId};
 use super::shared::{Active, Inner, Shared, lock};
+use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, retry_interrupted, write_all_at};
 use std::path::Path;
 use std::sync::Arc;
@@ -23,14 +23,15 @@ pub(crate) fn create_segment(
     dir: &Path,
     codec: Codec,
     first_seq: u64,
-    seal: Option<(&Key, &StoreId)>,
+    keying: Option<(&Key, &StoreId)>,
 ) -> Result<(Active, u64)> {
     let path = dir.join(segment_name(first_seq));
     let file = vfs
         .create_new(&path)
         .map_err(|e| Error::io("create segment", &path, e))?;
-    let check = seal.map(|(key, id)| super::seal::key_check(key, id));
-    let header = encode_segment_header_checked(codec, first_seq, seal.map(|s| s.1), check.as_ref());
+    let check = keying.map(|(key, id)| super::tag::key_check(key, id));
+    let header =
+        encode_segment_header_checked(codec, first_seq, keying.map(|s| s.1), check.as_ref());
     write_all_at(file.as_ref(), &header, 0)
         .map_err(|e| Error::io("write segment header", &path, e))?;
     retry_interrupted(|| file.sync_data()).map_err(|e| Error::io("fsync new segment", &path, e))?;
@@ -123,7 +124,7 @@ impl<M: Machine> Shared<M> {
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        let id = self.seal.as_ref().map(|s| (&s.0, &s.1));
+        let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
         g.active = Arc::new(active);

@@ -11,7 +11,7 @@ use super::format::Codec;
 use super::group::GroupCommit;
 use super::options::{CompactionPolicy, Options, Stats, SyncPolicy};
 use super::pending::Pending;
-use super::seal::{Key, StoreId};
+use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, VfsFile};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -52,7 +52,7 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) codec: Codec,
     /// A keyed store's key and id.
-    pub(crate) seal: Option<(Key, StoreId)>,
+    pub(crate) keying: Option<(Key, StoreId)>,
     pub(crate) opts: Options,
     pub(crate) inner: Mutex<Inner<M>>,
     pub(crate) group: GroupCommit,

@@ -2,7 +2,7 @@
 
 use super::format::*;
 use super::frame::{JsonlHeader, check_version, decode_jsonl_header, keyed_field};
-use super::seal::{STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
+use super::tag::{STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
 use serde::{Deserialize, Serialize};
 
 /// A decoded snapshot: the seq it covers and its payload bytes.
@@ -15,7 +15,7 @@ pub struct SnapshotView<'a> {
     /// The payload bytes.
     pub payload: &'a [u8],
     /// A keyed store's snapshot (version 2): its store id and tag.
-    pub seal: Option<(StoreId, Tag)>,
+    pub keying: Option<(StoreId, Tag)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -50,9 +50,9 @@ fn payload_crc(seq: u64, payload: &[u8]) -> u32 {
 
 /// The checksum of a JSONL snapshot: the payload checksum's input, then a keyed
 /// store's id and tag (a JSONL header has no checksum of its own).
-fn jsonl_crc(seq: u64, payload: &[u8], seal: Option<(&StoreId, &Tag)>) -> u32 {
+fn jsonl_crc(seq: u64, payload: &[u8], keying: Option<(&StoreId, &Tag)>) -> u32 {
     let len = (payload.len() as u64).to_le_bytes();
-    match seal {
+    match keying {
         None => masked_crc(&[&seq.to_le_bytes(), &len, payload]),
         Some((id, tag)) => masked_crc(&[&seq.to_le_bytes(), &len, payload, id, tag]),
     }
@@ -70,10 +70,10 @@ pub fn encode_snapshot_keyed(
     codec: Codec,
     seq: u64,
     payload: &[u8],
-    seal: Option<(&StoreId, &Tag)>,
+    keying: Option<(&StoreId, &Tag)>,
 ) -> Vec<u8> {
     let crc = payload_crc(seq, payload);
-    match (codec, seal) {
+    match (codec, keying) {
         (Codec::Binary, Some((id, tag))) => {
             let mut h = vec![0u8; KEYED_SNAPSHOT_HEADER_LEN];
             h[..SNAPSHOT_MAGIC.len()].copy_from_slice(&SNAPSHOT_MAGIC);
@@ -108,7 +108,7 @@ pub fn encode_snapshot_keyed(
         (Codec::Jsonl, _) => {
             let head = JsonSnapshotHeader {
                 runlog: "snapshot".into(),
-                version: if seal.is_some() {
+                version: if keying.is_some() {
                     KEYED_FORMAT_VERSION
                 } else {
                     FORMAT_VERSION
@@ -116,9 +116,9 @@ pub fn encode_snapshot_keyed(
                 codec: Codec::Jsonl.name().into(),
                 seq,
                 len: payload.len() as u64,
-                store_id: seal.map(|(id, _)| to_hex(id)),
-                mac: seal.map(|(_, tag)| to_hex(tag)),
-                crc: jsonl_crc(seq, payload, seal),
+                store_id: keying.map(|(id, _)| to_hex(id)),
+                mac: keying.map(|(_, tag)| to_hex(tag)),
+                crc: jsonl_crc(seq, payload, keying),
             };
             let mut v = serde_json::to_vec(&head).expect("header serializes");
             v.push(b'\n');
@@ -140,19 +140,19 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
                     .ok_or_else(|| format!("mac is not {} hex digits", 2 * TAG_LEN))
             })
             .transpose()?;
-        let seal = store_id.zip(tag);
+        let keying = store_id.zip(tag);
         let payload = bounded_payload(buf, nl + 1, h.len, 1)?;
         if buf[buf.len() - 1] != b'\n' {
             return Err("JSONL snapshot does not end in a newline".into());
         }
-        if h.crc != jsonl_crc(h.seq, payload, seal.as_ref().map(|(i, t)| (i, t))) {
+        if h.crc != jsonl_crc(h.seq, payload, keying.as_ref().map(|(i, t)| (i, t))) {
             return Err("snapshot checksum mismatch".into());
         }
         return Ok(SnapshotView {
             codec: Codec::Jsonl,
             seq: h.seq,
             payload,
-            seal,
+            keying,
         });
     }
     if buf.len() < SNAPSHOT_HEADER_LEN {
@@ -196,7 +196,7 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
     if le_u32(buf, pcrc_at) != payload_crc(seq, payload) {
         return Err("snapshot checksum mismatch".into());
     }
-    let seal = keyed.then(|| {
+    let keying = keyed.then(|| {
         let mut id = [0u8; STORE_ID_LEN];
         id.copy_from_slice(&buf[SNAP_STORE_ID_AT..SNAP_TAG_AT]);
         let mut tag = [0u8; TAG_LEN];
@@ -207,7 +207,7 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
         codec: Codec::Binary,
         seq,
         payload,
-        seal,
+        keying,
     })
 }
 
@@ -244,9 +244,9 @@ mod tests {
 
     #[test]
     fn any_truncation_is_an_error() {
-        let seal = ([1u8; STORE_ID_LEN], [2u8; TAG_LEN]);
+        let keying = ([1u8; STORE_ID_LEN], [2u8; TAG_LEN]);
         for codec in [Codec::Binary, Codec::Jsonl] {
-            for s in [None, Some((&seal.0, &seal.1))] {
+            for s in [None, Some((&keying.0, &keying.1))] {
                 let f = encode_snapshot_keyed(codec, 12, b"{\"x\":1}", s);
                 for cut in 0..f.len() {
                     assert!(
@@ -265,7 +265,7 @@ mod tests {
             let f = encode_snapshot_keyed(codec, 12, b"{\"x\":1}", Some((&id, &tag)));
             let v = decode_snapshot(&f).unwrap();
             assert_eq!(
-                (v.seq, v.payload, v.seal),
+                (v.seq, v.payload, v.keying),
                 (12, &b"{\"x\":1}"[..], Some((id, tag)))
             );
             let hl = f.len() - b"{\"x\":1}".len() - usize::from(codec == Codec::Jsonl);
@@ -281,8 +281,8 @@ mod tests {
                 };
                 if let Ok(w) = decode_snapshot(&d) {
                     assert_eq!(
-                        (w.seq, w.payload, w.seal),
-                        (v.seq, v.payload, v.seal),
+                        (w.seq, w.payload, w.keying),
+                        (v.seq, v.payload, v.keying),
                         "{codec:?} byte {i}"
                     );
                 }
@@ -291,7 +291,7 @@ mod tests {
         assert_eq!(
             decode_snapshot(&encode_snapshot(Codec::Binary, 1, b"p"))
                 .unwrap()
-                .seal,
+                .keying,
             None
         );
     }

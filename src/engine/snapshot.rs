@@ -7,8 +7,8 @@
 use super::error::{Error, Result};
 use super::files::write_file_atomic;
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
-use super::seal::{Key, StoreId};
 use super::table::{Table, TableSpec, TableWriter};
+use super::tag::{Key, StoreId};
 use super::vfs::Vfs;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ pub struct SnapshotSink<'a> {
     pub(crate) name: String,
     pub(crate) codec: Codec,
     pub(crate) seq: u64,
-    pub(crate) seal: Option<&'a (Key, StoreId)>,
+    pub(crate) keying: Option<&'a (Key, StoreId)>,
     /// The largest whole-state payload accepted ([`Options::max_snapshot_len`](super::Options)).
     pub(crate) max_len: u64,
 }
@@ -63,15 +63,15 @@ impl SnapshotSink<'_> {
                 max,
             });
         }
-        let seal = self.seal.map(|(key, id)| {
-            let tag = super::seal::snapshot_tag(key, id, self.seq, payload);
+        let keying = self.keying.map(|(key, id)| {
+            let tag = super::tag::snapshot_tag(key, id, self.seq, payload);
             (*id, tag)
         });
         let bytes = super::snapfile::encode_snapshot_keyed(
             self.codec,
             self.seq,
             payload,
-            seal.as_ref().map(|(id, tag)| (id, tag)),
+            keying.as_ref().map(|(id, tag)| (id, tag)),
         );
         write_file_atomic(self.vfs.as_ref(), self.dir, &self.name, &bytes)?;
         Ok(bytes.len() as u64)
@@ -84,7 +84,7 @@ impl SnapshotSink<'_> {
             self.vfs.clone(),
             self.dir,
             &self.name,
-            TableSpec::new(self.codec, self.seq, self.seal.cloned()),
+            TableSpec::new(self.codec, self.seq, self.keying.cloned()),
         )
     }
 }

@@ -7,9 +7,9 @@ use super::format::*;
 use super::load::{
     LoadSpec, RecoveryReport, TornTailReport, list_store, load_every_segment, with_retries,
 };
-use super::seal::Key;
 use super::snapshot::SnapshotData;
 use super::table::Table;
+use super::tag::Key;
 use super::vfs::Vfs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use super::format::*;
 use super::frame::decode_segment_header;
 use super::load::{check_key, check_key_check, list_store, record_payload};
 use super::scan::scan_segment;
-use super::seal::{Key, StoreId, id_mismatch};
+use super::tag::{Key, StoreId, id_mismatch};
 use super::vfs::Vfs;
 use std::path::Path;
 
@@ -65,9 +65,9 @@ pub fn for_each_record_with_key(
             }
         }
         // No record is read past an unreadable header, so `None` reads nothing.
-        let seal = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
+        let keying = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
         let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
-            let payload = match &seal {
+            let payload = match &keying {
                 Some((key, id, c)) => {
                     record_payload(Some((key, id)), *c, &path, bytes, offset, seq, body)?
                 }

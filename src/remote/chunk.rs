@@ -7,7 +7,7 @@ use crate::engine::Codec;
 use crate::engine::frame::{
     Frame, SegmentHeader, decode_record, decode_segment_header, encode_segment_header_keyed,
 };
-use crate::engine::seal::to_hex;
+use crate::engine::tag::to_hex;
 
 /// The hex digest a manifest's `tail` carries: BLAKE3 of one record's frame, first 16 bytes.
 pub fn frame_digest(frame: &[u8]) -> String {

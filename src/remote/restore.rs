@@ -108,7 +108,7 @@ fn materialize(
         None
     } else {
         Some(
-            crate::engine::seal::from_hex::<{ crate::engine::seal::STORE_ID_LEN }>(
+            crate::engine::tag::from_hex::<{ crate::engine::tag::STORE_ID_LEN }>(
                 m.store_id.as_bytes(),
             )
             .ok_or_else(|| {
@@ -194,7 +194,7 @@ fn materialize(
 /// must be the one `key` gives. An unkeyed chain has no tags to check.
 fn check_chunk_tags(
     key: &Key,
-    chain_id: Option<&crate::engine::seal::StoreId>,
+    chain_id: Option<&crate::engine::tag::StoreId>,
     object: &str,
     bytes: &[u8],
     view: &ChunkView<'_>,
@@ -206,7 +206,7 @@ fn check_chunk_tags(
             Some(_) => Err(RemoteError::corrupt(
                 object,
                 0,
-                crate::engine::seal::id_mismatch("the chunk", found, chain_id),
+                crate::engine::tag::id_mismatch("the chunk", found, chain_id),
             )),
         };
     };
@@ -214,14 +214,14 @@ fn check_chunk_tags(
         return Err(RemoteError::corrupt(
             object,
             0,
-            crate::engine::seal::id_mismatch("the chunk", found, chain_id),
+            crate::engine::tag::id_mismatch("the chunk", found, chain_id),
         ));
     }
     let codec = view.header.codec;
     for &start in &view.starts {
         let at = view.header.len + start;
         if let Frame::Record { seq, payload, .. } = decode_record(codec, bytes, at) {
-            crate::engine::seal::open_record(key, id, codec, bytes, at as u64, seq, payload)
+            crate::engine::tag::open_record(key, id, codec, bytes, at as u64, seq, payload)
                 .map_err(|why| {
                     RemoteError::corrupt(
                         object,

@@ -133,7 +133,7 @@ pub fn local_header(vfs: &dyn Vfs, dir: &Path) -> Result<(Codec, String)> {
         {
             let id = h
                 .store_id
-                .map(|i| crate::engine::seal::to_hex(&i))
+                .map(|i| crate::engine::tag::to_hex(&i))
                 .unwrap_or_default();
             return Ok((h.codec, id));
         }

@@ -49,7 +49,7 @@ const CANCEL: u8 = 2;
 
 /// A shared stop request. Clones share it; wire it to a signal handler or a
 /// cancel button. With [`StopFlag::watching_sigterm`] it also reports the
-/// process-wide SIGTERM flag set by [`super::signal::install_sigterm_handler`].
+/// process-wide SIGTERM flag set by its SIGTERM handler.
 #[derive(Debug, Clone, Default)]
 pub struct StopFlag {
     state: Arc<AtomicU8>,

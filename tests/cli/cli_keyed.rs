@@ -33,7 +33,7 @@ fn stdout_and_stderr(o: &std::process::Output) -> String {
 }
 
 /// Changes one payload byte of record `seq` of `seg`, recomputing its checksum
-/// (so only the keyed digest can tell). Returns the record's offset.
+/// (so only the keyed tag can tell). Returns the record's offset.
 fn tamper(seg: &Path, seq: u64) -> u64 {
     let bytes = std::fs::read(seg).unwrap();
     let h = decode_segment_header(&bytes).unwrap();

@@ -232,7 +232,7 @@ fn table_seeds(out: &Path) {
         let spec = TableSpec {
             codec: Codec::Binary,
             seq: 9,
-            seal: keyed.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
+            keying: keyed.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
             block_bytes,
         };
         let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec).unwrap();

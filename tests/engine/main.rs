@@ -55,4 +55,4 @@ mod prop_model;
 mod recovery_partial_unlinks_after_compaction;
 mod table_damage;
 mod table_roundtrip;
-mod tamper_keyed_digest;
+mod tamper_keyed_tag;

@@ -4,11 +4,11 @@
 //! `verify` reports it); in a keyed table a change with checksums recomputed is
 //! `Tampered`. Also reads a writer's file by FORMAT.md §11's byte map alone.
 use runlog::engine::format::masked_crc;
-use runlog::engine::seal::{KEY_LEN, Key, StoreId};
 use runlog::engine::table::{
     TABLE_CRC_LEN, TABLE_ENTRY_HEADER_LEN, TABLE_FOOTER_LEN, TABLE_FOOTER_MAGIC, TABLE_HEADER_LEN,
     TABLE_INDEX_ENTRY_FIXED_LEN, TABLE_MAGIC, Table, TableSpec, TableWriter,
 };
+use runlog::engine::tag::{KEY_LEN, Key, StoreId};
 use runlog::engine::{Codec, Error, Vfs};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -49,7 +49,7 @@ fn table_of(m: &Model, keyed: bool) -> Vec<u8> {
     let spec = TableSpec {
         codec: Codec::Jsonl,
         seq: SEQ,
-        seal: keyed.then(|| (key(), STORE_ID)),
+        keying: keyed.then(|| (key(), STORE_ID)),
         block_bytes: 64,
     };
     let mut w = TableWriter::create(vfs, Path::new("/mem"), NAME, spec).unwrap();

@@ -7,11 +7,11 @@ use crate::common;
 use common::mem_fs;
 
 use proptest::prelude::*;
-use runlog::engine::seal::{KEY_LEN, Key, StoreId};
 use runlog::engine::sim::{Fault, FaultKind, Op, SimFs};
 use runlog::engine::table::{
     MAX_TABLE_KEY_LEN, MAX_TABLE_VALUE_LEN, TABLE_BLOCK_BYTES, Table, TableSpec, TableWriter,
 };
+use runlog::engine::tag::{KEY_LEN, Key, StoreId};
 use runlog::engine::{Codec, Error, RealFs, Vfs};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -32,7 +32,7 @@ fn spec(keyed: bool, block_bytes: usize) -> TableSpec {
     TableSpec {
         codec: Codec::Binary,
         seq: 7,
-        seal: keyed.then(|| (key(), STORE_ID)),
+        keying: keyed.then(|| (key(), STORE_ID)),
         block_bytes,
     }
 }

@@ -3,7 +3,7 @@
 //! typed by hand. Pure helpers over bytes, no I/O.
 
 use crate::engine::format::{le_u16, le_u32, le_u64, masked_crc};
-use crate::engine::seal::{STORE_ID_LEN, StoreId, TAG_LEN, Tag};
+use crate::engine::tag::{STORE_ID_LEN, StoreId, TAG_LEN, Tag};
 
 /// Magic at offset 0 of a table snapshot.
 pub const TABLE_MAGIC: [u8; 8] = *b"RUNLOGtb";

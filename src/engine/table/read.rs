@@ -6,7 +6,7 @@
 use super::format::*;
 use crate::engine::error::{Error, Result};
 use crate::engine::format::{Codec, le_u32, masked_crc};
-use crate::engine::seal::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag, tags_equal};
+use crate::engine::tag::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag, tags_equal};
 use crate::engine::vfs::{FileBytes, Vfs};
 use std::cmp::Ordering;
 use std::fmt;
@@ -20,7 +20,7 @@ pub struct Table {
     seq: u64,
     codec: Codec,
     /// A keyed table's key and store id.
-    seal: Option<(Key, StoreId)>,
+    keying: Option<(Key, StoreId)>,
     entries: u64,
     /// The index body's byte range in the file.
     index_at: usize,
@@ -38,7 +38,7 @@ impl fmt::Debug for Table {
             .field("path", &self.path)
             .field("seq", &self.seq)
             .field("codec", &self.codec)
-            .field("keyed", &self.seal.is_some())
+            .field("keyed", &self.keying.is_some())
             .field("entries", &self.entries)
             .field("blocks", &self.blocks.len())
             .field("size", &self.size())
@@ -163,7 +163,7 @@ impl Table {
         }
         // Every byte outside the data blocks now passes a checksum: a keyed
         // table's tag decides whether they are the writer's.
-        let seal = match key {
+        let keying = match key {
             Some(key) => {
                 let prefix = &b[footer_at..footer_at + TF_TAG_AT];
                 let want = table_tag(
@@ -204,7 +204,7 @@ impl Table {
             bytes,
             seq: fh.seq,
             codec,
-            seal,
+            keying,
             entries: f.entries,
             index_at,
             index_end,
@@ -236,7 +236,7 @@ impl Table {
 
     /// A keyed table's store id.
     pub fn store_id(&self) -> Option<StoreId> {
-        self.seal.as_ref().map(|(_, id)| *id)
+        self.keying.as_ref().map(|(_, id)| *id)
     }
 
     /// The number of entries.
@@ -357,7 +357,7 @@ impl Table {
         self.blocks
             .get(i)
             .and_then(|&at| index.get(at as usize..))
-            .and_then(|b| decode_index_entry(b, self.seal.is_some()))
+            .and_then(|b| decode_index_entry(b, self.keying.is_some()))
             .ok_or_else(|| {
                 self.corrupt(
                     self.index_at as u64,
@@ -393,7 +393,7 @@ impl Table {
         if le_u32(bytes, body_len) != masked_crc(&[body]) {
             return Err(damaged("checksum mismatch".into()));
         }
-        if let (Some((key, id)), Some(tag)) = (&self.seal, ix.tag) {
+        if let (Some((key, id)), Some(tag)) = (&self.keying, ix.tag) {
             let want = block_tag(key, id, self.seq, i as u64, body);
             if !tags_equal(&want, tag.try_into().unwrap_or(&[0; TAG_LEN])) {
                 return Err(Error::Tampered {

@@ -6,7 +6,7 @@
 use super::format::*;
 use crate::engine::error::{Error, Result};
 use crate::engine::format::{Codec, TEMP_MARKER, masked_crc};
-use crate::engine::seal::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag};
+use crate::engine::tag::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag};
 use crate::engine::files::random_suffix;
 use crate::engine::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
 use std::fmt;
@@ -24,7 +24,7 @@ pub struct TableSpec {
     /// The seq the snapshot covers.
     pub seq: u64,
     /// A keyed store's key and id: block tags and a table tag are written.
-    pub seal: Option<(Key, StoreId)>,
+    pub keying: Option<(Key, StoreId)>,
     /// Target size of a data block body (`TABLE_BLOCK_BYTES`, 4 KiB, by default,
     /// at most `MAX_TABLE_BLOCK_BYTES`, 64 KiB, else `Error::TooLarge`); an entry larger
     /// than it gets a block of its own (so 0 puts every entry in its own block).
@@ -33,11 +33,11 @@ pub struct TableSpec {
 
 impl TableSpec {
     /// A spec with the default block size.
-    pub fn new(codec: Codec, seq: u64, seal: Option<(Key, StoreId)>) -> TableSpec {
+    pub fn new(codec: Codec, seq: u64, keying: Option<(Key, StoreId)>) -> TableSpec {
         TableSpec {
             codec,
             seq,
-            seal,
+            keying,
             block_bytes: TABLE_BLOCK_BYTES,
         }
     }
@@ -74,7 +74,7 @@ impl fmt::Debug for TableWriter {
         f.debug_struct("TableWriter")
             .field("temp", &self.temp)
             .field("seq", &self.spec.seq)
-            .field("keyed", &self.spec.seal.is_some())
+            .field("keyed", &self.spec.keying.is_some())
             .field("entries", &self.entries)
             .field("blocks", &self.blocks)
             .field("offset", &self.offset())
@@ -101,7 +101,7 @@ impl TableWriter {
         let file = vfs
             .create_new(&temp)
             .map_err(|e| Error::io("create table temp file", &temp, e))?;
-        let flags = if spec.seal.is_some() {
+        let flags = if spec.keying.is_some() {
             TABLE_FLAG_KEYED
         } else {
             0
@@ -225,7 +225,7 @@ impl TableWriter {
             store_id: [0; STORE_ID_LEN],
             tag: [0; TAG_LEN],
         };
-        if let Some((key, id)) = &self.spec.seal {
+        if let Some((key, id)) = &self.spec.keying {
             footer.store_id = *id;
             let prefix = footer_prefix(&footer);
             footer.tag = table_tag(
@@ -270,7 +270,7 @@ impl TableWriter {
         let crc = masked_crc(&[&self.block]);
         let tag = self
             .spec
-            .seal
+            .keying
             .as_ref()
             .map(|(key, id)| block_tag(key, id, self.spec.seq, self.blocks, &self.block));
         let last_key = self.last_key.as_deref().unwrap_or_default();
@@ -339,6 +339,6 @@ pub(crate) fn show_key(key: &[u8]) -> String {
     let more = if key.len() > SHOWN { "…" } else { "" };
     match std::str::from_utf8(cut) {
         Ok(s) if s.chars().all(|c| !c.is_control()) => format!("{s:?}{more}"),
-        _ => format!("0x{}{more}", crate::engine::seal::to_hex(cut)),
+        _ => format!("0x{}{more}", crate::engine::tag::to_hex(cut)),
     }
 }

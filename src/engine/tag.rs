@@ -1,4 +1,4 @@
-//! The keyed digest of a keyed store (tamper evidence): the key, the store id,
+//! The keyed tags of a keyed store (tamper evidence): the key, the store id,
 //! and the tags that bind each record and snapshot to its content, its seq and
 //! its store. Pure functions over bytes, no I/O except [`Key::from_file`].
 //! FORMAT.md §10 describes the bytes.

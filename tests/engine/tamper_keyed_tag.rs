@@ -1,4 +1,4 @@
-//! Proves the opt-in keyed digest (FORMAT.md §10): in a keyed store, a change to
+//! Proves the opt-in keyed tag (FORMAT.md §10): in a keyed store, a change to
 //! any byte of any record or snapshot payload — with its checksum recomputed, so
 //! it is not accidental damage — fails every open with `Error::Tampered` naming
 //! the file, offset and seq, and changes no byte. Records moved to another seq,
@@ -12,8 +12,8 @@ use runlog::engine::frame::{
     Frame, decode_record, decode_segment_header, encode_record_tagged, encode_segment_header_keyed,
     jsonl_record_mac,
 };
-use runlog::engine::seal::Tag;
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot_keyed};
+use runlog::engine::tag::Tag;
 use runlog::engine::{
     Codec, Error, Integrity, Key, Store, read_state, read_state_with_key, verify, verify_with_key,
 };
@@ -260,7 +260,7 @@ fn every_snapshot_byte_changed_with_its_checksums_recomputed_is_tampering() {
         let fs = build(codec, &k);
         let snap = file(&fs, SNAP_6);
         let v = decode_snapshot(&snap).unwrap();
-        let (id, tag) = v.seal.unwrap();
+        let (id, tag) = v.keying.unwrap();
         for i in 0..v.payload.len() {
             let mut p = v.payload.to_vec();
             p[i] ^= 0x21;
@@ -554,7 +554,7 @@ fn format_md_keyed_examples_are_byte_exact() {
         line("{\"runlog\":\"segment\"", "storeId")
     );
     let t = br#"{"op":"unit","unit":"u1","status":"done"}"#;
-    let tag = runlog::engine::seal::record_tag(&k, &id, 7, t);
+    let tag = runlog::engine::tag::record_tag(&k, &id, 7, t);
     let mut r = vec![];
     encode_record_tagged(Codec::Jsonl, 7, 5, t, Some(&tag), &mut r);
     assert_eq!(r.pop(), Some(b'\n'));
