@@ -120,7 +120,9 @@ fn demo_loses_its_host_and_finishes_from_a_file_remote() {
 
 #[test]
 fn demo_loses_its_host_and_finishes_from_ceph() {
-    let Some(bucket) = remote_support::gateway("demo_loses_its_host_and_finishes_from_ceph") else {
+    let Some((bucket, _gateway)) =
+        remote_support::gateway("demo_loses_its_host_and_finishes_from_ceph")
+    else {
         return;
     };
     let root = tempfile::tempdir().unwrap();

@@ -36,7 +36,7 @@ fn s3_store(bucket: &str) -> Arc<dyn ObjectStore> {
 
 #[test]
 fn ceph_sync_and_async_ship_then_restore_hold_every_acknowledged_record() {
-    let Some(bucket) = gateway("ceph_ship_restore") else {
+    let Some((bucket, _gateway)) = gateway("ceph_ship_restore") else {
         return;
     };
     for policy in [Policy::Sync, Policy::Async { interval_ms: 50 }] {
@@ -68,7 +68,7 @@ fn ceph_sync_and_async_ship_then_restore_hold_every_acknowledged_record() {
 
 #[test]
 fn ceph_two_writers_on_two_local_dirs_claiming_one_run_exactly_one_wins() {
-    let Some(bucket) = gateway("ceph_two_writers") else {
+    let Some((bucket, _gateway)) = gateway("ceph_two_writers") else {
         return;
     };
     for round in 0..5 {
@@ -129,7 +129,7 @@ fn ceph_two_writers_on_two_local_dirs_claiming_one_run_exactly_one_wins() {
 
 #[test]
 fn ceph_every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
-    let Some(bucket) = gateway("ceph_faults") else {
+    let Some((bucket, _gateway)) = gateway("ceph_faults") else {
         return;
     };
     let run = |at: u64, fault: Fault, tag: &str| {

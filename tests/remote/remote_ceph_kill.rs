@@ -42,7 +42,7 @@ fn child_writer() {
 
 #[test]
 fn ceph_kill_9_during_upload_loses_nothing_acknowledged() {
-    let Some(bucket) = gateway("ceph_kill_9") else {
+    let Some((bucket, _gateway)) = gateway("ceph_kill_9") else {
         return;
     };
     for (i, kill_after) in [1u64, 7, 20, 33].into_iter().enumerate() {

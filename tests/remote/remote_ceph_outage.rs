@@ -8,7 +8,7 @@
 
 use crate::remote_support;
 
-use remote_support::{gateway, open, read, s3_url};
+use remote_support::{gateway_alone, open, read, s3_url};
 use runlog::engine::RealFs;
 use runlog::remote::{
     Policy, Remote, RemoteConfig, Replicated, error_chain, latest_manifest, restore,
@@ -34,7 +34,7 @@ fn wait_up(url: &str) {
 
 #[test]
 fn ceph_gateway_stopped_mid_run_async_catches_up_and_sync_never_acks_without_it() {
-    let Some(bucket) = gateway("ceph_outage") else {
+    let Some((bucket, _gateway)) = gateway_alone("ceph_outage") else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

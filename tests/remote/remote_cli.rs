@@ -96,7 +96,7 @@ fn cli_file_remote_sync_and_async() {
 
 #[test]
 fn cli_ceph_remote_sync() {
-    let Some(bucket) = remote_support::gateway("cli_ceph_remote") else {
+    let Some((bucket, _gateway)) = remote_support::gateway("cli_ceph_remote") else {
         return;
     };
     scenario(&remote_support::s3_url(&bucket, "cli"), "sync");

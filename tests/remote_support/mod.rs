@@ -170,9 +170,36 @@ impl ObjectStore for Faulty {
     }
 }
 
-/// The gateway's environment, or `None` after printing why the test skips.
-/// With RUNLOG_REQUIRE_S3=1 a missing gateway fails the test instead.
-pub fn gateway(test: &str) -> Option<String> {
+/// One gateway serves every Ceph test of this binary, and the outage test stops
+/// it mid-run: tests that use it hold this lock shared, the outage test holds it
+/// alone, so no test meets a gateway another test took away.
+static GATEWAY_IN_USE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A test's hold on the gateway: kept for the whole test (bind it to a named
+/// variable, not `_`).
+pub enum GatewayUse {
+    /// Shared with the other tests that use the gateway.
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    /// Alone: this test may stop and start the gateway.
+    Alone(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
+}
+
+/// The gateway's bucket and a shared hold on it, or `None` after printing why
+/// the test skips. With RUNLOG_REQUIRE_S3=1 a missing gateway fails the test instead.
+pub fn gateway(test: &str) -> Option<(String, GatewayUse)> {
+    let bucket = bucket(test)?;
+    let hold = GATEWAY_IN_USE.read().unwrap_or_else(|p| p.into_inner());
+    Some((bucket, GatewayUse::Shared(hold)))
+}
+
+/// As [`gateway`], holding the gateway alone (for a test that stops it).
+pub fn gateway_alone(test: &str) -> Option<(String, GatewayUse)> {
+    let bucket = bucket(test)?;
+    let hold = GATEWAY_IN_USE.write().unwrap_or_else(|p| p.into_inner());
+    Some((bucket, GatewayUse::Alone(hold)))
+}
+
+fn bucket(test: &str) -> Option<String> {
     let bucket = std::env::var("RUNLOG_S3_BUCKET").ok();
     let endpoint = std::env::var("AWS_ENDPOINT_URL").ok();
     match (bucket, endpoint) {
