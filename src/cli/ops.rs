@@ -1,10 +1,8 @@
 //! The JSON-lines operations `runlog apply` reads on stdin, and their
 //! conversion to [`Change`]s. Parsing caps line length and nesting first.
 
-use crate::run::Json;
 use crate::run::json::parse_json_limited;
-use crate::run::{BudgetSpec, Change};
-use crate::run::{PhaseStatus, RunStatus, UnitStatus};
+use crate::run::{BudgetSpec, Change, Json, PhaseStatus, RunStatus, UnitStatus};
 use serde::Deserialize;
 
 /// Longest operation line accepted, in bytes.

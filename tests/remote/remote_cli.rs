@@ -8,27 +8,9 @@
 
 use crate::remote_support;
 
+use remote_support::{ok, runlog};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn runlog(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runlog"))
-        .arg("--dir")
-        .arg(root)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+use std::process::Command;
 
 fn status(root: &Path) -> serde_json::Value {
     serde_json::from_str(&ok(&runlog(root, &["remote", "status", "r1", "--json"]))).unwrap()

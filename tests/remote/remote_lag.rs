@@ -5,28 +5,9 @@
 //! the lag is 0. A run without a remote shows no remote part.
 #![cfg(feature = "remote")]
 
+use crate::remote_support::{ok, runlog};
 use runlog::run::{Runs, UnitStatus};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn runlog(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_runlog"))
-        .arg("--dir")
-        .arg(root)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn status_json(root: &Path) -> serde_json::Value {
     serde_json::from_str(&ok(&runlog(root, &["status", "r1", "--json"]))).unwrap()

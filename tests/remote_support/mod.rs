@@ -223,3 +223,24 @@ pub fn s3_url(bucket: &str, name: &str) -> String {
     h.write_u32(std::process::id());
     format!("s3://{bucket}/{name}-{:016x}", h.finish())
 }
+
+/// Runs the `runlog` binary with `--dir root` and `args`.
+pub fn runlog(root: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_runlog"))
+        .arg("--dir")
+        .arg(root)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The stdout of a command that must have succeeded (else its exit and stderr fail the test).
+pub fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
