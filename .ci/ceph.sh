@@ -12,8 +12,12 @@
 set -euo pipefail
 
 CEPH_DIR="${CEPH_DIR:-/tmp/runlog-ceph}"
-RGW_PORT="${RGW_PORT:-7480}"
-MON_PORT="${MON_PORT:-6789}"
+# Ports: given ones are used as they are; otherwise each attempt picks free
+# ones at random. Fixed defaults (6789, 7480) collided on a CI host running
+# several jobs in one network namespace: our OSD registered with another job's
+# monitor and was refused with "wrong fsid".
+FIXED_RGW_PORT="${RGW_PORT:-}"
+FIXED_MON_PORT="${MON_PORT:-}"
 ACCESS_KEY="${CEPH_ACCESS_KEY:-runlogtestaccess}"
 SECRET_KEY="${CEPH_SECRET_KEY:-runlogtestsecretkey0123456789}"
 BUCKET="${RUNLOG_S3_BUCKET:-runlog-test}"
@@ -21,11 +25,40 @@ CONF="$CEPH_DIR/ceph.conf"
 
 log() { printf 'ceph.sh: %s\n' "$*" >&2; }
 
+# A port nobody listens on now (bash's /dev/tcp: no extra tools needed).
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return
+    fi
+  done
+}
+
 start() {
   if [ -f "$CEPH_DIR/env" ]; then
     log "already running (found $CEPH_DIR/env); stop it first"
     return 0
   fi
+  local attempt
+  for attempt in 1 2 3; do
+    RGW_PORT="${FIXED_RGW_PORT:-$(free_port)}"
+    MON_PORT="${FIXED_MON_PORT:-$(free_port)}"
+    # A child shell, so that `set -e` holds inside (it is off in an `if`).
+    if RGW_PORT=$RGW_PORT MON_PORT=$MON_PORT bash "${BASH_SOURCE[0]}" start-once; then
+      return 0
+    fi
+    log "attempt $attempt failed (mon port $MON_PORT, gateway port $RGW_PORT); logs:"
+    tail -n 5 "$CEPH_DIR"/log/*.log >&2 2>/dev/null || true
+    stop
+  done
+  log "the gateway did not start in 3 attempts"
+  return 1
+}
+
+start_once() {
   rm -rf "$CEPH_DIR"
   mkdir -p "$CEPH_DIR"/{mon,osd,rgw,run,log}
   local fsid
@@ -66,10 +99,22 @@ EOF
   monmaptool --create --clobber --fsid "$fsid" --add a "127.0.0.1:$MON_PORT" "$CEPH_DIR/monmap" >/dev/null
   ceph-mon -c "$CONF" --mkfs -i a --monmap "$CEPH_DIR/monmap"
   ceph-mon -c "$CONF" -i a
-  log "mon started"
+  # The monitor that answers must be ours (same fsid), not one that already
+  # held the port.
+  local answered=""
+  for i in $(seq 1 30); do
+    answered=$(timeout 10 ceph -c "$CONF" fsid 2>/dev/null || true)
+    [ -n "$answered" ] && break
+    sleep 1
+  done
+  if [ "$answered" != "$fsid" ]; then
+    log "the monitor on 127.0.0.1:$MON_PORT answered fsid '$answered', ours is $fsid"
+    return 1
+  fi
+  log "mon started on 127.0.0.1:$MON_PORT"
   local osd_uuid
   osd_uuid=$(cat /proc/sys/kernel/random/uuid)
-  ceph -c "$CONF" osd create "$osd_uuid" 0 >/dev/null
+  timeout 60 ceph -c "$CONF" osd create "$osd_uuid" 0 >/dev/null
   ceph-osd -c "$CONF" -i 0 --mkfs --osd-uuid "$osd_uuid" >/dev/null 2>&1
   ceph -c "$CONF" osd crush add-bucket host0 host >/dev/null 2>&1 || true
   ceph -c "$CONF" osd crush move host0 root=default >/dev/null 2>&1 || true
@@ -78,20 +123,24 @@ EOF
   log "osd started"
   local i
   for i in $(seq 1 60); do
-    if ceph -c "$CONF" osd stat 2>/dev/null | grep -q '1 up'; then break; fi
+    if timeout 10 ceph -c "$CONF" osd stat 2>/dev/null | grep -q '1 up'; then break; fi
     sleep 1
   done
+  if ! timeout 10 ceph -c "$CONF" osd stat 2>/dev/null | grep -q '1 up'; then
+    log "the OSD did not come up"
+    return 1
+  fi
   radosgw -c "$CONF" -n client.rgw.a
   log "radosgw started on 127.0.0.1:$RGW_PORT"
   # The user is created once the gateway has made its pools.
   for i in $(seq 1 90); do
-    if radosgw-admin -c "$CONF" user create --uid=runlog --display-name=runlog \
+    if timeout 30 radosgw-admin -c "$CONF" user create --uid=runlog --display-name=runlog \
       --access-key="$ACCESS_KEY" --secret="$SECRET_KEY" >/dev/null 2>&1; then
       break
     fi
     sleep 1
   done
-  radosgw-admin -c "$CONF" user info --uid=runlog >/dev/null
+  timeout 60 radosgw-admin -c "$CONF" user info --uid=runlog >/dev/null
   for i in $(seq 1 90); do
     if curl -s -o /dev/null "http://127.0.0.1:$RGW_PORT/"; then break; fi
     sleep 1
@@ -105,7 +154,7 @@ EOF
     case "$code" in 200|409) break ;; esac
     sleep 1
   done
-  case "$code" in 200|409) ;; *) log "creating bucket $BUCKET failed: HTTP $code"; exit 1 ;; esac
+  case "$code" in 200|409) ;; *) log "creating bucket $BUCKET failed: HTTP $code"; return 1 ;; esac
   cat >"$CEPH_DIR/env" <<EOF
 export AWS_ENDPOINT_URL=http://127.0.0.1:$RGW_PORT
 export AWS_ACCESS_KEY_ID=$ACCESS_KEY
@@ -146,6 +195,7 @@ stop() {
 
 case "${1:-}" in
   start) start ;;
+  start-once) start_once ;;
   stop) stop ;;
   stop-rgw) stop_rgw ;;
   start-rgw) start_rgw ;;

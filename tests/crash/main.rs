@@ -1,7 +1,7 @@
 //! The slow sweeps: crash-point enumeration on the simulated filesystem, fault
 //! injection, and kill -9 of child processes (this binary re-executed, one
 //! child test by its full name). Scaled by `RUNLOG_CRASH_*`, `RUNLOG_FAULT_SEEDS`,
-//! `RUNLOG_KILL9_ITERS`/`RUNLOG_KILL9_SEED`.
+//! `RUNLOG_KILL9_ITERS`/`RUNLOG_KILL9_KEYED_ITERS`/`RUNLOG_KILL9_SEED`.
 
 #[path = "../common/mod.rs"]
 mod common;
