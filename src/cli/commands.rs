@@ -616,26 +616,14 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                    "bytes": bytes, "reason": reason, "lastSeq": r.recovery.last_seq}),
             EXIT_DONE,
         ),
-        Integrity::Corrupt {
-            path,
-            offset,
-            seq,
-            reason,
-        } => (
-            json!({"id": id, "integrity": "corrupt", "path": path, "offset": offset,
-                   "seq": seq, "reason": reason}),
-            EXIT_FAILED,
-        ),
-        Integrity::Tampered {
-            path,
-            offset,
-            seq,
-            what,
-        } => (
-            json!({"id": id, "integrity": "tampered", "path": path, "offset": offset,
-                   "seq": seq, "reason": what}),
-            EXIT_FAILED,
-        ),
+        Integrity::Damaged(e) => {
+            let d = Damage::of(e);
+            (
+                json!({"id": id, "integrity": d.kind, "path": d.path, "offset": d.offset,
+                       "seq": d.seq, "reason": d.reason}),
+                EXIT_FAILED,
+            )
+        }
     };
     // A damaged snapshot the open skips is loud: named, with what it fell back to.
     let fell_back_to = match r.recovery.snapshot_seq {
@@ -686,31 +674,78 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                 "{id}: torn tail of {bytes} bytes at {} offset {offset} (dropped by the next writer)",
                 path.display()
             ),
-            Integrity::Corrupt {
-                path,
-                offset,
-                reason,
-                ..
-            } => {
+            Integrity::Damaged(e) => {
+                let d = Damage::of(e);
+                let (head, why) = match d.kind {
+                    "tampered" => (
+                        "TAMPERED",
+                        " (the bytes pass their checksums but not their keyed tag)",
+                    ),
+                    _ => ("CORRUPT", ""),
+                };
                 format!(
-                    "{id}: CORRUPT at {} offset {offset}: {reason}",
-                    path.display()
+                    "{id}: {head} at {} offset {}{}: {}{why}",
+                    d.path.display(),
+                    d.offset,
+                    match (d.kind, d.seq) {
+                        ("tampered", Some(s)) => format!(" seq {s}"),
+                        _ => String::new(),
+                    },
+                    d.reason
                 )
             }
-            Integrity::Tampered {
-                path,
-                offset,
-                seq,
-                what,
-            } => format!(
-                "{id}: TAMPERED at {} offset {offset}{}: {what} (the bytes pass their checksums but not their keyed tag)",
-                path.display(),
-                seq.map(|s| format!(" seq {s}")).unwrap_or_default()
-            ),
         };
         println_out(&line)?;
     }
     Ok(code)
+}
+
+/// Where and what the damage `verify` found is, for its line and its JSON.
+struct Damage<'a> {
+    kind: &'static str,
+    path: &'a std::path::Path,
+    offset: u64,
+    seq: Option<u64>,
+    reason: String,
+}
+
+impl<'a> Damage<'a> {
+    fn of(e: &'a engine::Error) -> Damage<'a> {
+        match e {
+            engine::Error::Tampered {
+                path,
+                offset,
+                seq,
+                what,
+            } => Damage {
+                kind: "tampered",
+                path,
+                offset: *offset,
+                seq: *seq,
+                reason: what.clone(),
+            },
+            engine::Error::Corrupt {
+                path,
+                offset,
+                seq,
+                reason,
+            } => Damage {
+                kind: "corrupt",
+                path,
+                offset: *offset,
+                seq: *seq,
+                reason: reason.clone(),
+            },
+            // `Integrity::from_damage` makes only the two above.
+            other => Damage {
+                kind: "corrupt",
+                path: std::path::Path::new(""),
+                offset: 0,
+                seq: None,
+                reason: other.to_string(),
+            },
+        }
+    }
 }
 
 fn dump(runs: &Runs, run: &str) -> Result<u8, RunError> {

@@ -1,131 +1,37 @@
-//! The JSON-lines operations `runlog apply` reads on stdin, and their
-//! conversion to [`Change`]s. Parsing caps line length and nesting first.
+//! The JSON-lines operations `runlog apply` reads on stdin. An operation is a
+//! [`Change`] itself, written flat and named by an `"op"` field
+//! (`{"op":"unit","unit":"u1","status":"done"}` is `Change::Unit`), with two
+//! conveniences: `item` takes one object or an array of them, and `budget`
+//! gives `limit` and `owner` beside `name`. There is no second schema to keep
+//! in step: a field added to a `Change` is an operation field at once.
+//! Parsing caps line length and nesting first.
 
 use crate::run::json::parse_json_limited;
-use crate::run::{BudgetSpec, Change, Json, PhaseStatus, RunStatus, UnitStatus};
-use serde::Deserialize;
+use crate::run::{Change, Json};
+use serde_json::{Map, Value};
 
 /// Longest operation line accepted, in bytes.
 pub const MAX_OP_LINE_BYTES: usize = 1 << 20;
 
-/// One operation as written on a line: `{"op":"unit","unit":"u1","status":"done"}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Op {
-    /// Set a unit's status.
-    Unit {
-        /// The unit.
-        unit: String,
-        /// Its new status.
-        status: UnitStatus,
-        /// A new note.
-        #[serde(default)]
-        note: Option<String>,
-        /// New dependencies.
-        #[serde(default)]
-        deps: Option<Vec<String>>,
-    },
-    /// Set a phase's status.
-    Phase {
-        /// The phase.
-        phase: String,
-        /// Its new status.
-        status: PhaseStatus,
-    },
-    /// Add an open item (an array adds each element).
-    Item {
-        /// The item(s).
-        item: serde_json::Value,
-    },
-    /// Resolve an open item.
-    Resolve {
-        /// Its id.
-        id: String,
-        /// Why or how.
-        #[serde(default)]
-        note: Option<String>,
-    },
-    /// Declare a budget.
-    Budget {
-        /// Its name.
-        name: String,
-        /// Its limit (absent: unlimited).
-        #[serde(default)]
-        limit: Option<f64>,
-        /// Its owner.
-        owner: String,
-    },
-    /// Record spending.
-    Spend {
-        /// The budget.
-        budget: String,
-        /// The amount.
-        amount: f64,
-    },
-    /// Save a whole-state checkpoint.
-    Checkpoint {
-        /// The state.
-        state: serde_json::Value,
-    },
-    /// Close the run.
-    Finalize {
-        /// `done`, `needs_attention` or `aborted`.
-        status: RunStatus,
-        /// A result text.
-        #[serde(default)]
-        result: Option<String>,
-    },
-}
-
 /// Items from a JSON value: an object is one item, an array each of its
 /// elements (which must be objects); anything else is refused.
-pub fn items_from_json(v: serde_json::Value) -> Result<Vec<Json>, String> {
+pub fn items_from_json(v: Value) -> Result<Vec<Json>, String> {
     match v {
-        serde_json::Value::Object(_) => Ok(vec![Json(v)]),
-        serde_json::Value::Array(a) if !a.is_empty() => a
+        Value::Object(_) => Ok(vec![Json(v)]),
+        Value::Array(a) if !a.is_empty() => a
             .into_iter()
             .map(|e| match e {
-                serde_json::Value::Object(_) => Ok(Json(e)),
+                Value::Object(_) => Ok(Json(e)),
                 _ => Err("every element of an item array must be a JSON object".to_string()),
             })
             .collect(),
-        serde_json::Value::Array(_) => Err("an item array must not be empty".into()),
+        Value::Array(_) => Err("an item array must not be empty".into()),
         _ => Err("an item must be a JSON object or an array of objects".into()),
     }
 }
 
-impl Op {
-    /// The change this operation asks for.
-    pub fn into_change(self) -> Result<Change, String> {
-        Ok(match self {
-            Op::Unit {
-                unit,
-                status,
-                note,
-                deps,
-            } => Change::Unit {
-                unit,
-                status,
-                note,
-                deps,
-            },
-            Op::Phase { phase, status } => Change::Phase { phase, status },
-            Op::Item { item } => Change::Items {
-                items: items_from_json(item)?,
-            },
-            Op::Resolve { id, note } => Change::Resolve { id, note },
-            Op::Budget { name, limit, owner } => Change::Budget {
-                name,
-                spec: BudgetSpec { limit, owner },
-            },
-            Op::Spend { budget, amount } => Change::Spend { budget, amount },
-            Op::Checkpoint { state } => Change::Checkpoint { state: Json(state) },
-            Op::Finalize { status, result } => Change::Finalize { status, result },
-        })
-    }
-}
-
-/// The `op` names, as a line spells them.
+/// The `op` names, as a line spells them: [`Change::op`] of every change but
+/// `init` (a run is created by `init` or `start`, never by `apply`).
 pub const OP_NAMES: [&str; 8] = [
     "unit",
     "phase",
@@ -136,6 +42,54 @@ pub const OP_NAMES: [&str; 8] = [
     "checkpoint",
     "finalize",
 ];
+
+/// An operation's fields as the [`Change`] variant's fields: the variant's
+/// serde name, and its fields with the two conveniences undone.
+fn as_change_fields(op: &str, mut fields: Map<String, Value>) -> Result<(&str, Value), String> {
+    // The two conveniences have their own fields; every other op has exactly
+    // its change's, which serde checks (unknown and missing fields alike).
+    let own: &[&str] = match op {
+        "item" => &["item"],
+        "budget" => &["name", "limit", "owner"],
+        _ => &[],
+    };
+    if !own.is_empty() {
+        if let Some(k) = fields.keys().find(|k| !own.contains(&k.as_str())) {
+            return Err(format!(
+                "unknown field {k:?}, expected {}",
+                own.iter()
+                    .map(|f| format!("{f:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if op == "item" && !fields.contains_key("item") {
+            return Err("missing field \"item\"".into());
+        }
+    }
+    let variant = match op {
+        "item" => {
+            if let Some(item) = fields.remove("item") {
+                let items = items_from_json(item)?;
+                let items = items.into_iter().map(|j| j.0).collect();
+                fields.insert("items".into(), Value::Array(items));
+            }
+            "items"
+        }
+        "budget" => {
+            let mut spec = Map::new();
+            for k in ["limit", "owner"] {
+                if let Some(v) = fields.remove(k) {
+                    spec.insert(k.into(), v);
+                }
+            }
+            fields.insert("spec".into(), Value::Object(spec));
+            "budget"
+        }
+        _ => op,
+    };
+    Ok((variant, Value::Object(fields)))
+}
 
 /// What every operation error ends with: the shape of a line, and where to look.
 const OP_SHAPE: &str = r#"a line is one JSON object such as {"op":"unit","unit":"u1","status":"done"}; see: runlog apply --help"#;
@@ -150,11 +104,13 @@ pub fn parse_op_line(line: &str) -> Result<Change, String> {
         ));
     }
     let v = parse_json_limited(line).map_err(|e| format!("not JSON ({e}); {OP_SHAPE}"))?;
-    let name = match v.as_object().map(|o| o.get("op")) {
-        None => return Err(format!("not a JSON object; {OP_SHAPE}")),
-        Some(None) => return Err(format!("no \"op\" field; {OP_SHAPE}")),
-        Some(Some(serde_json::Value::String(n))) => n.clone(),
-        Some(Some(_)) => return Err(format!("\"op\" must be a string; {OP_SHAPE}")),
+    let Value::Object(mut fields) = v else {
+        return Err(format!("not a JSON object; {OP_SHAPE}"));
+    };
+    let name = match fields.remove("op") {
+        None => return Err(format!("no \"op\" field; {OP_SHAPE}")),
+        Some(Value::String(n)) => n,
+        Some(_) => return Err(format!("\"op\" must be a string; {OP_SHAPE}")),
     };
     if !OP_NAMES.contains(&name.as_str()) {
         return Err(format!(
@@ -162,9 +118,12 @@ pub fn parse_op_line(line: &str) -> Result<Change, String> {
             OP_NAMES.join(", ")
         ));
     }
-    let op: Op = serde_json::from_value(v)
-        .map_err(|e| format!("op {name:?}: {}; {OP_SHAPE}", plain_serde_error(&e)))?;
-    op.into_change().map_err(|e| format!("op {name:?}: {e}"))
+    let (variant, fields) =
+        as_change_fields(&name, fields).map_err(|e| format!("op {name:?}: {e}"))?;
+    let mut tagged = Map::new();
+    tagged.insert(variant.to_string(), fields);
+    serde_json::from_value(Value::Object(tagged))
+        .map_err(|e| format!("op {name:?}: {}; {OP_SHAPE}", plain_serde_error(&e)))
 }
 
 /// serde's message without its Rust spelling: backticks become quotes.
@@ -175,6 +134,103 @@ fn plain_serde_error(e: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
+
+    /// A line for `c` written from the change's own serde form: its fields,
+    /// flat, beside `"op"`.
+    fn line_of(c: &Change) -> String {
+        let Value::Object(tagged) = serde_json::to_value(c).unwrap() else {
+            panic!("a change serializes as an object")
+        };
+        let (_, fields) = tagged.into_iter().next().unwrap();
+        let mut fields = fields.as_object().unwrap().clone();
+        fields.insert("op".into(), Value::String(c.op().into()));
+        if let Some(Value::Array(items)) = fields.remove("items") {
+            fields.insert("item".into(), Value::Array(items));
+        }
+        if let Some(Value::Object(spec)) = fields.remove("spec") {
+            fields.extend(spec);
+        }
+        Value::Object(fields).to_string()
+    }
+
+    #[test]
+    fn every_change_but_init_is_an_op_with_the_changes_own_fields() {
+        let changes = [
+            Change::Unit {
+                unit: "u1".into(),
+                status: UnitStatus::Blocked,
+                note: Some("n".into()),
+                deps: Some(vec!["u0".into()]),
+            },
+            Change::Phase {
+                phase: "p".into(),
+                status: PhaseStatus::Done,
+            },
+            Change::Items {
+                items: vec![
+                    Json(serde_json::json!({"a": 1})),
+                    Json(serde_json::json!({"b": 2})),
+                ],
+            },
+            Change::Resolve {
+                id: "item-1".into(),
+                note: None,
+            },
+            Change::Budget {
+                name: "b".into(),
+                spec: BudgetSpec {
+                    limit: Some(2.5),
+                    owner: "o".into(),
+                },
+            },
+            Change::Spend {
+                budget: "b".into(),
+                amount: 1.0,
+            },
+            Change::Checkpoint {
+                state: Json(serde_json::json!({"k": [1, 2]})),
+            },
+            Change::Finalize {
+                status: RunStatus::Aborted,
+                result: Some("r".into()),
+            },
+        ];
+        let mut names: Vec<&str> = changes.iter().map(|c| c.op()).collect();
+        names.sort_unstable();
+        let mut ops = OP_NAMES.to_vec();
+        ops.sort_unstable();
+        assert_eq!(names, ops, "one op per change but init");
+        for c in &changes {
+            let line = line_of(c);
+            assert_eq!(parse_op_line(&line).as_ref(), Ok(c), "{line}");
+        }
+        let e = parse_op_line(r#"{"op":"init","id":"x","task":"t"}"#).unwrap_err();
+        assert!(e.contains("unknown op \"init\""), "{e}");
+    }
+
+    #[test]
+    fn the_conveniences_name_their_own_fields() {
+        for (line, says) in [
+            (r#"{"op":"item"}"#, "missing field \"item\""),
+            (
+                r#"{"op":"item","items":[{"a":1}]}"#,
+                "unknown field \"items\"",
+            ),
+            (
+                r#"{"op":"budget","name":"b","spec":{}}"#,
+                "unknown field \"spec\"",
+            ),
+            (r#"{"op":"budget","name":"b"}"#, "missing field \"owner\""),
+            (
+                r#"{"op":"unit","unit":"u","status":"done","x":1}"#,
+                "unknown field \"x\"",
+            ),
+        ] {
+            let e = parse_op_line(line).unwrap_err();
+            assert!(e.contains(says), "{line}: {e}");
+        }
+    }
 
     #[test]
     fn parses_each_op_and_refuses_junk() {

@@ -240,6 +240,11 @@ fn check_clean(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<()> {
     let v = crate::engine::verify_with_key(vfs, dir, key)?;
     match v.integrity {
         Integrity::Clean => Ok(()),
+        Integrity::Damaged(e) => Err(RemoteError::corrupt(
+            dir.display().to_string(),
+            0,
+            format!("the restored store does not verify: {e}"),
+        )),
         other => Err(RemoteError::corrupt(
             dir.display().to_string(),
             0,

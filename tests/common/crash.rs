@@ -320,7 +320,12 @@ pub fn recover_as<S: Subject>(
         None
     };
     match read_only.then(|| engine::verify(img, &dir())) {
-        Some(Ok(r)) if matches!(r.integrity, Integrity::Corrupt { .. }) => {
+        Some(Ok(r))
+            if matches!(
+                r.integrity,
+                Integrity::Damaged(engine::Error::Corrupt { .. })
+            ) =>
+        {
             return Err(format!("verify reports corruption: {:?}", r.integrity));
         }
         None | Some(Ok(_)) | Some(Err(engine::Error::NotFound { .. })) => {}

@@ -161,7 +161,7 @@ fn open_flipped(
             );
             let v = verify(o.vfs.as_ref(), dir).unwrap();
             assert!(
-                matches!(&v.integrity, Integrity::Corrupt { offset, .. } if *offset == c.offset),
+                matches!(&v.integrity, Integrity::Damaged(Error::Corrupt { offset, .. }) if *offset == c.offset),
                 "{what}: {:?}",
                 v.integrity
             );

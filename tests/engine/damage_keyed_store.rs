@@ -183,7 +183,7 @@ fn check(
     let e = iterated.expect_err("a lookup saw damage, iteration must too");
     assert!(e.contains(newest), "{what}: iteration error {e}");
     match &verified.integrity {
-        Integrity::Corrupt { path, reason, .. } => {
+        Integrity::Damaged(Error::Corrupt { path, reason, .. }) => {
             assert_eq!(path, &file, "{what}: verify");
             assert!(reason.contains("table block"), "{what}: {reason}");
         }

@@ -148,7 +148,11 @@ fn generate_fixtures() {
 fn check_clean_v1(root: &Path) {
     for codec in codecs() {
         let (_t, dir) = copy(root, codec, "clean");
-        assert_eq!(verify(&RealFs, &dir).unwrap().integrity, Integrity::Clean);
+        assert!(
+            verify(&RealFs, &dir).unwrap().integrity.is_clean(),
+            "{:?}",
+            verify(&RealFs, &dir).unwrap().integrity
+        );
         let (st, _) = read_state::<Ledger>(&RealFs, &dir).unwrap();
         assert_eq!(st, expected(RECORDS), "{codec:?}");
         let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
@@ -203,7 +207,7 @@ fn check_corrupt_mid_v1(root: &Path) {
         assert_eq!(after, before);
         let v = verify(&RealFs, &dir).unwrap();
         assert!(
-            matches!(v.integrity, Integrity::Corrupt { offset, .. } if offset == damaged_offset(codec)),
+            matches!(v.integrity, Integrity::Damaged(Error::Corrupt { offset, .. }) if offset == damaged_offset(codec)),
             "{codec:?}: {v:?}"
         );
     }
@@ -313,7 +317,11 @@ mod v2 {
         for codec in codecs() {
             let (_t, dir) = copy(root, codec, "clean");
             assert_eq!(&std::fs::read(dir.join(TABLE)).unwrap()[..8], b"RUNLOGtb");
-            assert_eq!(verify(&RealFs, &dir).unwrap().integrity, Integrity::Clean);
+            assert!(
+                verify(&RealFs, &dir).unwrap().integrity.is_clean(),
+                "{:?}",
+                verify(&RealFs, &dir).unwrap().integrity
+            );
             let (st, _) = read_state::<Keyed<Tab>>(&RealFs, &dir).unwrap();
             assert_eq!(tab_observe(&st).unwrap(), expected(), "{codec:?}");
             let s = KStore::open(&dir, opts(codec)).unwrap();
@@ -378,7 +386,7 @@ mod v2 {
                 .collect();
             assert_eq!(after, before, "{codec:?}: nothing modified");
             match verify(&RealFs, &dir).unwrap().integrity {
-                Integrity::Corrupt { path, offset, .. } => {
+                Integrity::Damaged(Error::Corrupt { path, offset, .. }) => {
                     assert_eq!(path, table, "{codec:?}");
                     assert_eq!(offset, BLOCK0_AT, "{codec:?}");
                 }

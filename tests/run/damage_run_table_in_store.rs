@@ -167,7 +167,7 @@ fn check(
     }
     assert!(whole.unwrap_err().contains(newest), "{what}");
     assert!(
-        matches!(&v.integrity, Integrity::Corrupt { path, .. } if path == &file),
+        matches!(&v.integrity, Integrity::Damaged(Error::Corrupt { path, .. }) if path == &file),
         "{what}: {:?}",
         v.integrity
     );
