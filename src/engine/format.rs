@@ -97,9 +97,13 @@ pub(crate) const SEG_RESERVED_AT: usize = SEG_FIRST_SEQ_AT + size_of::<u64>();
 pub(crate) const SEG_CRC_AT: usize = SEG_RESERVED_AT + size_of::<u64>();
 /// Length of a binary segment header.
 pub const SEGMENT_HEADER_LEN: usize = SEG_CRC_AT + size_of::<u32>();
+/// Bytes of a store id (FORMAT.md §10).
+pub const STORE_ID_LEN: usize = 16;
+/// Bytes of a record, snapshot or table tag (the first 16 bytes of keyed BLAKE3).
+pub const TAG_LEN: usize = 16;
 // keyed (version 2): the same fields, then store_id [16] | header_crc u32
 pub(crate) const SEG_STORE_ID_AT: usize = SEG_CRC_AT;
-pub(crate) const SEG_KEYED_CRC_AT: usize = SEG_STORE_ID_AT + crate::engine::tag::STORE_ID_LEN;
+pub(crate) const SEG_KEYED_CRC_AT: usize = SEG_STORE_ID_AT + STORE_ID_LEN;
 /// Length of a binary segment header of a keyed store.
 pub const KEYED_SEGMENT_HEADER_LEN: usize = SEG_KEYED_CRC_AT + size_of::<u32>();
 
@@ -124,8 +128,8 @@ pub(crate) const SNAP_HCRC_AT: usize = SNAP_PCRC_AT + size_of::<u32>();
 pub const SNAPSHOT_HEADER_LEN: usize = SNAP_HCRC_AT + size_of::<u32>();
 // keyed (version 2): ... len u64 | store_id [16] | tag [16] | payload_crc u32 | header_crc u32
 pub(crate) const SNAP_STORE_ID_AT: usize = SNAP_PCRC_AT;
-pub(crate) const SNAP_TAG_AT: usize = SNAP_STORE_ID_AT + crate::engine::tag::STORE_ID_LEN;
-pub(crate) const SNAP_KEYED_PCRC_AT: usize = SNAP_TAG_AT + crate::engine::tag::TAG_LEN;
+pub(crate) const SNAP_TAG_AT: usize = SNAP_STORE_ID_AT + STORE_ID_LEN;
+pub(crate) const SNAP_KEYED_PCRC_AT: usize = SNAP_TAG_AT + TAG_LEN;
 pub(crate) const SNAP_KEYED_HCRC_AT: usize = SNAP_KEYED_PCRC_AT + size_of::<u32>();
 /// Length of a binary snapshot header of a keyed store.
 pub const KEYED_SNAPSHOT_HEADER_LEN: usize = SNAP_KEYED_HCRC_AT + size_of::<u32>();

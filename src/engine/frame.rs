@@ -2,7 +2,10 @@
 //! bytes: no I/O, no allocation beyond the output buffer, no panic on any input.
 
 use super::format::*;
-use super::tag::{KEY_CHECK_LEN, KeyCheck, STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
+use super::tag::{
+    KEY_CHECK_LEN, Key, KeyCheck, STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, record_tag, tags_equal,
+    to_hex,
+};
 use serde::{Deserialize, Serialize};
 
 /// Why the bytes at some offset are not a valid frame.
@@ -620,9 +623,57 @@ pub fn jsonl_record_mac(buf: &[u8], at: usize) -> Option<Tag> {
     jsonl_fixed_fields(&rest[..nl])?.mac
 }
 
+/// Splits a binary record body into payload and tag (the tag is its last 16 bytes).
+pub fn split_body(body: &[u8]) -> Option<(&[u8], Tag)> {
+    let at = body.len().checked_sub(TAG_LEN)?;
+    let mut t = [0u8; TAG_LEN];
+    t.copy_from_slice(&body[at..]);
+    Some((&body[..at], t))
+}
+
+/// Checks the tag of the record at `at` of a keyed store's segment `buf` whose
+/// frame decoded to `seq` and `body`, and returns its payload. Binary: the tag is
+/// the body's last 16 bytes. JSONL: the line's `mac` field, which must stand where
+/// the writer puts it. An error says what failed.
+pub fn open_record<'a>(
+    key: &Key,
+    id: &StoreId,
+    codec: Codec,
+    buf: &[u8],
+    at: u64,
+    seq: u64,
+    body: &'a [u8],
+) -> Result<&'a [u8], String> {
+    let (payload, tag) = match codec {
+        Codec::Binary => {
+            split_body(body).ok_or("record too short to carry a tag")?
+        }
+        Codec::Jsonl => {
+            let mac = usize::try_from(at)
+                .ok()
+                .and_then(|at| jsonl_record_mac(buf, at))
+                .ok_or("record line carries no mac where a keyed store's writer puts it")?;
+            (body, mac)
+        }
+    };
+    if tags_equal(&record_tag(key, id, seq, payload), &tag) {
+        Ok(payload)
+    } else {
+        Err("record tag mismatch".into())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_binary_body_splits_into_payload_and_its_last_16_bytes_of_tag() {
+        assert_eq!(split_body(&[1; 15]), None);
+        let body = [[2u8; 3].as_slice(), &[1u8; 16]].concat();
+        let (p, t) = split_body(&body).unwrap();
+        assert_eq!((p, t), (&[2u8, 2, 2][..], [1u8; 16]));
+    }
 
     fn rec(codec: Codec, seq: u64, payload: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();

@@ -572,7 +572,7 @@ impl<'a> TableChunks<'a> {
 mod tests {
     use super::*;
     use crate::engine::table::{TableSpec, TableWriter};
-    use crate::engine::vfs::{RealFs, Vfs};
+    use crate::engine::{RealFs, Vfs};
 
     #[test]
     fn chunked_reads_of_a_table_yield_every_entry_once_in_order() {

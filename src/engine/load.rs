@@ -7,12 +7,13 @@
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
+use super::frame::open_record;
 use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify};
 use super::scan::{ScanEnd, SegmentScan, UnsyncedTail, scan_segment_tracked};
 use super::snapfile::decode_snapshot;
 use super::snapshot::{SnapshotData, is_table};
 use super::table::Table;
-use super::tag::{Key, StoreId, id_mismatch, open_record, snapshot_tag, tags_equal};
+use super::tag::{Key, StoreId, id_mismatch, snapshot_tag, tags_equal};
 use super::vfs::{FileBytes, Vfs};
 use std::io;
 use std::path::{Path, PathBuf};

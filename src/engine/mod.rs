@@ -73,12 +73,13 @@ pub use format::Codec;
 pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use options::{CompactionPolicy, Options, Stats, SyncPolicy};
+pub use realfs::RealFs;
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::Store;
 pub use table::{Table, TableIter, TableSpec, TableWriter};
 pub use tag::Key;
 pub use verify::{Integrity, VerifyReport, verify, verify_as, verify_with_key};
-pub use vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
+pub use vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
 pub use walk::{for_each_record, for_each_record_with_key};
 
 use serde::Serialize;

@@ -3,8 +3,9 @@
 
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
 use super::load::Progress;
+use super::realfs::RealFs;
 use super::tag::Key;
-use super::vfs::{RealFs, Vfs};
+use super::vfs::Vfs;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;

@@ -14,10 +14,7 @@ use std::path::Path;
 
 /// Bytes of a key.
 pub const KEY_LEN: usize = 32;
-/// Bytes of a store id.
-pub const STORE_ID_LEN: usize = 16;
-/// Bytes of a record or snapshot tag (the first 16 bytes of keyed BLAKE3).
-pub const TAG_LEN: usize = 16;
+pub use super::format::{STORE_ID_LEN, TAG_LEN};
 /// Prefix of every record tag's input.
 pub const RECORD_TAG_CONTEXT: &[u8] = b"runlog record v1";
 /// Prefix of every snapshot tag's input.
@@ -204,45 +201,6 @@ pub fn tags_equal(a: &Tag, b: &Tag) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// Splits a binary record body into payload and tag (the tag is its last 16 bytes).
-pub fn split_body(body: &[u8]) -> Option<(&[u8], Tag)> {
-    let at = body.len().checked_sub(TAG_LEN)?;
-    let mut t = [0u8; TAG_LEN];
-    t.copy_from_slice(&body[at..]);
-    Some((&body[..at], t))
-}
-
-/// Checks the tag of the record at `at` of a keyed store's segment `buf` whose
-/// frame decoded to `seq` and `body`, and returns its payload. Binary: the tag is
-/// the body's last 16 bytes. JSONL: the line's `mac` field, which must stand where
-/// the writer puts it. An error says what failed.
-pub fn open_record<'a>(
-    key: &Key,
-    id: &StoreId,
-    codec: super::format::Codec,
-    buf: &[u8],
-    at: u64,
-    seq: u64,
-    body: &'a [u8],
-) -> Result<&'a [u8], String> {
-    let (payload, tag) = match codec {
-        super::format::Codec::Binary => {
-            split_body(body).ok_or("record too short to carry a tag")?
-        }
-        super::format::Codec::Jsonl => {
-            let mac = usize::try_from(at)
-                .ok()
-                .and_then(|at| super::frame::jsonl_record_mac(buf, at))
-                .ok_or("record line carries no mac where a keyed store's writer puts it")?;
-            (body, mac)
-        }
-    };
-    if tags_equal(&record_tag(key, id, seq, payload), &tag) {
-        Ok(payload)
-    } else {
-        Err("record tag mismatch".into())
-    }
-}
 
 /// Describes a file whose store id is not the store's.
 pub fn id_mismatch(what: &str, found: Option<&StoreId>, store: Option<&StoreId>) -> String {
@@ -393,14 +351,10 @@ mod tests {
     }
 
     #[test]
-    fn hex_round_trip_and_split() {
+    fn hex_round_trip() {
         let id = new_store_id();
         assert_eq!(from_hex::<STORE_ID_LEN>(to_hex(&id).as_bytes()), Some(id));
         assert_ne!(new_store_id(), id);
         assert_eq!(from_hex::<2>(b"0g00"), None);
-        assert_eq!(split_body(&[1; 15]), None);
-        let body = [[2u8; 3].as_slice(), &[1u8; 16]].concat();
-        let (p, t) = split_body(&body).unwrap();
-        assert_eq!((p, t), (&[2u8, 2, 2][..], [1u8; 16]));
     }
 }

@@ -125,4 +125,3 @@ pub fn retry_interrupted(mut f: impl FnMut() -> io::Result<()>) -> io::Result<()
     }
 }
 
-pub use super::realfs::RealFs;

@@ -221,7 +221,7 @@ fn check_chunk_tags(
     for &start in &view.starts {
         let at = view.header.len + start;
         if let Frame::Record { seq, payload, .. } = decode_record(codec, bytes, at) {
-            crate::engine::tag::open_record(key, id, codec, bytes, at as u64, seq, payload)
+            crate::engine::frame::open_record(key, id, codec, bytes, at as u64, seq, payload)
                 .map_err(|why| {
                     RemoteError::corrupt(
                         object,

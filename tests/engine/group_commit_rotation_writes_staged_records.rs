@@ -8,7 +8,7 @@
 use crate::common;
 use common::*;
 use runlog::engine::Store;
-use runlog::engine::vfs::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
+use runlog::engine::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
