@@ -89,7 +89,9 @@ pub fn dir_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 pub mod crash;
+pub mod hooked;
 pub mod keyed;
+pub mod kill9;
 
 pub mod sum;
 
@@ -230,4 +232,29 @@ pub fn test_name(module: &str, f: &str) -> String {
         Some((_crate, path)) => format!("{path}::{f}"),
         None => f.to_string(),
     }
+}
+
+/// A command that re-executes this test binary to run the ignored child test
+/// `f` of the module at `module` (pass `module_path!()`) and nothing else, on one
+/// thread, its prints not captured: the harness of every test whose other side
+/// is a process (a umask, a lock holder, a writer killed with SIGKILL).
+pub fn child_test(module: &str, f: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--ignored",
+        "--exact",
+        test_name(module, f).as_str(),
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    c
+}
+
+/// `name` from the environment as a number, else `default`: the scale of a
+/// sweep (`RUNLOG_CRASH_*`, `RUNLOG_KILL9_*`).
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }

@@ -51,6 +51,7 @@
 //! ```
 use crate::common;
 use common::crash::*;
+use common::env_u64;
 use runlog::engine::sim::Persistence;
 use runlog::engine::{Codec, SyncPolicy};
 use std::time::{Duration, Instant};
@@ -136,13 +137,6 @@ const SEEDS: u64 = 2000;
 const FULL_SEEDS: u64 = 160;
 /// The other seeds crash at each boundary with probability 1 in this (`RUNLOG_EVERY`).
 const SAMPLE_EVERY: u64 = 500;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Seeds `first, first + 2, ...`: two tests share the seeds so both cores work.
 fn random(first: u64) {
