@@ -9,20 +9,7 @@ use runlog::engine::frame::{
     Frame, decode_record, decode_segment_header, encode_record_tagged, jsonl_record_mac,
 };
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-
-fn key_file(dir: &Path, mode: u32) -> PathBuf {
-    let p = dir.join(format!("key-{mode:o}"));
-    std::fs::write(&p, format!("{}\n", "3c".repeat(32))).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-    p
-}
-
-fn with_key<'a>(key: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--key-file", key.to_str().unwrap()];
-    v.extend_from_slice(args);
-    v
-}
+use std::path::Path;
 
 fn stdout_and_stderr(o: &std::process::Output) -> String {
     format!(
@@ -78,7 +65,7 @@ fn tamper(seg: &Path, seq: u64) -> u64 {
 fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
-    let key = key_file(d.path(), 0o600);
+    let key = key_file(&d.path().join("key-600"), "3c", 0o600);
     for (id, codec) in [("kj", "jsonl"), ("kb", "binary")] {
         let start = [
             "start",
@@ -172,7 +159,7 @@ fn key_files_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() 
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
     let start = ["start", "--id", "r", "--fingerprint", "a=1"];
-    let open_key = key_file(d.path(), 0o644);
+    let open_key = key_file(&d.path().join("key-644"), "3c", 0o644);
     let o = runlog(&root, &with_key(&open_key, &start));
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -196,7 +183,7 @@ fn key_files_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() 
     );
 
     ok(&root, &start);
-    let key = key_file(d.path(), 0o600);
+    let key = key_file(&d.path().join("key-600"), "3c", 0o600);
     let o = runlog(&root, &with_key(&key, &["get", "r"]));
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -35,7 +35,7 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
     ok(root, &["finalize", "job", "done"]);
 
     // --keep-finished: nothing moves, exit 0, and it says so.
-    let before = tree_bytes(root);
+    let before = tree_bytes_but_locks(root);
     let out = ok(
         root,
         &[
@@ -51,15 +51,9 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
         out.contains("has finished") && out.contains("left as it is"),
         "{out}"
     );
-    let after = tree_bytes(root);
-    let no_lock = |t: Vec<(std::path::PathBuf, Vec<u8>)>| {
-        t.into_iter()
-            .filter(|(p, _)| !p.ends_with("LOCK"))
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        no_lock(after),
-        no_lock(before),
+        tree_bytes_but_locks(root),
+        before,
         "--keep-finished changed the run"
     );
     assert_eq!(ok_json(root, &["get", "job"])["status"], "done");
