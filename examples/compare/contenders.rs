@@ -83,12 +83,45 @@ pub fn timed_one(
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-fn tempdir() -> Result<tempfile::TempDir, String> {
+pub fn tempdir() -> Result<tempfile::TempDir, String> {
     tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))
 }
 
 fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
+}
+
+/// An ops/s contender: `threads` workers, each calling `op(&target, i)` in the
+/// timed loop of [`timed`]; `dir` (the target's files) lives as long as it.
+pub fn parallel<T: Sync + 'static>(
+    name: &'static str,
+    threads: usize,
+    dir: tempfile::TempDir,
+    target: T,
+    op: fn(&T, u64) -> Result<(), String>,
+) -> Contender {
+    Contender {
+        name,
+        threads,
+        unit: "ops/s",
+        one_shot: false,
+        run: Box::new(move |dur| {
+            let _keep = &dir;
+            let target = &target;
+            timed(threads, dur, |_| Ok(Box::new(move |i: u64| op(target, i))))
+        }),
+    }
+}
+
+/// The op of a runlog store's append contenders: update `i` of those built ahead.
+fn store_append(
+    (store, updates): &(Store<Units>, Vec<common::Update>),
+    i: u64,
+) -> Result<(), String> {
+    store
+        .append(&updates[(i % UNITS) as usize])
+        .map(drop)
+        .map_err(s)
 }
 
 /// Stores built once and shared by the contenders that read them.
@@ -275,24 +308,7 @@ fn runlog_append(
         Store::<Units>::open(dir.path().join("store"), common::opts(codec, sync)).map_err(s)?;
     // Built ahead, as the peers' records are: the loop measures the store alone.
     let updates: Vec<common::Update> = (0..UNITS).map(|i| update(i, UNITS)).collect();
-    Ok(Contender {
-        name,
-        threads,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (store, updates) = (&store, &updates);
-            timed(threads, dur, |_| {
-                Ok(Box::new(move |i: u64| {
-                    store
-                        .append(&updates[(i % UNITS) as usize])
-                        .map(drop)
-                        .map_err(s)
-                }))
-            })
-        }),
-    })
+    Ok(parallel(name, threads, dir, (store, updates), store_append))
 }
 
 fn runlog_state_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
@@ -309,24 +325,13 @@ fn runlog_state_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
     let updates: Vec<common::Update> = (0..UNITS)
         .map(|i| update(i.wrapping_mul(7919) % STATE_UNITS, STATE_UNITS))
         .collect();
-    Ok(Contender {
-        name: "runlog_sync_1t_state_1m",
-        threads: 1,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (store, updates) = (&store, &updates);
-            timed(1, dur, |_| {
-                Ok(Box::new(move |i: u64| {
-                    store
-                        .append(&updates[(i % UNITS) as usize])
-                        .map(drop)
-                        .map_err(s)
-                }))
-            })
-        }),
-    })
+    Ok(parallel(
+        "runlog_sync_1t_state_1m",
+        1,
+        dir,
+        (store, updates),
+        store_append,
+    ))
 }
 
 fn sqlite(name: &'static str, threads: usize) -> Result<Contender, String> {
@@ -405,24 +410,18 @@ fn okaywal(name: &'static str, threads: usize) -> Result<Contender, String> {
     let wal =
         okaywal::WriteAheadLog::recover(dir.path().join("wal"), okaywal::LogVoid).map_err(s)?;
     let recs: Vec<Vec<u8>> = (0..UNITS).map(|i| common::record_json(i, UNITS)).collect();
-    Ok(Contender {
+    Ok(parallel(
         name,
         threads,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (wal, recs) = (&wal, &recs);
-            timed(threads, dur, |_| {
-                Ok(Box::new(move |i: u64| {
-                    // commit() returns after the fsync covering the entry.
-                    let mut e = wal.begin_entry().map_err(s)?;
-                    e.write_chunk(&recs[(i % UNITS) as usize]).map_err(s)?;
-                    e.commit().map(drop).map_err(s)
-                }))
-            })
-        }),
-    })
+        dir,
+        (wal, recs),
+        |(wal, recs), i| {
+            // commit() returns after the fsync covering the entry.
+            let mut e = wal.begin_entry().map_err(s)?;
+            e.write_chunk(&recs[(i % UNITS) as usize]).map_err(s)?;
+            e.commit().map(drop).map_err(s)
+        },
+    ))
 }
 
 /// Writes `bytes` as `dir/name` the way most tools checkpoint: temp file, fsync,
