@@ -258,3 +258,25 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
 }
+
+/// The spec of run `id` in the run-model tests: task "t", units `u0` to
+/// `u{units - 1}` without dependencies, fingerprint `size=1`.
+pub fn run_spec(id: &str, units: usize) -> runlog::run::InitSpec {
+    runlog::run::InitSpec {
+        id: id.into(),
+        task: "t".into(),
+        units: (0..units).map(|i| format!("u{i}")).collect(),
+        fingerprint: runlog::run::fingerprint::parse_parts("size=1").unwrap(),
+        ..runlog::run::InitSpec::default()
+    }
+}
+
+/// The change that marks `unit` done.
+pub fn unit_done(unit: &str) -> runlog::run::Change {
+    runlog::run::Change::Unit {
+        unit: unit.into(),
+        status: runlog::run::UnitStatus::Done,
+        note: None,
+        deps: None,
+    }
+}

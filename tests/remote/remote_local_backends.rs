@@ -9,13 +9,13 @@ use crate::remote_support;
 
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
-use remote_support::{Log, open, read};
+use remote_support::{Log, open, read, two_claimers_one_wins};
 use runlog::engine::RealFs;
 use runlog::remote::{
     Policy, Remote, RemoteConfig, RemoteError, Replicated, gc, latest_manifest, restore,
     verify_remote,
 };
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 fn config(policy: Policy) -> RemoteConfig {
     RemoteConfig {
@@ -163,52 +163,8 @@ fn of_two_concurrent_claimers_exactly_one_wins() {
     for round in 0..20 {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let tmp = tempfile::tempdir().unwrap();
-        let a = tmp.path().join("a");
-        let first = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
-        first.append(&1).unwrap();
-        first.close().unwrap();
-        let dirs: Vec<_> = ["x", "y"]
-            .iter()
-            .map(|n| {
-                let d = tmp.path().join(n);
-                restore(&RealFs, &remote(&store), &d, None).unwrap();
-                d
-            })
-            .collect();
-        let barrier = Arc::new(Barrier::new(2));
-        let handles: Vec<_> = dirs
-            .into_iter()
-            .zip([10u64, 20])
-            .map(|(d, value)| {
-                let (store, barrier) = (store.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    let s = open(&d);
-                    barrier.wait();
-                    let r = Replicated::new(s, remote(&store), &config(Policy::Sync))?;
-                    r.append(&value)?;
-                    r.close()?;
-                    Ok::<u64, RemoteError>(value)
-                })
-            })
-            .collect();
-        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let winners: Vec<u64> = results
-            .iter()
-            .filter_map(|r| r.as_ref().ok().copied())
-            .collect();
-        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
-        // The loser is fenced, naming the winner's newer epoch, whether it
-        // lost the claim race, was fenced at its first append, or claimed
-        // after the winner shipped (its copy is behind the chain).
-        let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
-        assert!(
-            matches!(loser, RemoteError::Fenced { newer, .. } if *newer >= 2),
-            "round {round}: {results:?}"
-        );
-        assert!(loser.to_string().contains("epoch"), "{loser}");
-        let c = tmp.path().join("c");
-        restore(&RealFs, &remote(&store), &c, None).unwrap();
-        assert_eq!(read(&c), vec![1, winners[0]], "round {round}");
+        let claim = move || Ok(remote(&store));
+        two_claimers_one_wins(tmp.path(), claim, &config(Policy::Sync), round);
     }
 }
 

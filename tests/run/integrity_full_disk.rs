@@ -8,6 +8,7 @@
 //! a full disk leaves no empty `.broken-…` file behind, however often retried.
 use crate::cli_support;
 use crate::common::hooked::{HookedFs, Hooks};
+use crate::common::{run_spec, unit_done};
 use runlog::engine::vfs::{Vfs, VfsFile};
 use runlog::engine::{Codec, RealFs};
 use runlog::run::*;
@@ -71,24 +72,6 @@ impl Hooks for SmallDisk {
     }
 }
 
-fn spec() -> InitSpec {
-    InitSpec {
-        id: "g".into(),
-        task: "t".into(),
-        units: (0..20).map(|i| format!("u{i}")).collect(),
-        ..InitSpec::default()
-    }
-}
-
-fn done(u: &str) -> Change {
-    Change::Unit {
-        unit: u.into(),
-        status: UnitStatus::Done,
-        note: None,
-        deps: None,
-    }
-}
-
 fn files(dir: &Path, part: &str) -> Vec<PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -99,17 +82,23 @@ fn files(dir: &Path, part: &str) -> Vec<PathBuf> {
     v
 }
 
-#[test]
-fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
-    let tmp = tempfile::tempdir().unwrap();
+/// Binary-codec runs under `root` on a disk with no limit yet (`free` < 0).
+fn small_disk(root: &Path) -> (SmallDisk, Runs) {
     let disk = SmallDisk {
         free: Arc::new(AtomicI64::new(-1)),
         gate: Arc::default(),
     };
-    let runs = Runs::new(tmp.path())
+    let runs = Runs::new(root)
         .with_codec(Codec::Binary)
         .with_vfs(Arc::new(HookedFs(disk.clone())));
-    drop(runs.init(spec()).unwrap());
+    (disk, runs)
+}
+
+#[test]
+fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (disk, runs) = small_disk(tmp.path());
+    drop(runs.init(run_spec("g", 20)).unwrap());
     let seg = files(&tmp.path().join("runs/g"), "seg-").remove(0);
     // Cut the preallocated zeros (as a reopen does) and leave 40 KiB free:
     // less than one 1 MiB step.
@@ -121,7 +110,7 @@ fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
     };
     disk.free.store(40 << 10, Ordering::SeqCst);
     for i in 0..20 {
-        runs.change("g", done(&format!("u{i}")))
+        runs.change("g", unit_done(&format!("u{i}")))
             .unwrap_or_else(|e| panic!("append {i} with 40 KiB free: {e}"));
     }
     // The failed fills were given back: the space left is what the records took.
@@ -138,15 +127,9 @@ fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
 #[test]
 fn a_full_disk_leaves_no_pile_of_empty_quarantine_files() {
     let tmp = tempfile::tempdir().unwrap();
-    let disk = SmallDisk {
-        free: Arc::new(AtomicI64::new(-1)),
-        gate: Arc::default(),
-    };
-    let runs = Runs::new(tmp.path())
-        .with_codec(Codec::Binary)
-        .with_vfs(Arc::new(HookedFs(disk.clone())));
-    drop(runs.init(spec()).unwrap());
-    runs.change("g", done("u0")).unwrap();
+    let (disk, runs) = small_disk(tmp.path());
+    drop(runs.init(run_spec("g", 20)).unwrap());
+    runs.change("g", unit_done("u0")).unwrap();
     let dir = tmp.path().join("runs/g");
     let seg = files(&dir, "seg-").remove(0);
     // A torn tail: half a record's worth of junk after the last record.
@@ -159,7 +142,7 @@ fn a_full_disk_leaves_no_pile_of_empty_quarantine_files() {
     disk.free.store(0, Ordering::SeqCst);
     for _ in 0..10 {
         let e = runs
-            .change("g", done("u1"))
+            .change("g", unit_done("u1"))
             .expect_err("no space to quarantine");
         assert!(
             runlog::engine::ErrorChain(&e)
@@ -172,7 +155,7 @@ fn a_full_disk_leaves_no_pile_of_empty_quarantine_files() {
     assert_eq!(files(&dir, ".broken-"), Vec::<PathBuf>::new());
     // With space again the same open quarantines once and goes on.
     disk.free.store(-1, Ordering::SeqCst);
-    runs.change("g", done("u1")).unwrap();
+    runs.change("g", unit_done("u1")).unwrap();
     assert_eq!(files(&dir, ".broken-").len(), 1);
 }
 
