@@ -61,6 +61,15 @@ pub fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// What a command printed, stdout then stderr, for assertions and their messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// [`tree_bytes`] without the `LOCK` files: a reader or a refused change may
 /// take the writer lock, which records its holder there (FORMAT.md §2), and
 /// must change no other byte.

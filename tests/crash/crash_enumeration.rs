@@ -138,6 +138,18 @@ const FULL_SEEDS: u64 = 160;
 /// The other seeds crash at each boundary with probability 1 in this (`RUNLOG_EVERY`).
 const SAMPLE_EVERY: u64 = 500;
 
+/// The sync policy of a random workload: grouped commit for seeds ≡ 7 mod 8,
+/// `Always` for the rest.
+fn sync_of(seed: u64) -> SyncPolicy {
+    if seed % 8 == 7 {
+        SyncPolicy::Grouped {
+            linger: Duration::from_micros(50),
+        }
+    } else {
+        SyncPolicy::Always
+    }
+}
+
 /// Seeds `first, first + 2, ...`: two tests share the seeds so both cores work.
 fn random(first: u64) {
     let started = Instant::now();
@@ -162,13 +174,7 @@ fn random(first: u64) {
                 Persistence::Ordered
             },
             codec: codec_of(seed / 2),
-            sync: if seed % 8 == 7 {
-                SyncPolicy::Grouped {
-                    linger: Duration::from_micros(50),
-                }
-            } else {
-                SyncPolicy::Always
-            },
+            sync: sync_of(seed),
             outcomes: 2,
             every: if seed < full_seeds { 1 } else { every },
             recovery_outcomes: 1,
@@ -247,13 +253,7 @@ fn keyed_random_workloads_every_boundary() {
                 Persistence::Ordered
             },
             codec: codec_of(seed / 2),
-            sync: if seed % 8 == 7 {
-                SyncPolicy::Grouped {
-                    linger: Duration::from_micros(50),
-                }
-            } else {
-                SyncPolicy::Always
-            },
+            sync: sync_of(seed),
             outcomes: 2,
             every: 1,
             recovery_outcomes: 1,

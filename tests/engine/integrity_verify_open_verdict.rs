@@ -16,14 +16,6 @@ fn code(o: &std::process::Output) -> Option<i32> {
     o.status.code()
 }
 
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn run_dir(root: &Path, id: &str) -> PathBuf {
     root.join("runs").join(id)
 }

@@ -8,14 +8,6 @@ use cli_support::*;
 use runlog::engine::frame::{decode_segment_header, encode_segment_header_keyed};
 use std::path::{Path, PathBuf};
 
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn first_segment(root: &Path, id: &str) -> PathBuf {
     let mut v: Vec<_> = std::fs::read_dir(root.join("runs").join(id))
         .unwrap()

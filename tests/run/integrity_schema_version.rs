@@ -13,14 +13,6 @@ use runlog::run::SCHEMA_VERSION;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
 fn run_dir(root: &Path) -> PathBuf {
     root.join("runs").join("g")
 }
