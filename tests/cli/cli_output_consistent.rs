@@ -79,7 +79,7 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("run k can't be read"));
     let o = runlog(root, &["--json", "status", "--list"]);
     assert_eq!(o.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = stdout_json(&o);
     let k = v
         .as_array()
         .unwrap()

@@ -61,6 +61,17 @@ pub fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// A command's stdout parsed as JSON (whatever its exit code), failing with
+/// what it printed instead.
+pub fn stdout_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
 /// What a command printed, stdout then stderr, for assertions and their messages.
 pub fn text(o: &Output) -> String {
     format!(
