@@ -44,12 +44,17 @@ fn remote(store: &Arc<dyn ObjectStore>) -> Remote {
     Remote::with_store(store.clone(), "runs/r1", "test://remote").unwrap()
 }
 
+/// A `sync` writer on a new store at `dir`, claiming the run in `store`.
+fn sync_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> Replicated<Log> {
+    Replicated::new(open(dir), remote(store), &config(Policy::Sync)).unwrap()
+}
+
 #[test]
 fn sync_ship_then_restore_keeps_every_acknowledged_record_across_a_compaction() {
     for (name, store, _keep) in backends() {
         let tmp = tempfile::tempdir().unwrap();
         let a = tmp.path().join("a");
-        let r = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
+        let r = sync_writer(&store, &a);
         let mut acked = vec![];
         for v in 1..=40u64 {
             assert_eq!(r.append(&v).unwrap(), v);
@@ -120,14 +125,14 @@ fn a_takeover_fences_the_old_writer_which_then_acknowledges_nothing() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a");
-    let old = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
+    let old = sync_writer(&store, &a);
     for v in 1..=5u64 {
         old.append(&v).unwrap();
     }
     // A new host restores the run and takes it.
     let b = tmp.path().join("b");
     restore(&RealFs, &remote(&store), &b, None).unwrap();
-    let new = Replicated::new(open(&b), remote(&store), &config(Policy::Sync)).unwrap();
+    let new = sync_writer(&store, &b);
     assert_eq!(new.remote_stats().epoch, 2);
     new.append(&6).unwrap();
 
@@ -172,12 +177,7 @@ fn of_two_concurrent_claimers_exactly_one_wins() {
 fn a_missing_chunk_is_a_gap_and_a_flipped_byte_is_corruption() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(&store),
-        &config(Policy::Sync),
-    )
-    .unwrap();
+    let r = sync_writer(&store, &tmp.path().join("a"));
     for v in 1..=6u64 {
         r.append(&v).unwrap();
     }
@@ -222,12 +222,7 @@ fn a_missing_chunk_is_a_gap_and_a_flipped_byte_is_corruption() {
 fn gc_keeps_what_the_last_manifests_reference_and_restore_still_works() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(&store),
-        &config(Policy::Sync),
-    )
-    .unwrap();
+    let r = sync_writer(&store, &tmp.path().join("a"));
     for v in 1..=10u64 {
         r.append(&v).unwrap();
     }
@@ -269,7 +264,7 @@ fn a_copy_behind_the_remote_cannot_claim() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a");
-    let r = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
+    let r = sync_writer(&store, &a);
     r.append(&1).unwrap();
     let b = tmp.path().join("b");
     restore(&RealFs, &remote(&store), &b, None).unwrap();
@@ -308,7 +303,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a");
-    let r = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
+    let r = sync_writer(&store, &a);
     r.append(&1).unwrap();
     let b = tmp.path().join("b");
     restore(&RealFs, &remote(&store), &b, None).unwrap();
@@ -366,12 +361,7 @@ fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
 fn many_small_rounds_are_merged_and_the_live_set_stays_small() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(&store),
-        &config(Policy::Sync),
-    )
-    .unwrap();
+    let r = sync_writer(&store, &tmp.path().join("a"));
     let mut most = 0;
     for v in 1..=300u64 {
         r.append(&v).unwrap();
