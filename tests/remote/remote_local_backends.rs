@@ -259,17 +259,23 @@ fn gc_keeps_what_the_last_manifests_reference_and_restore_still_works() {
     assert_eq!(read(&b), (1..=15).collect::<Vec<_>>());
 }
 
+/// A copy one record behind the remote: epoch 1 ships 1 from `root/a`, the
+/// copy `root/b` is restored, then epoch 1 ships 2 and closes. Returns `b`.
+fn copy_behind(store: &Arc<dyn ObjectStore>, root: &std::path::Path) -> std::path::PathBuf {
+    let r = sync_writer(store, &root.join("a"));
+    r.append(&1).unwrap();
+    let b = root.join("b");
+    restore(&RealFs, &remote(store), &b, None).unwrap();
+    r.append(&2).unwrap();
+    r.close().unwrap();
+    b
+}
+
 #[test]
 fn a_copy_behind_the_remote_cannot_claim() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let a = tmp.path().join("a");
-    let r = sync_writer(&store, &a);
-    r.append(&1).unwrap();
-    let b = tmp.path().join("b");
-    restore(&RealFs, &remote(&store), &b, None).unwrap();
-    r.append(&2).unwrap();
-    r.close().unwrap();
+    let b = copy_behind(&store, tmp.path());
     // b holds seq 1 only; the chain holds 2, written by epoch 1: a writer b
     // never was moved past b's copy, so b is fenced, naming that epoch.
     let e = Replicated::new(open(&b), remote(&store), &config(Policy::Sync)).unwrap_err();
@@ -302,13 +308,7 @@ fn a_copy_behind_the_remote_cannot_claim() {
 fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let a = tmp.path().join("a");
-    let r = sync_writer(&store, &a);
-    r.append(&1).unwrap();
-    let b = tmp.path().join("b");
-    restore(&RealFs, &remote(&store), &b, None).unwrap();
-    r.append(&2).unwrap();
-    r.close().unwrap();
+    let b = copy_behind(&store, tmp.path());
     // b says it holds epoch 1, the head's own epoch, yet lacks seq 2 that
     // epoch shipped: not a newer writer, damage (a host's copy rolled back).
     let own = RemoteConfig {
@@ -322,7 +322,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
         epoch: 5,
         ..config(Policy::Sync)
     };
-    let e = Replicated::new(open(&a), remote(&store), &ahead).unwrap_err();
+    let e = Replicated::new(open(&tmp.path().join("a")), remote(&store), &ahead).unwrap_err();
     assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
 }
 
