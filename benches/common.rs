@@ -156,3 +156,13 @@ pub const GROUPED: SyncPolicy = SyncPolicy::Always;
 pub const LINGER: SyncPolicy = SyncPolicy::Grouped {
     linger: std::time::Duration::from_micros(100),
 };
+
+/// The criterion settings of the benches whose one iteration is a whole
+/// open or compaction of a million-entry store (`replay`, `snapshot`): few
+/// samples, a short warm-up, 5 s of measurement.
+pub fn large_store_config() -> criterion::Criterion {
+    criterion::Criterion::default()
+        .sample_size(10)
+        .warm_up_time(std::time::Duration::from_millis(100))
+        .measurement_time(std::time::Duration::from_secs(5))
+}

@@ -7,7 +7,6 @@ mod common;
 use common::{Units, build_replay_store, opts};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use runlog::engine::{Codec, Store, SyncPolicy};
-use std::time::Duration;
 
 const RECORDS: u64 = 1_000_000;
 
@@ -31,10 +30,7 @@ fn bench_replay(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(100))
-        .measurement_time(Duration::from_secs(5));
+    config = common::large_store_config();
     targets = bench_replay
 }
 criterion_main!(benches);

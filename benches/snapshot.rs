@@ -8,7 +8,6 @@ mod common;
 use common::{Units, build_state_store, opts, update};
 use criterion::{Criterion, criterion_group, criterion_main};
 use runlog::engine::{Codec, Store, SyncPolicy};
-use std::time::Duration;
 
 const UNITS: u64 = 1_000_000;
 
@@ -29,10 +28,7 @@ fn bench_snapshot(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(100))
-        .measurement_time(Duration::from_secs(5));
+    config = common::large_store_config();
     targets = bench_snapshot
 }
 criterion_main!(benches);

@@ -83,12 +83,71 @@ pub fn timed_one(
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
-fn tempdir() -> Result<tempfile::TempDir, String> {
+pub fn tempdir() -> Result<tempfile::TempDir, String> {
     tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))
 }
 
 fn s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
+}
+
+/// An ops/s contender: `threads` workers, each calling `op(&target, i)` in the
+/// timed loop of [`timed`]; `dir` (the target's files) lives as long as it.
+pub fn parallel<T: Sync + 'static>(
+    name: &'static str,
+    threads: usize,
+    dir: tempfile::TempDir,
+    target: T,
+    op: fn(&T, u64) -> Result<(), String>,
+) -> Contender {
+    Contender {
+        name,
+        threads,
+        unit: "ops/s",
+        one_shot: false,
+        run: Box::new(move |dur| {
+            let _keep = &dir;
+            let target = &target;
+            timed(threads, dur, |_| Ok(Box::new(move |i: u64| op(target, i))))
+        }),
+    }
+}
+
+/// An ops/s contender: one writer on this thread calling `op(&mut state, i)` in
+/// the timed loop of [`timed_one`]; `dir` (the state's files) lives as long as it.
+fn serial<T: 'static>(
+    name: &'static str,
+    dir: tempfile::TempDir,
+    mut state: T,
+    op: fn(&mut T, u64) -> Result<(), String>,
+) -> Contender {
+    Contender {
+        name,
+        threads: 1,
+        unit: "ops/s",
+        one_shot: false,
+        run: Box::new(move |dur| {
+            let _keep = &dir;
+            let state = &mut state;
+            timed_one(dur, |i| op(state, i))
+        }),
+    }
+}
+
+/// The records the peers write, built ahead: `UNITS` of them, cycled.
+fn records() -> Vec<Vec<u8>> {
+    (0..UNITS).map(|i| common::record_json(i, UNITS)).collect()
+}
+
+/// The op of a runlog store's append contenders: update `i` of those built ahead.
+fn store_append(
+    (store, updates): &(Store<Units>, Vec<common::Update>),
+    i: u64,
+) -> Result<(), String> {
+    store
+        .append(&updates[(i % UNITS) as usize])
+        .map(drop)
+        .map_err(s)
 }
 
 /// Stores built once and shared by the contenders that read them.
@@ -205,26 +264,20 @@ pub fn all(cfg: &Config, cache: &Cache) -> (Vec<Contender>, Vec<Skipped>) {
 
 fn raw_fdatasync(_: &Config, _: &Cache) -> Result<Contender, String> {
     let dir = tempdir()?;
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.path().join("raw.log"))
         .map_err(s)?;
-    let recs: Vec<Vec<u8>> = (0..UNITS).map(|i| common::record_json(i, UNITS)).collect();
-    Ok(Contender {
-        name: "raw_fdatasync",
-        threads: 1,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let f = &mut f;
-            timed_one(dur, |i| {
-                f.write_all(&recs[(i % UNITS) as usize]).map_err(s)?;
-                f.sync_data().map_err(s)
-            })
-        }),
-    })
+    Ok(serial(
+        "raw_fdatasync",
+        dir,
+        (f, records()),
+        |(f, recs), i| {
+            f.write_all(&recs[(i % UNITS) as usize]).map_err(s)?;
+            f.sync_data().map_err(s)
+        },
+    ))
 }
 
 /// Bytes of the preallocated file; writes wrap around (still overwriting in place).
@@ -241,27 +294,21 @@ fn raw_prealloc_fdatasync(_: &Config, _: &Cache) -> Result<Contender, String> {
         f.write_all_at(&zeros, i * zeros.len() as u64).map_err(s)?;
     }
     f.sync_all().map_err(s)?;
-    let recs: Vec<Vec<u8>> = (0..UNITS).map(|i| common::record_json(i, UNITS)).collect();
-    let mut at = 0u64;
-    Ok(Contender {
-        name: "raw_prealloc_fdatasync",
-        threads: 1,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (f, at) = (&f, &mut at);
-            timed_one(dur, |i| {
-                let r = &recs[(i % UNITS) as usize];
-                if *at + r.len() as u64 > PREALLOC {
-                    *at = 0;
-                }
-                f.write_all_at(r, *at).map_err(s)?;
-                *at += r.len() as u64;
-                f.sync_data().map_err(s)
-            })
-        }),
-    })
+    let state = (f, records(), 0u64);
+    Ok(serial(
+        "raw_prealloc_fdatasync",
+        dir,
+        state,
+        |(f, recs, at), i| {
+            let r = &recs[(i % UNITS) as usize];
+            if *at + r.len() as u64 > PREALLOC {
+                *at = 0;
+            }
+            f.write_all_at(r, *at).map_err(s)?;
+            *at += r.len() as u64;
+            f.sync_data().map_err(s)
+        },
+    ))
 }
 
 fn runlog_append(
@@ -275,24 +322,7 @@ fn runlog_append(
         Store::<Units>::open(dir.path().join("store"), common::opts(codec, sync)).map_err(s)?;
     // Built ahead, as the peers' records are: the loop measures the store alone.
     let updates: Vec<common::Update> = (0..UNITS).map(|i| update(i, UNITS)).collect();
-    Ok(Contender {
-        name,
-        threads,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (store, updates) = (&store, &updates);
-            timed(threads, dur, |_| {
-                Ok(Box::new(move |i: u64| {
-                    store
-                        .append(&updates[(i % UNITS) as usize])
-                        .map(drop)
-                        .map_err(s)
-                }))
-            })
-        }),
-    })
+    Ok(parallel(name, threads, dir, (store, updates), store_append))
 }
 
 fn runlog_state_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
@@ -309,24 +339,13 @@ fn runlog_state_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
     let updates: Vec<common::Update> = (0..UNITS)
         .map(|i| update(i.wrapping_mul(7919) % STATE_UNITS, STATE_UNITS))
         .collect();
-    Ok(Contender {
-        name: "runlog_sync_1t_state_1m",
-        threads: 1,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (store, updates) = (&store, &updates);
-            timed(1, dur, |_| {
-                Ok(Box::new(move |i: u64| {
-                    store
-                        .append(&updates[(i % UNITS) as usize])
-                        .map(drop)
-                        .map_err(s)
-                }))
-            })
-        }),
-    })
+    Ok(parallel(
+        "runlog_sync_1t_state_1m",
+        1,
+        dir,
+        (store, updates),
+        store_append,
+    ))
 }
 
 fn sqlite(name: &'static str, threads: usize) -> Result<Contender, String> {
@@ -347,7 +366,7 @@ fn sqlite(name: &'static str, threads: usize) -> Result<Contender, String> {
     open(&path)?
         .execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB NOT NULL)")
         .map_err(s)?;
-    let recs: Vec<Vec<u8>> = (0..UNITS).map(|i| common::record_json(i, UNITS)).collect();
+    let recs = records();
     Ok(Contender {
         name,
         threads,
@@ -375,54 +394,41 @@ fn redb_immediate(_: &Config, _: &Cache) -> Result<Contender, String> {
     const TABLE: TableDefinition<u64, &[u8]> = TableDefinition::new("t");
     let dir = tempdir()?;
     let db = redb::Database::create(dir.path().join("bench.redb")).map_err(s)?;
-    let recs: Vec<Vec<u8>> = (0..UNITS).map(|i| common::record_json(i, UNITS)).collect();
-    let mut key = 0u64;
-    Ok(Contender {
-        name: "redb_immediate_1t",
-        threads: 1,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (db, recs, key) = (&db, &recs, &mut key);
-            timed_one(dur, |i| {
-                let mut tx = db.begin_write().map_err(s)?;
-                tx.set_durability(Durability::Immediate).map_err(s)?;
-                {
-                    let mut t = tx.open_table(TABLE).map_err(s)?;
-                    *key += 1;
-                    t.insert(*key, recs[(i % UNITS) as usize].as_slice())
-                        .map_err(s)?;
-                }
-                tx.commit().map_err(s)
-            })
-        }),
-    })
+    Ok(serial(
+        "redb_immediate_1t",
+        dir,
+        (db, records(), 0u64),
+        |(db, recs, key), i| {
+            let mut tx = db.begin_write().map_err(s)?;
+            tx.set_durability(Durability::Immediate).map_err(s)?;
+            {
+                let mut t = tx.open_table(TABLE).map_err(s)?;
+                *key += 1;
+                t.insert(*key, recs[(i % UNITS) as usize].as_slice())
+                    .map_err(s)?;
+            }
+            tx.commit().map_err(s)
+        },
+    ))
 }
 
 fn okaywal(name: &'static str, threads: usize) -> Result<Contender, String> {
     let dir = tempdir()?;
     let wal =
         okaywal::WriteAheadLog::recover(dir.path().join("wal"), okaywal::LogVoid).map_err(s)?;
-    let recs: Vec<Vec<u8>> = (0..UNITS).map(|i| common::record_json(i, UNITS)).collect();
-    Ok(Contender {
+    let recs = records();
+    Ok(parallel(
         name,
         threads,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (wal, recs) = (&wal, &recs);
-            timed(threads, dur, |_| {
-                Ok(Box::new(move |i: u64| {
-                    // commit() returns after the fsync covering the entry.
-                    let mut e = wal.begin_entry().map_err(s)?;
-                    e.write_chunk(&recs[(i % UNITS) as usize]).map_err(s)?;
-                    e.commit().map(drop).map_err(s)
-                }))
-            })
-        }),
-    })
+        dir,
+        (wal, recs),
+        |(wal, recs), i| {
+            // commit() returns after the fsync covering the entry.
+            let mut e = wal.begin_entry().map_err(s)?;
+            e.write_chunk(&recs[(i % UNITS) as usize]).map_err(s)?;
+            e.commit().map(drop).map_err(s)
+        },
+    ))
 }
 
 /// Writes `bytes` as `dir/name` the way most tools checkpoint: temp file, fsync,

@@ -5,10 +5,11 @@
 
 use crate::common::{self, Units, update};
 use crate::contenders::Cache;
-use crate::contenders::timed;
+use crate::contenders::{parallel, tempdir};
 use crate::{Config, Contender};
 use runlog::engine::{Codec, RealFs, Store};
 use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, restore};
+use std::sync::Arc;
 use std::time::Instant;
 
 const UNITS: u64 = 1000;
@@ -23,10 +24,6 @@ fn url(tag: &str) -> Result<String, String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     Ok(format!("s3://{bucket}/compare/{tag}-{nanos}"))
-}
-
-fn tempdir() -> Result<tempfile::TempDir, String> {
-    tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))
 }
 
 /// `runlog_remote_{sync,async}_Nt`: the `runlog_group_Nt` loop through [`Replicated`].
@@ -45,30 +42,30 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
     };
     let remote = Remote::open(&url).map_err(|e| e.to_string())?;
     let r = Replicated::new(store, remote, &config).map_err(|e| e.to_string())?;
+    let r = Arc::new(r);
     let updates: Vec<common::Update> = (0..UNITS).map(|i| update(i, UNITS)).collect();
-    Ok(Contender {
+    let mut c = parallel(
         name,
         threads,
-        unit: "ops/s",
-        one_shot: false,
-        run: Box::new(move |dur| {
-            let _keep = &dir;
-            let (r, updates) = (&r, &updates);
-            let rate = timed(threads, dur, |_| {
-                Ok(Box::new(move |i: u64| {
-                    r.append(&updates[(i % UNITS) as usize])
-                        .map(drop)
-                        .map_err(|e| e.to_string())
-                }))
-            })?;
-            let st = r.remote_stats();
-            eprintln!(
-                "{name}: durable {} shipped {} lag {} records after the rep ({} rounds)",
-                st.durable, st.shipped, st.lag, st.rounds
-            );
-            Ok(rate)
-        }),
-    })
+        dir,
+        (r.clone(), updates),
+        |(r, updates), i| {
+            r.append(&updates[(i % UNITS) as usize])
+                .map(drop)
+                .map_err(|e| e.to_string())
+        },
+    );
+    let mut timed_pass = c.run;
+    c.run = Box::new(move |dur| {
+        let rate = timed_pass(dur)?;
+        let st = r.remote_stats();
+        eprintln!(
+            "{name}: durable {} shipped {} lag {} records after the rep ({} rounds)",
+            st.durable, st.shipped, st.lag, st.rounds
+        );
+        Ok(rate)
+    });
+    Ok(c)
 }
 
 /// `remote_restore_1m`: restores of a 1M-unit run per second (one pass each);

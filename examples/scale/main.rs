@@ -26,6 +26,8 @@ mod atomic;
 mod build;
 mod child;
 mod latency;
+#[path = "../shared/machine.rs"]
+mod machine;
 mod measure;
 mod report;
 
@@ -314,7 +316,7 @@ fn main() -> ExitCode {
         .map(|&n| measure_size(&cfg, &me, n))
         .collect();
     let out = json!({
-        "machine": report::machine(),
+        "machine": machine::machine(),
         "loadavg_at_start": loadavg,
         "codec": codec_name(cfg.codec),
         "parent_peak_rss_mib": parent_peak_mib(),

@@ -237,6 +237,19 @@ fn recovery_files(data: &[u8]) -> Option<(SimFs, Codec)> {
     Some((fs, codec))
 }
 
+/// How the `recovery` checks open what they recovered: no create, no fsync, no
+/// automatic compaction, on the input's simulated filesystem.
+fn reopen_opts(fs: &SimFs, codec: Codec) -> Options {
+    Options {
+        create: false,
+        codec,
+        sync: SyncPolicy::Never,
+        compaction: CompactionPolicy::Manual,
+        vfs: Arc::new(fs.clone()),
+        ..Options::default()
+    }
+}
+
 /// `recovery` with the keyed machine: the same rules, the state read by
 /// iteration (a damaged block met there is an error, never a panic).
 fn recovery_keyed(data: &[u8]) {
@@ -248,14 +261,7 @@ fn recovery_keyed(data: &[u8]) {
     if let Ok((st, _)) = read_state::<Keyed<KNums>>(&fs, dir) {
         let _ = knums_read(&st);
     }
-    let opts = Options {
-        create: false,
-        codec,
-        sync: SyncPolicy::Never,
-        compaction: CompactionPolicy::Manual,
-        vfs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    let opts = reopen_opts(&fs, codec);
     let Ok(s) = Store::<Keyed<KNums>>::open(dir, opts.clone()) else {
         return;
     };
@@ -292,14 +298,7 @@ fn recovery_whole(data: &[u8]) {
     let dir = Path::new("/mem/store");
     let _ = verify(&fs, dir);
     let _ = read_state::<Nums>(&fs, dir);
-    let opts = Options {
-        create: false,
-        codec,
-        sync: SyncPolicy::Never,
-        compaction: CompactionPolicy::Manual,
-        vfs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    let opts = reopen_opts(&fs, codec);
     let Ok(s) = Store::<Nums>::open(dir, opts.clone()) else {
         return;
     };

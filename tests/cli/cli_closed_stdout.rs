@@ -17,25 +17,22 @@ fn run_into_closed_pipe(root: &std::path::Path, args: &[&str]) -> std::process::
     c.output().unwrap()
 }
 
+/// Creates run `r` with these units.
+fn init_run(root: &std::path::Path, units: impl Iterator<Item = String>) {
+    let units = units.collect::<Vec<_>>().join(",");
+    ok(
+        root,
+        &["init", "--id", "r", "--task", "t", "--units", &units],
+    );
+}
+
 #[test]
 fn readers_end_by_sigpipe_without_a_word_on_a_closed_stdout() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    let units: Vec<String> = (0..200).map(|i| format!("u{i}")).collect();
-    ok(
-        root,
-        &[
-            "init",
-            "--id",
-            "r",
-            "--task",
-            "t",
-            "--units",
-            &units.join(","),
-        ],
-    );
+    init_run(root, (0..200).map(|i| format!("u{i}")));
     ok(root, &["unit", "r", "u0", "done"]);
-    let before = tree_bytes(root);
+    let before = tree_bytes_but_locks(root);
     let cases: [&[&str]; 9] = [
         &["get", "r"],
         &["--json", "get", "r"],
@@ -58,34 +55,18 @@ fn readers_end_by_sigpipe_without_a_word_on_a_closed_stdout() {
             o.status
         );
     }
-    let after: Vec<_> = tree_bytes(root)
-        .into_iter()
-        .filter(|(p, _)| !p.ends_with("LOCK"))
-        .collect();
-    let before: Vec<_> = before
-        .into_iter()
-        .filter(|(p, _)| !p.ends_with("LOCK"))
-        .collect();
-    assert_eq!(after, before, "a reader changed the run");
+    assert_eq!(
+        tree_bytes_but_locks(root),
+        before,
+        "a reader changed the run"
+    );
 }
 
 #[test]
 fn a_shell_pipeline_into_head_reports_no_error() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    let units: Vec<String> = (0..2000).map(|i| format!("unit-{i}")).collect();
-    ok(
-        root,
-        &[
-            "init",
-            "--id",
-            "r",
-            "--task",
-            "t",
-            "--units",
-            &units.join(","),
-        ],
-    );
+    init_run(root, (0..2000).map(|i| format!("unit-{i}")));
     for verb in ["get", "dump", "resume", "status"] {
         let script = format!(
             "set -o pipefail 2>/dev/null; \"$0\" --dir \"$1\" {verb} r | head -2 >/dev/null; echo \"status=$?\""

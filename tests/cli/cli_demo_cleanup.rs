@@ -91,7 +91,7 @@ fn kills_are_validated_and_all_done() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = stdout_json(&o);
     assert_eq!(v["kills_asked"], 3, "{v}");
     assert_eq!(v["crashes"], 3, "{v}");
     assert!(

@@ -102,21 +102,8 @@ fn finalize_and_key_messages() {
         "{e}"
     );
 
-    let key = root.join("key");
-    std::fs::write(&key, [7u8; 32]).unwrap();
-    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    ok(
-        root,
-        &[
-            "--key-file",
-            key.to_str().unwrap(),
-            "init",
-            "--id",
-            "k",
-            "--task",
-            "t",
-        ],
-    );
+    let key = key_file(&root.join("key"), "ab", 0o600);
+    ok(root, &with_key(&key, &["init", "--id", "k", "--task", "t"]));
     let o = runlog(root, &["get", "k"]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);

@@ -9,28 +9,7 @@ use runlog::engine::frame::{
     Frame, decode_record, decode_segment_header, encode_record_tagged, jsonl_record_mac,
 };
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-
-fn key_file(dir: &Path, mode: u32) -> PathBuf {
-    let p = dir.join(format!("key-{mode:o}"));
-    std::fs::write(&p, format!("{}\n", "3c".repeat(32))).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-    p
-}
-
-fn with_key<'a>(key: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--key-file", key.to_str().unwrap()];
-    v.extend_from_slice(args);
-    v
-}
-
-fn stdout_and_stderr(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use std::path::Path;
 
 /// Changes one payload byte of record `seq` of `seg`, recomputing its checksum
 /// (so only the keyed tag can tell). Returns the record's offset.
@@ -78,7 +57,7 @@ fn tamper(seg: &Path, seq: u64) -> u64 {
 fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
-    let key = key_file(d.path(), 0o600);
+    let key = key_file(&d.path().join("key-600"), "3c", 0o600);
     for (id, codec) in [("kj", "jsonl"), ("kb", "binary")] {
         let start = [
             "start",
@@ -103,7 +82,7 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
             .args(["get", id])
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", stdout_and_stderr(&o));
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         assert_eq!(
             ok_json(&root, &with_key(&key, &["get", id]))["units"]["u1"]["status"],
             "done"
@@ -113,13 +92,9 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
         // Without the key: refused, naming what to do.
         let o = runlog(&root, &["verify", id]);
         assert_eq!(o.status.code(), Some(2));
-        assert!(
-            stdout_and_stderr(&o).contains("keyed; pass its key"),
-            "{}",
-            stdout_and_stderr(&o)
-        );
+        assert!(text(&o).contains("keyed; pass its key"), "{}", text(&o));
         let o = runlog(&root, &["unit", id, "u3", "done"]);
-        assert_eq!(o.status.code(), Some(2), "{}", stdout_and_stderr(&o));
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 
         // One byte of record 2 changed, checksum recomputed.
         let seg = root
@@ -129,10 +104,10 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
         let offset = tamper(&seg, 2);
         let after = std::fs::read(&seg).unwrap();
         let o = runlog(&root, &with_key(&key, &["verify", id]));
-        let text = stdout_and_stderr(&o);
-        assert_eq!(o.status.code(), Some(1), "{text}");
-        assert!(text.to_lowercase().contains("tamper"), "{text}");
-        assert!(text.contains(&format!("offset {offset}")), "{text}");
+        let said = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{said}");
+        assert!(said.to_lowercase().contains("tamper"), "{said}");
+        assert!(said.contains(&format!("offset {offset}")), "{said}");
         let v: serde_json::Value = serde_json::from_slice(
             &runlog(&root, &with_key(&key, &["--json", "verify", id])).stdout,
         )
@@ -155,9 +130,9 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
             vec!["dump", id],
         ] {
             let o = runlog(&root, &with_key(&key, &args));
-            let text = stdout_and_stderr(&o);
-            assert_eq!(o.status.code(), Some(1), "{args:?}: {text}");
-            assert!(text.contains("tampering detected"), "{args:?}: {text}");
+            let said = text(&o);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {said}");
+            assert!(said.contains("tampering detected"), "{args:?}: {said}");
             assert_eq!(
                 std::fs::read(&seg).unwrap(),
                 after,
@@ -172,36 +147,24 @@ fn key_files_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() 
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
     let start = ["start", "--id", "r", "--fingerprint", "a=1"];
-    let open_key = key_file(d.path(), 0o644);
+    let open_key = key_file(&d.path().join("key-644"), "3c", 0o644);
     let o = runlog(&root, &with_key(&open_key, &start));
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stdout_and_stderr(&o).contains("chmod 600"),
-        "{}",
-        stdout_and_stderr(&o)
-    );
+    assert!(text(&o).contains("chmod 600"), "{}", text(&o));
     let short = d.path().join("short");
     std::fs::write(&short, "abcd\n").unwrap();
     std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
     let o = runlog(&root, &with_key(&short, &start));
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stdout_and_stderr(&o).contains("32 raw bytes"),
-        "{}",
-        stdout_and_stderr(&o)
-    );
+    assert!(text(&o).contains("32 raw bytes"), "{}", text(&o));
     assert!(
         !root.join("runs").join("r").exists(),
         "a refused key created the run"
     );
 
     ok(&root, &start);
-    let key = key_file(d.path(), 0o600);
+    let key = key_file(&d.path().join("key-600"), "3c", 0o600);
     let o = runlog(&root, &with_key(&key, &["get", "r"]));
     assert_eq!(o.status.code(), Some(2));
-    assert!(
-        stdout_and_stderr(&o).contains("not keyed"),
-        "{}",
-        stdout_and_stderr(&o)
-    );
+    assert!(text(&o).contains("not keyed"), "{}", text(&o));
 }

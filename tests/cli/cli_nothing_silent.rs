@@ -6,15 +6,6 @@
 use crate::cli_support;
 use cli_support::*;
 
-fn json_of(o: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&o.stdout)
-        )
-    })
-}
-
 #[test]
 fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it() {
     let d = tempfile::tempdir().unwrap();
@@ -35,7 +26,7 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
     ok(root, &["finalize", "job", "done"]);
 
     // --keep-finished: nothing moves, exit 0, and it says so.
-    let before = tree_bytes(root);
+    let before = tree_bytes_but_locks(root);
     let out = ok(
         root,
         &[
@@ -51,15 +42,9 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
         out.contains("has finished") && out.contains("left as it is"),
         "{out}"
     );
-    let after = tree_bytes(root);
-    let no_lock = |t: Vec<(std::path::PathBuf, Vec<u8>)>| {
-        t.into_iter()
-            .filter(|(p, _)| !p.ends_with("LOCK"))
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        no_lock(after),
-        no_lock(before),
+        tree_bytes_but_locks(root),
+        before,
         "--keep-finished changed the run"
     );
     assert_eq!(ok_json(root, &["get", "job"])["status"], "done");
@@ -70,7 +55,7 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
         &["--json", "start", "--id", "job", "--fingerprint", "v=1"],
     );
     assert_eq!(o.status.code(), Some(0));
-    let v = json_of(&o);
+    let v = stdout_json(&o);
     let w = &v["warnings"][0];
     assert_eq!(w["code"], "RUN_FINISHED_STARTED_FRESH", "{v}");
     let archived = std::path::PathBuf::from(w["archivedTo"].as_str().unwrap());
@@ -160,7 +145,7 @@ fn a_resumed_start_names_what_it_ignored() {
         ],
     );
     assert_eq!(o.status.code(), Some(0));
-    let v = json_of(&o);
+    let v = stdout_json(&o);
     assert_eq!(v["resumed"], true);
     let w = &v["warnings"][0];
     assert_eq!(w["code"], "START_ARGS_IGNORED", "{v}");
@@ -190,11 +175,11 @@ fn spend_past_the_limit_warns_on_stderr_and_in_json() {
     );
     let o = runlog(root, &["--json", "spend", "r", "usd", "0.5"]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(json_of(&o)["warnings"], serde_json::json!([]));
+    assert_eq!(stdout_json(&o)["warnings"], serde_json::json!([]));
     assert!(o.stderr.is_empty());
     let o = runlog(root, &["--json", "spend", "r", "usd", "0.75"]);
     assert_eq!(o.status.code(), Some(0));
-    let v = json_of(&o);
+    let v = stdout_json(&o);
     assert_eq!(v["warnings"][0]["code"], "BUDGET_EXCEEDED", "{v}");
     assert!(v["seq"].is_u64());
     let stderr = String::from_utf8_lossy(&o.stderr);

@@ -68,21 +68,8 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
     );
 
     // A keyed run listed without its key, and a damaged run: said, and exit 1.
-    let key = root.join("key");
-    std::fs::write(&key, "ab".repeat(32)).unwrap();
-    std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    ok(
-        root,
-        &[
-            "--key-file",
-            key.to_str().unwrap(),
-            "init",
-            "--id",
-            "k",
-            "--task",
-            "t",
-        ],
-    );
+    let key = key_file(&root.join("key"), "ab", 0o600);
+    ok(root, &with_key(&key, &["init", "--id", "k", "--task", "t"]));
     let o = runlog(root, &["status", "--list"]);
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -92,7 +79,7 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("run k can't be read"));
     let o = runlog(root, &["--json", "status", "--list"]);
     assert_eq!(o.status.code(), Some(1));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = stdout_json(&o);
     let k = v
         .as_array()
         .unwrap()

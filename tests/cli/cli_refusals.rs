@@ -3,17 +3,8 @@
 use crate::cli_support;
 use cli_support::*;
 
-/// Every file's bytes but the `LOCK` files' (a refused change may take the
-/// writer lock, which records its holder there; FORMAT.md §2).
-fn tree_bytes(root: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    cli_support::tree_bytes(root)
-        .into_iter()
-        .filter(|(p, _)| !p.ends_with("LOCK"))
-        .collect()
-}
-
 fn assert_refused(root: &std::path::Path, args: &[&str], why: &str) {
-    let before = tree_bytes(root);
+    let before = tree_bytes_but_locks(root);
     let o = runlog(root, args);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{args:?}: {stderr}");
@@ -22,7 +13,11 @@ fn assert_refused(root: &std::path::Path, args: &[&str], why: &str) {
         "{args:?}: stderr {stderr:?} does not say {why:?}"
     );
     assert!(o.stdout.is_empty(), "{args:?} printed on stdout");
-    assert_eq!(tree_bytes(root), before, "{args:?} changed bytes on disk");
+    assert_eq!(
+        tree_bytes_but_locks(root),
+        before,
+        "{args:?} changed bytes on disk"
+    );
 }
 
 #[test]

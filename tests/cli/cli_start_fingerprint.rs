@@ -46,7 +46,7 @@ fn start_resumes_discards_and_restarts_after_finish() {
         ],
     );
     assert_eq!(o.status.code(), Some(0));
-    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = stdout_json(&o);
     assert_eq!(s["resumed"], false);
     let w = &s["warnings"][0];
     assert_eq!(w["code"], "CHECKPOINT_DISCARDED");

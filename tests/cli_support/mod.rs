@@ -61,6 +61,52 @@ pub fn tree_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
+/// A command's stdout parsed as JSON (whatever its exit code), failing with
+/// what it printed instead.
+pub fn stdout_json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+/// What a command printed, stdout then stderr, for assertions and their messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// [`tree_bytes`] without the `LOCK` files: a reader or a refused change may
+/// take the writer lock, which records its holder there (FORMAT.md §2), and
+/// must change no other byte.
+pub fn tree_bytes_but_locks(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    tree_bytes(dir)
+        .into_iter()
+        .filter(|(p, _)| !p.ends_with("LOCK"))
+        .collect()
+}
+
+/// Writes a key file at `path`: the byte `hex_byte` (two hex digits) 32 times
+/// in hex and a newline, with permission bits `mode`.
+pub fn key_file(path: &Path, hex_byte: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("{}\n", hex_byte.repeat(32))).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path.to_path_buf()
+}
+
+/// `args` after `--key-file KEY`.
+pub fn with_key<'a>(key: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["--key-file", key.to_str().unwrap()];
+    v.extend_from_slice(args);
+    v
+}
+
 /// Builds example `name` (with the `test` profile, so under `cargo test` it is
 /// already built and this returns at once) and returns its executable. Asking
 /// cargo for the artifact's path, rather than guessing `target/…/examples/`,

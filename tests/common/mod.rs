@@ -89,7 +89,9 @@ pub fn dir_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 pub mod crash;
+pub mod hooked;
 pub mod keyed;
+pub mod kill9;
 
 pub mod sum;
 
@@ -229,5 +231,52 @@ pub fn test_name(module: &str, f: &str) -> String {
     match module.split_once("::") {
         Some((_crate, path)) => format!("{path}::{f}"),
         None => f.to_string(),
+    }
+}
+
+/// A command that re-executes this test binary to run the ignored child test
+/// `f` of the module at `module` (pass `module_path!()`) and nothing else, on one
+/// thread, its prints not captured: the harness of every test whose other side
+/// is a process (a umask, a lock holder, a writer killed with SIGKILL).
+pub fn child_test(module: &str, f: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+    c.args([
+        "--ignored",
+        "--exact",
+        test_name(module, f).as_str(),
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    c
+}
+
+/// `name` from the environment as a number, else `default`: the scale of a
+/// sweep (`RUNLOG_CRASH_*`, `RUNLOG_KILL9_*`).
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The spec of run `id` in the run-model tests: task "t", units `u0` to
+/// `u{units - 1}` without dependencies, fingerprint `size=1`.
+pub fn run_spec(id: &str, units: usize) -> runlog::run::InitSpec {
+    runlog::run::InitSpec {
+        id: id.into(),
+        task: "t".into(),
+        units: (0..units).map(|i| format!("u{i}")).collect(),
+        fingerprint: runlog::run::fingerprint::parse_parts("size=1").unwrap(),
+        ..runlog::run::InitSpec::default()
+    }
+}
+
+/// The change that marks `unit` done.
+pub fn unit_done(unit: &str) -> runlog::run::Change {
+    runlog::run::Change::Unit {
+        unit: unit.into(),
+        status: runlog::run::UnitStatus::Done,
+        note: None,
+        deps: None,
     }
 }

@@ -51,6 +51,7 @@
 //! ```
 use crate::common;
 use common::crash::*;
+use common::env_u64;
 use runlog::engine::sim::Persistence;
 use runlog::engine::{Codec, SyncPolicy};
 use std::time::{Duration, Instant};
@@ -137,11 +138,16 @@ const FULL_SEEDS: u64 = 160;
 /// The other seeds crash at each boundary with probability 1 in this (`RUNLOG_EVERY`).
 const SAMPLE_EVERY: u64 = 500;
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+/// The sync policy of a random workload: grouped commit for seeds ≡ 7 mod 8,
+/// `Always` for the rest.
+fn sync_of(seed: u64) -> SyncPolicy {
+    if seed % 8 == 7 {
+        SyncPolicy::Grouped {
+            linger: Duration::from_micros(50),
+        }
+    } else {
+        SyncPolicy::Always
+    }
 }
 
 /// Seeds `first, first + 2, ...`: two tests share the seeds so both cores work.
@@ -168,13 +174,7 @@ fn random(first: u64) {
                 Persistence::Ordered
             },
             codec: codec_of(seed / 2),
-            sync: if seed % 8 == 7 {
-                SyncPolicy::Grouped {
-                    linger: Duration::from_micros(50),
-                }
-            } else {
-                SyncPolicy::Always
-            },
+            sync: sync_of(seed),
             outcomes: 2,
             every: if seed < full_seeds { 1 } else { every },
             recovery_outcomes: 1,
@@ -253,13 +253,7 @@ fn keyed_random_workloads_every_boundary() {
                 Persistence::Ordered
             },
             codec: codec_of(seed / 2),
-            sync: if seed % 8 == 7 {
-                SyncPolicy::Grouped {
-                    linger: Duration::from_micros(50),
-                }
-            } else {
-                SyncPolicy::Always
-            },
+            sync: sync_of(seed),
             outcomes: 2,
             every: 1,
             recovery_outcomes: 1,

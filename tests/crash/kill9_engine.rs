@@ -8,28 +8,13 @@
 //! the model's fold, and a second recovery and a read-only load agree.
 //! `RUNLOG_KILL9_ITERS` (default 200) sets the iterations, `RUNLOG_KILL9_SEED` the seed.
 use crate::common;
+use common::kill9;
 use common::*;
 use runlog::engine::{self, Codec, CompactionPolicy, Machine, Options, RealFs, Store, SyncPolicy};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const CHILD_DIR: &str = "RUNLOG_KILL9_DIR";
-const CHILD_ITER: &str = "RUNLOG_KILL9_ITER";
-
-/// xorshift64*: enough randomness for timings, reproducible from the printed seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
 
 fn store_opts(codec: Codec, iter: u64) -> Options {
     Options {
@@ -74,10 +59,9 @@ fn pad_of_value(v: u64) -> usize {
 #[test]
 #[ignore = "the child side of kill9_soak; runs only when re-executed by it"]
 fn kill9_child_process() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else {
+    let Some((dir, iter)) = kill9::child_args() else {
         return;
     };
-    let iter: u64 = std::env::var(CHILD_ITER).unwrap().parse().unwrap();
     // libtest has printed "test kill9_child_process ... " without a newline.
     println!();
     let s = Store::<Ledger>::open(&dir, store_opts(codec_of(iter), iter)).unwrap();
@@ -168,28 +152,15 @@ fn check_store(
 
 #[test]
 fn kill9_soak() {
-    let iters: u64 = std::env::var("RUNLOG_KILL9_ITERS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
-    let seed = std::env::var("RUNLOG_KILL9_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    let mut rng = Rng(seed);
+    let iters = env_u64("RUNLOG_KILL9_ITERS", 200);
+    let seed = kill9::seed();
+    let mut rng = kill9::Rng(seed);
     let t = tempfile::tempdir().unwrap();
     let dirs: Vec<PathBuf> = ["binary", "jsonl"]
         .iter()
         .map(|n| t.path().join(n))
         .collect();
     let mut models = [Model::default(), Model::default()];
-    let exe = std::env::current_exe().unwrap();
     let mut total_acked = 0usize;
     let mut killed_before_open = 0;
     let mut killed_compacting = 0;
@@ -199,60 +170,25 @@ fn kill9_soak() {
         let dir = &dirs[which];
         let delay = Duration::from_micros(rng.next() % 20_001);
         let what = format!("seed {seed} iteration {iter} ({codec:?}, kill after {delay:?})");
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                common::test_name(module_path!(), "kill9_child_process").as_str(),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_DIR, dir)
-            .env(CHILD_ITER, iter.to_string())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(t.path().join("child.stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (opened_tx, opened_rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut lines = vec![];
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if l.starts_with("opened ") {
-                    let _ = opened_tx.send(());
-                }
-                lines.push(l);
-            }
-            lines
-        });
-        // Two in three kills count the delay from the end of recovery (so a loaded
-        // machine still kills mid-append); the rest from the spawn (mid-recovery).
-        if !iter.is_multiple_of(3) {
-            let _ = opened_rx.recv_timeout(Duration::from_secs(30));
+        let kill9::Killed {
+            acked,
+            opened,
+            compacting,
+            ..
+        } = kill9::Kill {
+            module: module_path!(),
+            child: "kill9_child_process",
+            dir,
+            iter,
+            // Two in three kills count the delay from the end of recovery (so a
+            // loaded machine still kills mid-append); the rest from the spawn
+            // (mid-recovery).
+            after_open: (!iter.is_multiple_of(3)).then_some(Duration::from_secs(30)),
+            delay,
+            stderr: &t.path().join("child.stderr"),
+            what: &what,
         }
-        std::thread::sleep(delay);
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        let lines = reader.join().unwrap();
-        // Whole lines only: a line ends with " ." when its write completed.
-        let mut acked = vec![];
-        let mut opened = false;
-        let mut compacting = false;
-        for l in &lines {
-            let w: Vec<&str> = l.split(' ').collect();
-            match w.as_slice() {
-                ["ack", seq, v, "."] => acked.push((seq.parse().unwrap(), v.parse().unwrap())),
-                ["opened", _, "."] => opened = true,
-                ["compacting", "."] => compacting = true,
-                ["compacted", "."] => compacting = false,
-                _ => {}
-            }
-        }
-        assert!(
-            status.code().is_none(),
-            "{what}: child exited by itself: {status}: {}",
-            std::fs::read_to_string(t.path().join("child.stderr")).unwrap_or_default()
-        );
+        .run();
         if !opened {
             killed_before_open += 1;
         }

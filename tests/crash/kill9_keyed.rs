@@ -13,19 +13,14 @@
 //! `RUNLOG_KILL9_SEED` sets the seed, `RUNLOG_KILL9_ENTRIES` (default 100,000) the
 //! table's size.
 use crate::common;
-use common::Rejected;
+use common::{Rejected, env_u64, kill9};
 use runlog::engine::{
     self, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Options, RealFs, Store,
     SyncPolicy,
 };
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const CHILD_DIR: &str = "RUNLOG_KILL9_DIR";
-const CHILD_ITER: &str = "RUNLOG_KILL9_ITER";
 
 /// One key per value: every accepted append inserts an entry.
 struct Wide;
@@ -86,20 +81,12 @@ fn value_for(iter: u64, t: u64, c: u64) -> u64 {
     (iter + 1) * 10_000_000_000 + c * 2 + t + 1
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 #[ignore = "the child side of kill9_keyed_soak; runs only when re-executed by it"]
 fn kill9_keyed_child() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else {
+    let Some((dir, iter)) = kill9::child_args() else {
         return;
     };
-    let iter: u64 = std::env::var(CHILD_ITER).unwrap().parse().unwrap();
     println!();
     let s = WStore::open(&dir, opts(Codec::Binary, iter)).unwrap();
     println!("opened {} .", s.last_seq());
@@ -159,21 +146,8 @@ fn check(dir: &Path, iter: u64, acked: &[(u64, u64)], entries: u64, what: &str) 
 fn kill9_keyed_soak() {
     let iters = env_u64("RUNLOG_KILL9_KEYED_ITERS", 20);
     let entries = env_u64("RUNLOG_KILL9_ENTRIES", 100_000);
-    let seed = env_u64(
-        "RUNLOG_KILL9_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-            | 1,
-    );
-    let mut rng = seed;
-    let mut next = move || {
-        rng ^= rng >> 12;
-        rng ^= rng << 25;
-        rng ^= rng >> 27;
-        rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    };
+    let seed = kill9::seed();
+    let mut rng = kill9::Rng(seed);
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("keyed");
     // Prefill: `entries` keys in a table (refused multiples of 1000 skipped).
@@ -199,59 +173,23 @@ fn kill9_keyed_soak() {
         s.compact().unwrap();
         assert_eq!(s.read(|st| st.len()), entries);
     }
-    let exe = std::env::current_exe().unwrap();
     let (mut total_acked, mut killed_compacting, mut compactions) = (0, 0, 0);
     for iter in 0..iters {
-        let delay = Duration::from_micros(next() % 150_001);
+        let delay = Duration::from_micros(rng.next() % 150_001);
         let what = format!("seed {seed} iteration {iter} (kill {delay:?} after the open)");
-        let mut child = Command::new(&exe)
-            .args([
-                "--ignored",
-                "--exact",
-                common::test_name(module_path!(), "kill9_keyed_child").as_str(),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD_DIR, &dir)
-            .env(CHILD_ITER, iter.to_string())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(t.path().join("child.stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (opened_tx, opened_rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            let mut lines = vec![];
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if l.starts_with("opened ") {
-                    let _ = opened_tx.send(());
-                }
-                lines.push(l);
-            }
-            lines
-        });
-        let _ = opened_rx.recv_timeout(Duration::from_secs(60));
-        std::thread::sleep(delay);
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        let lines = reader.join().unwrap();
-        let (mut acked, mut compacting) = (vec![], false);
-        for l in &lines {
-            match l.split(' ').collect::<Vec<_>>().as_slice() {
-                ["ack", seq, v, "."] => acked.push((seq.parse().unwrap(), v.parse().unwrap())),
-                ["compacting", "."] => compacting = true,
-                ["compacted", "."] => {
-                    compacting = false;
-                    compactions += 1;
-                }
-                _ => {}
-            }
+        let killed = kill9::Kill {
+            module: module_path!(),
+            child: "kill9_keyed_child",
+            dir: &dir,
+            iter,
+            after_open: Some(Duration::from_secs(60)),
+            delay,
+            stderr: &t.path().join("child.stderr"),
+            what: &what,
         }
-        assert!(
-            status.code().is_none(),
-            "{what}: child exited by itself: {status}: {}",
-            std::fs::read_to_string(t.path().join("child.stderr")).unwrap_or_default()
-        );
+        .run();
+        let (acked, compacting) = (killed.acked, killed.compacting);
+        compactions += killed.compactions;
         killed_compacting += u64::from(compacting);
         total_acked += acked.len();
         check(&dir, iter, &acked, entries, &what);

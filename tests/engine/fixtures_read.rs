@@ -23,6 +23,7 @@
 use crate::common;
 use common::*;
 use runlog::engine::{Codec, Error, Integrity, RealFs, Store, read_state, verify};
+use runlog::engine::{Machine, Options};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -213,23 +214,35 @@ fn check_corrupt_mid_v1(root: &Path) {
     }
 }
 
+/// The files of a store written under `o`: entries 1 to `records` (entry `v`
+/// padded with `pad(v)` bytes), compacted after `snap_at`, closed, its `LOCK`
+/// removed (a fixture holds only what a reader needs).
+fn store_files<M: Machine<Transition = Entry>>(
+    o: Options,
+    records: u64,
+    snap_at: u64,
+    pad: fn(u64) -> usize,
+) -> Vec<(String, Vec<u8>)> {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("s");
+    let s = Store::<M>::open(&dir, o).unwrap();
+    for v in 1..=records {
+        s.append(&entry(v, pad(v))).unwrap();
+        if v == snap_at {
+            s.compact().unwrap();
+        }
+    }
+    drop(s);
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    dir_bytes(&dir)
+}
+
 /// Writes the v1 stores under `root/v1` (new directories only).
 fn generate_v1(root: &Path) {
     for codec in codecs() {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("s");
         let mut o = opts(codec);
         o.preallocate = 0; // as v1 wrote them: no preallocated tail
-        let s = Store::<Ledger>::open(&dir, o).unwrap();
-        for v in 1..=RECORDS {
-            s.append(&entry(v, pad(v))).unwrap();
-            if v == SNAP_AT {
-                s.compact().unwrap();
-            }
-        }
-        drop(s);
-        std::fs::remove_file(dir.join("LOCK")).unwrap();
-        let files = dir_bytes(&dir);
+        let files = store_files::<Ledger>(o, RECORDS, SNAP_AT, pad);
         let write =
             |case: &str, files: &[(String, Vec<u8>)]| write_new(&fixture(root, codec, case), files);
         write("clean", &files);
@@ -261,7 +274,7 @@ fn generate_v1(root: &Path) {
 mod v2 {
     use super::common::keyed::{Tab, TabModel, tab_model, tab_observe};
     use super::common::*;
-    use super::{committed, copy_store, write_new};
+    use super::{committed, copy_store, store_files, write_new};
     use runlog::engine::{Codec, Error, Integrity, Key, Keyed, RealFs, Store, read_state, verify};
     use std::path::{Path, PathBuf};
 
@@ -399,23 +412,12 @@ mod v2 {
     pub(super) fn generate(root: &Path) {
         for codec in codecs() {
             for keyed in [false, true] {
-                let t = tempfile::tempdir().unwrap();
-                let dir = t.path().join("s");
                 let mut o = opts(codec);
                 o.preallocate = 0; // small files to commit
                 if keyed {
                     o.key = Some(key());
                 }
-                let s = KStore::open(&dir, o).unwrap();
-                for v in 1..=RECORDS {
-                    s.append(&entry(v, pad(v))).unwrap();
-                    if v == SNAP_AT {
-                        s.compact().unwrap();
-                    }
-                }
-                drop(s);
-                std::fs::remove_file(dir.join("LOCK")).unwrap();
-                let files = dir_bytes(&dir);
+                let files = store_files::<Keyed<Tab>>(o, RECORDS, SNAP_AT, pad);
                 let write = |case: &str, files: &[(String, Vec<u8>)]| {
                     write_new(&fixture(root, codec, case), files)
                 };

@@ -6,9 +6,10 @@
 //! rotates, and only then is the leader released. The staged record must end up
 //! in the closed segment: acknowledged, in the snapshot, and there after reopening.
 use crate::common;
+use common::hooked::{HookedFs, Hooks};
 use common::*;
 use runlog::engine::Store;
-use runlog::engine::{FileBytes, LockAttempt, RealFs, Vfs, VfsFile};
+use runlog::engine::VfsFile;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
@@ -51,73 +52,14 @@ impl Gate {
     }
 }
 
-#[derive(Debug)]
-struct GatedFs {
-    real: RealFs,
-    gate: Arc<Gate>,
-}
+/// RealFs whose file fsyncs pass the gate first.
+#[derive(Debug, Clone)]
+struct GatedFs(Arc<Gate>);
 
-#[derive(Debug)]
-struct GatedFile {
-    f: Box<dyn VfsFile>,
-    gate: Arc<Gate>,
-}
-
-impl VfsFile for GatedFile {
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.f.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.gate.pass();
-        self.f.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.f.sync_all()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.f.set_len(len)
-    }
-}
-
-impl GatedFs {
-    fn wrap(&self, f: Box<dyn VfsFile>) -> Box<dyn VfsFile> {
-        Box::new(GatedFile {
-            f,
-            gate: self.gate.clone(),
-        })
-    }
-}
-
-impl Vfs for GatedFs {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        self.real.create_dir(path)
-    }
-    fn dir_mode(&self, path: &Path) -> io::Result<u32> {
-        self.real.dir_mode(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        self.real.list(dir)
-    }
-    fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        self.real.create_new(path).map(|f| self.wrap(f))
-    }
-    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        self.real.open_write(path).map(|f| self.wrap(f))
-    }
-    fn read(&self, path: &Path) -> io::Result<FileBytes> {
-        self.real.read(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.real.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        self.real.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.real.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
-        self.real.try_lock(path, holder)
+impl Hooks for GatedFs {
+    fn sync_data(&self, _: &Path, f: &dyn VfsFile) -> io::Result<()> {
+        self.0.pass();
+        f.sync_data()
     }
 }
 
@@ -128,10 +70,7 @@ fn a_rotation_writes_records_staged_behind_an_fsync_in_flight() {
         let dir = tmp.path().join("s");
         let gate = Arc::new(Gate::default());
         let mut o = opts(codec);
-        o.vfs = Arc::new(GatedFs {
-            real: RealFs,
-            gate: gate.clone(),
-        });
+        o.vfs = Arc::new(HookedFs(GatedFs(gate.clone())));
         let store = Arc::new(Store::<Ledger>::open(&dir, o.clone()).unwrap());
 
         // 1. The leader: its fsync is held at the gate, with its write done.

@@ -1,9 +1,9 @@
-//! Proves the store's files are 0600 and its directory 0700 whatever the umask
-//! (checked in child processes, as the umask is process-wide), that a store
-//! directory writable by group or others is refused, that a second writer in
-//! another process is refused naming the holder's pid, and that a length of
-//! u32::MAX (or a huge snapshot length) in a valid-looking header is rejected with
-//! no allocation over 64 MiB (a capping global allocator aborts otherwise).
+//! Proves that a store directory writable by group or others is refused, that
+//! a second writer in another process is refused naming the holder's pid, and
+//! that a length of u32::MAX (or a huge snapshot length) in a valid-looking
+//! header is rejected with no allocation over 64 MiB (a capping global
+//! allocator aborts otherwise). The modes of the store's files and directory
+//! whatever the umask: bug_lock_file_mode_under_umask.rs.
 use crate::common;
 use common::*;
 use runlog::engine::format::masked_crc;
@@ -13,89 +13,12 @@ use runlog::engine::{Codec, Error, Integrity, RealFs, Store, read_state, verify}
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 const CHILD_DIR: &str = "RUNLOG_PERM_CHILD_DIR";
-const CHILD_UMASK: &str = "RUNLOG_PERM_CHILD_UMASK";
 
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-fn child(test: &str, dir: &Path, umask: u32) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            test_name(module_path!(), test).as_str(),
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_DIR, dir)
-        .env(CHILD_UMASK, umask.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-#[test]
-#[ignore = "child side of files_and_dirs_are_private_whatever_the_umask"]
-fn umask_child_process() {
-    let Ok(dir) = std::env::var(CHILD_DIR) else {
-        return;
-    };
-    let umask: u32 = std::env::var(CHILD_UMASK).unwrap().parse().unwrap();
-    // SAFETY: umask(2) only sets the process's file mode creation mask; this child
-    // process exists to run with it.
-    unsafe { libc::umask(umask as libc::mode_t) };
-    let dir = Path::new(&dir);
-    for codec in codecs() {
-        let d = dir.join(codec.name());
-        let s = Store::<Ledger>::open(&d, opts(codec)).unwrap();
-        for v in 1..=5 {
-            s.append(&entry(v, 3)).unwrap();
-        }
-        s.compact().unwrap();
-        s.append(&entry(6, 3)).unwrap();
-        drop(s);
-        // A torn tail, so the next open writes a quarantine file.
-        let seg = d.join("seg-00000000000000000006.log");
-        let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
-        std::io::Write::write_all(&mut f, b"\x01torn").unwrap();
-        drop(f);
-        let s = Store::<Ledger>::open(&d, opts(codec)).unwrap();
-        assert!(s.recovery().torn_tail.is_some());
-        s.append(&entry(7, 3)).unwrap();
-        s.compact().unwrap();
-    }
-}
-
-#[test]
-fn files_and_dirs_are_private_whatever_the_umask() {
-    for umask in [0, 0o022, 0o077, 0o277, 0o777] {
-        let t = tempfile::tempdir().unwrap();
-        let status = child("umask_child_process", t.path(), umask)
-            .wait()
-            .unwrap();
-        assert!(status.success(), "umask {umask:o}: child failed");
-        for codec in codecs() {
-            let d = t.path().join(codec.name());
-            assert_eq!(mode(&d), 0o700, "umask {umask:o}: {}", d.display());
-            let names: Vec<_> = std::fs::read_dir(&d)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .collect();
-            assert!(
-                names
-                    .iter()
-                    .any(|p| p.to_string_lossy().contains(".broken-"))
-            );
-            assert!(names.iter().any(|p| p.to_string_lossy().ends_with(".snap")));
-            for p in names {
-                assert_eq!(mode(&p), 0o600, "umask {umask:o}: {}", p.display());
-            }
-        }
-    }
 }
 
 #[test]
@@ -144,7 +67,11 @@ fn lock_holder_child_process() {
 fn second_writer_in_another_process_is_refused() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("s");
-    let mut c = child("lock_holder_child_process", &dir, 0o022);
+    let mut c = child_test(module_path!(), "lock_holder_child_process")
+        .env(CHILD_DIR, &dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut lines = BufReader::new(c.stdout.take().unwrap()).lines();
     let pid = c.id();
     let held = lines.any(|l| l.unwrap().starts_with("holding"));

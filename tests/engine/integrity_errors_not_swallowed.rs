@@ -4,13 +4,14 @@
 //! `Stats::close_sync_failures`); failed unlinks and directory fsyncs after a compaction are
 //! counted in `Stats::cleanup_failures` (failed unlinks here), and `verify`
 //! names the files left.
-use runlog::engine::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
+use runlog::engine::vfs::{Vfs, VfsFile};
 use runlog::engine::{CompactionPolicy, Options, RealFs, Store, SyncPolicy, verify};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::common::hooked::{HookedFs, Hooks};
 use crate::common::sum;
 use sum::Sum;
 
@@ -21,76 +22,28 @@ struct FailFs {
     fail_remove: Arc<AtomicBool>,
 }
 
-#[derive(Debug)]
-struct FailFile {
-    fs: FailFs,
-    inner: Box<dyn VfsFile>,
-}
-
 fn eio() -> io::Error {
     io::Error::from_raw_os_error(5)
 }
 
-impl VfsFile for FailFile {
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        if self.fs.fail_fsync.load(Ordering::SeqCst) {
+impl Hooks for FailFs {
+    fn sync_data(&self, _: &Path, f: &dyn VfsFile) -> io::Result<()> {
+        if self.fail_fsync.load(Ordering::SeqCst) {
             return Err(eio());
         }
-        self.inner.sync_data()
+        f.sync_data()
     }
-    fn sync_all(&self) -> io::Result<()> {
-        if self.fs.fail_fsync.load(Ordering::SeqCst) {
+    fn sync_all(&self, _: &Path, f: &dyn VfsFile) -> io::Result<()> {
+        if self.fail_fsync.load(Ordering::SeqCst) {
             return Err(eio());
         }
-        self.inner.sync_all()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-}
-
-impl Vfs for FailFs {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.create_dir(path)
-    }
-    fn dir_mode(&self, path: &Path) -> io::Result<u32> {
-        RealFs.dir_mode(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealFs.list(dir)
-    }
-    fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        Ok(Box::new(FailFile {
-            fs: self.clone(),
-            inner: RealFs.create_new(path)?,
-        }))
-    }
-    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        Ok(Box::new(FailFile {
-            fs: self.clone(),
-            inner: RealFs.open_write(path)?,
-        }))
-    }
-    fn read(&self, path: &Path) -> io::Result<FileBytes> {
-        RealFs.read(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.rename(from, to)
+        f.sync_all()
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         if self.fail_remove.load(Ordering::SeqCst) {
             return Err(eio());
         }
         RealFs.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
-        RealFs.try_lock(path, holder)
     }
 }
 
@@ -99,7 +52,7 @@ fn opts(fs: &FailFs, sync: SyncPolicy) -> Options {
         create: true,
         sync,
         compaction: CompactionPolicy::Manual,
-        vfs: Arc::new(fs.clone()),
+        vfs: Arc::new(HookedFs(fs.clone())),
         ..Options::default()
     }
 }

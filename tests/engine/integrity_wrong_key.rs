@@ -6,29 +6,7 @@
 use crate::cli_support;
 use cli_support::*;
 use runlog::engine::frame::{decode_segment_header, encode_segment_header_keyed};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
-fn key_file(dir: &Path, name: &str, hex_byte: &str) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, format!("{}\n", hex_byte.repeat(32))).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-    p
-}
-
-fn keyed<'a>(key: &'a Path, args: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec!["--key-file", key.to_str().unwrap()];
-    v.extend_from_slice(args);
-    v
-}
-
-fn text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn first_segment(root: &Path, id: &str) -> PathBuf {
     let mut v: Vec<_> = std::fs::read_dir(root.join("runs").join(id))
@@ -44,21 +22,21 @@ fn first_segment(root: &Path, id: &str) -> PathBuf {
 fn wrong_key_is_refused_as_the_wrong_key_for_both_codecs() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
-    let right = key_file(d.path(), "right", "3c");
-    let wrong = key_file(d.path(), "wrong", "4d");
+    let right = key_file(&d.path().join("right"), "3c", 0o600);
+    let wrong = key_file(&d.path().join("wrong"), "4d", 0o600);
     for (id, codec) in [("kj", "jsonl"), ("kb", "binary")] {
         let init = [
             "init", "--id", id, "--task", "t", "--units", "a,b", "--codec", codec,
         ];
-        ok(&root, &keyed(&right, &init));
-        ok(&root, &keyed(&right, &["unit", id, "a", "done"]));
+        ok(&root, &with_key(&right, &init));
+        ok(&root, &with_key(&right, &["unit", id, "a", "done"]));
         let seg = first_segment(&root, id);
         let h = decode_segment_header(&std::fs::read(&seg).unwrap()).unwrap();
         assert!(
             h.key_check.is_some(),
             "a new keyed segment carries its key check"
         );
-        let before = tree_bytes(&root.join("runs").join(id));
+        let before = tree_bytes_but_locks(&root.join("runs").join(id));
         for verb in [
             &["verify", id][..],
             &["get", id],
@@ -66,20 +44,15 @@ fn wrong_key_is_refused_as_the_wrong_key_for_both_codecs() {
             &["status", id],
             &["unit", id, "b", "done"],
         ] {
-            let o = runlog(&root, &keyed(&wrong, verb));
+            let o = runlog(&root, &with_key(&wrong, verb));
             assert_eq!(o.status.code(), Some(2), "{verb:?}: {}", text(&o));
             assert!(text(&o).contains("wrong key"), "{verb:?}: {}", text(&o));
             assert!(!text(&o).contains("TAMPERED"), "{verb:?}: {}", text(&o));
         }
-        let after = tree_bytes(&root.join("runs").join(id));
-        let strip = |v: Vec<(PathBuf, Vec<u8>)>| -> Vec<_> {
-            v.into_iter()
-                .filter(|(p, _)| !p.ends_with("LOCK"))
-                .collect()
-        };
-        assert_eq!(strip(before), strip(after), "a wrong key wrote to the run");
+        let after = tree_bytes_but_locks(&root.join("runs").join(id));
+        assert_eq!(before, after, "a wrong key wrote to the run");
         // The right key still reads it.
-        assert!(ok(&root, &keyed(&right, &["verify", id])).contains("clean"));
+        assert!(ok(&root, &with_key(&right, &["verify", id])).contains("clean"));
     }
 }
 
@@ -87,13 +60,13 @@ fn wrong_key_is_refused_as_the_wrong_key_for_both_codecs() {
 fn keyed_store_without_a_key_check_is_still_read_and_a_wrong_key_is_still_caught() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
-    let right = key_file(d.path(), "right", "3c");
-    let wrong = key_file(d.path(), "wrong", "4d");
+    let right = key_file(&d.path().join("right"), "3c", 0o600);
+    let wrong = key_file(&d.path().join("wrong"), "4d", 0o600);
     for (id, codec) in [("oj", "jsonl"), ("ob", "binary")] {
         let init = [
             "init", "--id", id, "--task", "t", "--units", "a", "--codec", codec,
         ];
-        ok(&root, &keyed(&right, &init));
+        ok(&root, &with_key(&right, &init));
         // Rewrite the header as a build before key checks wrote it.
         let seg = first_segment(&root, id);
         let bytes = std::fs::read(&seg).unwrap();
@@ -102,10 +75,10 @@ fn keyed_store_without_a_key_check_is_still_read_and_a_wrong_key_is_still_caught
         assert!(decode_segment_header(&old).unwrap().key_check.is_none());
         old.extend_from_slice(&bytes[h.len..]);
         std::fs::write(&seg, old).unwrap();
-        assert!(ok(&root, &keyed(&right, &["verify", id])).contains("clean, 1 records"));
-        ok(&root, &keyed(&right, &["unit", id, "a", "done"]));
+        assert!(ok(&root, &with_key(&right, &["verify", id])).contains("clean, 1 records"));
+        ok(&root, &with_key(&right, &["unit", id, "a", "done"]));
         // Without a check, the first tag tells (as before key checks).
-        let o = runlog(&root, &keyed(&wrong, &["verify", id]));
+        let o = runlog(&root, &with_key(&wrong, &["verify", id]));
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
         assert!(text(&o).contains("TAMPERED"), "{}", text(&o));
     }

@@ -4,32 +4,12 @@
 //! leaves a run that a writer reopens without corruption, holding every change
 //! acknowledged before the crash and only changes that were issued — also after
 //! a change whose fdatasync failed, replayed from the page cache by the next.
+use crate::common::{run_spec, unit_done};
 use runlog::engine::Vfs;
 use runlog::engine::sim::{Fault, FaultKind, Op, Persistence, SimFs};
 use runlog::run::*;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-
-fn spec(units: usize) -> InitSpec {
-    InitSpec {
-        id: "r".into(),
-        task: "t".into(),
-        units: (0..units).map(|i| format!("u{i}")).collect(),
-        deps: Default::default(),
-        launch: None,
-        fingerprint: fingerprint::parse_parts("size=1").unwrap(),
-        budgets: Default::default(),
-    }
-}
-
-fn done(i: usize) -> Change {
-    Change::Unit {
-        unit: format!("u{i}"),
-        status: UnitStatus::Done,
-        note: None,
-        deps: None,
-    }
-}
 
 /// Makes `root/runs` exist, durably, in the simulated filesystem.
 fn sim_root(fs: &SimFs, root: &Path) {
@@ -67,7 +47,7 @@ fn every_crash_during_one_shot_changes_recovers_every_acknowledged_change() {
             let runs = Runs::new(&root)
                 .with_codec(codec)
                 .with_vfs(Arc::new(fs.clone()));
-            drop(runs.init(spec(12)).unwrap());
+            drop(runs.init(run_spec("r", 12)).unwrap());
             // (images, acknowledged changes when taken)
             let images: Arc<Mutex<Vec<(SimFs, usize)>>> = Arc::default();
             let acked = Arc::new(Mutex::new(0usize));
@@ -95,13 +75,16 @@ fn every_crash_during_one_shot_changes_recovers_every_acknowledged_change() {
                         kind: FaultKind::Eio,
                         persistent: false,
                     }));
-                    assert!(runs.change("r", done(i)).is_err(), "the fsync failed");
+                    assert!(
+                        runs.change("r", unit_done(&format!("u{i}"))).is_err(),
+                        "the fsync failed"
+                    );
                     assert_eq!(fs.op_log()[(start + fsync_at) as usize], Op::Fsync);
                     assert_eq!(fs.faults_fired(), 1);
                     fs.inject(None);
                     continue;
                 }
-                runs.change("r", done(i)).unwrap();
+                runs.change("r", unit_done(&format!("u{i}"))).unwrap();
                 if i == 0 {
                     let log = fs.op_log();
                     fsync_at = log[start as usize..]

@@ -3,33 +3,13 @@
 //! fsync), that a refused change fsyncs nothing and writes no segment or
 //! snapshot, and documents the one case that needs one more: a last segment
 //! without records (after a compaction) gets a directory fsync.
+use crate::common::{run_spec, unit_done};
 use crate::open_counting_vfs;
 use open_counting_vfs::CountingFs;
 use runlog::engine::{Codec, ErrorChain};
 use runlog::run::*;
 use std::path::Path;
 use std::sync::Arc;
-
-fn spec(id: &str, units: usize) -> InitSpec {
-    InitSpec {
-        id: id.into(),
-        task: "t".into(),
-        units: (0..units).map(|i| format!("u{i}")).collect(),
-        deps: Default::default(),
-        launch: None,
-        fingerprint: fingerprint::parse_parts("size=1").unwrap(),
-        budgets: Default::default(),
-    }
-}
-
-fn done(unit: &str) -> Change {
-    Change::Unit {
-        unit: unit.into(),
-        status: UnitStatus::Done,
-        note: None,
-        deps: None,
-    }
-}
 
 /// Every file of the run but `LOCK`, with its bytes.
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -50,11 +30,11 @@ fn setup(codec: Codec) -> (tempfile::TempDir, Runs, CountingFs) {
     let runs = Runs::new(tmp.path())
         .with_codec(codec)
         .with_vfs(Arc::new(fs.clone()));
-    let run = runs.init(spec("r", 100)).unwrap();
-    run.apply(done("u0")).unwrap();
+    let run = runs.init(run_spec("r", 100)).unwrap();
+    run.apply(unit_done("u0")).unwrap();
     drop(run);
     // A one-shot session that ended cleanly.
-    runs.change("r", done("u1")).unwrap();
+    runs.change("r", unit_done("u1")).unwrap();
     (tmp, runs, fs)
 }
 
@@ -63,7 +43,7 @@ fn an_accepted_one_shot_change_replays_once_and_fsyncs_once() {
     for codec in [Codec::Jsonl, Codec::Binary] {
         let (_tmp, runs, fs) = setup(codec);
         fs.reset();
-        runs.change("r", done("u2")).unwrap();
+        runs.change("r", unit_done("u2")).unwrap();
         let c = fs.counts();
         assert_eq!(
             c.reads_of("seg-"),
@@ -126,7 +106,7 @@ fn after_a_compaction_the_first_one_shot_change_also_fsyncs_the_directory() {
     run.store().compact().unwrap();
     drop(run);
     fs.reset();
-    runs.change("r", done("u2")).unwrap();
+    runs.change("r", unit_done("u2")).unwrap();
     let c = fs.counts();
     // The last segment holds no record yet: nothing proves its creator's
     // directory fsync happened, so its name is made durable before a record in
@@ -134,7 +114,7 @@ fn after_a_compaction_the_first_one_shot_change_also_fsyncs_the_directory() {
     assert_eq!((c.sync_data, c.sync_all, c.sync_dir), (1, 0, 1), "{c:?}");
     assert!(c.reads_of("snap-").len() == 1, "{c:?}");
     fs.reset();
-    runs.change("r", done("u3")).unwrap();
+    runs.change("r", unit_done("u3")).unwrap();
     let c = fs.counts();
     assert_eq!((c.sync_data, c.sync_all, c.sync_dir), (1, 0, 0), "{c:?}");
     // The segments the snapshot covers are not read.
@@ -151,7 +131,7 @@ fn the_rewrite_of_one_shot_changes_stays_bounded() {
     let (mut syncs, mut two, mut widest) = (0, 0, 0);
     for i in 2..100 {
         fs.reset();
-        runs.change("r", done(&format!("u{i}"))).unwrap();
+        runs.change("r", unit_done(&format!("u{i}"))).unwrap();
         let c = fs.counts();
         assert_eq!((c.sync_all, c.sync_dir), (0, 0), "{c:?}");
         syncs += c.sync_data;

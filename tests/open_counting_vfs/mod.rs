@@ -1,8 +1,10 @@
 //! A [`Vfs`] that delegates to [`RealFs`] and counts what the engine asks of it:
 //! fsyncs of each kind, bytes written and truncations per file, whole-file reads
-//! per file, lock calls. Shared by the `open_*` tests.
+//! per file, lock calls (hooks on tests/common/hooked.rs). Shared by the
+//! `open_*` tests.
 #![allow(dead_code)]
 
+use crate::common::hooked::{HookedFs, Hooks};
 use runlog::engine::RealFs;
 use runlog::engine::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
 use std::io;
@@ -64,9 +66,18 @@ fn names<T>(v: &[(PathBuf, T)], prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// The counting filesystem; clones share the counts.
+/// The counts, shared by every clone: the hooks of [`CountingFs`].
 #[derive(Debug, Clone, Default)]
-pub struct CountingFs(Arc<Mutex<Counts>>);
+pub struct Counter(Arc<Mutex<Counts>>);
+
+impl Counter {
+    fn with(&self, f: impl FnOnce(&mut Counts)) {
+        f(&mut self.0.lock().unwrap())
+    }
+}
+
+/// The counting filesystem; clones share the counts.
+pub type CountingFs = HookedFs<Counter>;
 
 impl CountingFs {
     pub fn new() -> CountingFs {
@@ -74,67 +85,35 @@ impl CountingFs {
     }
     /// The counts so far.
     pub fn counts(&self) -> Counts {
-        self.0.lock().unwrap().clone()
+        self.0.0.lock().unwrap().clone()
     }
     /// Starts counting from zero.
     pub fn reset(&self) {
-        *self.0.lock().unwrap() = Counts::default();
-    }
-    fn with(&self, f: impl FnOnce(&mut Counts)) {
-        f(&mut self.0.lock().unwrap())
-    }
-    fn wrap(&self, path: &Path, f: Box<dyn VfsFile>) -> Box<dyn VfsFile> {
-        Box::new(CountingFile {
-            fs: self.clone(),
-            path: path.to_path_buf(),
-            inner: f,
-        })
+        *self.0.0.lock().unwrap() = Counts::default();
     }
 }
 
-#[derive(Debug)]
-struct CountingFile {
-    fs: CountingFs,
-    path: PathBuf,
-    inner: Box<dyn VfsFile>,
-}
-
-impl VfsFile for CountingFile {
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        let n = self.inner.write_at(buf, offset)?;
-        self.fs.with(|c| c.writes.push((self.path.clone(), n)));
+impl Hooks for Counter {
+    fn write_at(&self, path: &Path, f: &dyn VfsFile, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let n = f.write_at(buf, offset)?;
+        self.with(|c| c.writes.push((path.to_path_buf(), n)));
         Ok(n)
     }
-    fn sync_data(&self) -> io::Result<()> {
-        self.fs.with(|c| c.sync_data += 1);
-        self.inner.sync_data()
+    fn sync_data(&self, _: &Path, f: &dyn VfsFile) -> io::Result<()> {
+        self.with(|c| c.sync_data += 1);
+        f.sync_data()
     }
-    fn sync_all(&self) -> io::Result<()> {
-        self.fs.with(|c| c.sync_all += 1);
-        self.inner.sync_all()
+    fn sync_all(&self, _: &Path, f: &dyn VfsFile) -> io::Result<()> {
+        self.with(|c| c.sync_all += 1);
+        f.sync_all()
     }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.fs.with(|c| c.set_lens.push((self.path.clone(), len)));
-        self.inner.set_len(len)
-    }
-}
-
-impl Vfs for CountingFs {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.create_dir(path)
-    }
-    fn dir_mode(&self, path: &Path) -> io::Result<u32> {
-        RealFs.dir_mode(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealFs.list(dir)
+    fn set_len(&self, path: &Path, f: &dyn VfsFile, len: u64) -> io::Result<()> {
+        self.with(|c| c.set_lens.push((path.to_path_buf(), len)));
+        f.set_len(len)
     }
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
         self.with(|c| c.creates.push(path.to_path_buf()));
-        Ok(self.wrap(path, RealFs.create_new(path)?))
-    }
-    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        Ok(self.wrap(path, RealFs.open_write(path)?))
+        RealFs.create_new(path)
     }
     fn read(&self, path: &Path) -> io::Result<FileBytes> {
         let b = RealFs.read(path)?;

@@ -8,14 +8,13 @@
 use crate::remote_support;
 
 use object_store::ObjectStore;
-use remote_support::{Fault, Faulty, gateway, open, read, s3_url};
+use remote_support::{Fault, Faulty, gateway, open, read, s3_url, two_claimers_one_wins};
 use runlog::engine::RealFs;
 use runlog::remote::{
-    Policy, Remote, RemoteConfig, RemoteError, Replicated, gc, latest_manifest, restore,
-    verify_remote,
+    Policy, Remote, RemoteConfig, Replicated, gc, latest_manifest, restore, verify_remote,
 };
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Barrier};
 
 fn config(url: &str, policy: Policy) -> RemoteConfig {
     RemoteConfig {
@@ -74,52 +73,11 @@ fn ceph_two_writers_on_two_local_dirs_claiming_one_run_exactly_one_wins() {
     for round in 0..5 {
         let url = s3_url(&bucket, &format!("claim-{round}"));
         let tmp = tempfile::tempdir().unwrap();
-        let first = Replicated::new(
-            open(&tmp.path().join("a")),
-            Remote::open(&url).unwrap(),
-            &config(&url, Policy::Sync),
-        )
-        .unwrap();
-        first.append(&1).unwrap();
-        first.close().unwrap();
-        let dirs: Vec<_> = ["x", "y"]
-            .iter()
-            .map(|n| {
-                let d = tmp.path().join(n);
-                restore(&RealFs, &Remote::open(&url).unwrap(), &d, None).unwrap();
-                d
-            })
-            .collect();
-        let barrier = Arc::new(Barrier::new(2));
-        let handles: Vec<_> = dirs
-            .into_iter()
-            .zip([10u64, 20])
-            .map(|(d, value)| {
-                let (url, barrier) = (url.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    let s = open(&d);
-                    barrier.wait();
-                    let r = Replicated::new(s, Remote::open(&url)?, &config(&url, Policy::Sync))?;
-                    r.append(&value)?;
-                    r.close()?;
-                    Ok::<u64, RemoteError>(value)
-                })
-            })
-            .collect();
-        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let winners: Vec<u64> = results
-            .iter()
-            .filter_map(|r| r.as_ref().ok().copied())
-            .collect();
-        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
-        let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
-        assert!(
-            matches!(loser, RemoteError::Fenced { newer, .. } if *newer >= 2),
-            "round {round}: the loser is fenced: {results:?}"
-        );
-        let c = tmp.path().join("c");
-        restore(&RealFs, &Remote::open(&url).unwrap(), &c, None).unwrap();
-        assert_eq!(read(&c), vec![1, winners[0]], "round {round}");
+        let claim = {
+            let url = url.clone();
+            move || Remote::open(&url)
+        };
+        two_claimers_one_wins(tmp.path(), claim, &config(&url, Policy::Sync), round);
         let head = latest_manifest(&Remote::open(&url).unwrap())
             .unwrap()
             .unwrap();

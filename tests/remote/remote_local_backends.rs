@@ -9,13 +9,13 @@ use crate::remote_support;
 
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
-use remote_support::{Log, open, read};
+use remote_support::{Log, open, read, two_claimers_one_wins};
 use runlog::engine::RealFs;
 use runlog::remote::{
     Policy, Remote, RemoteConfig, RemoteError, Replicated, gc, latest_manifest, restore,
     verify_remote,
 };
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 
 fn config(policy: Policy) -> RemoteConfig {
     RemoteConfig {
@@ -44,12 +44,17 @@ fn remote(store: &Arc<dyn ObjectStore>) -> Remote {
     Remote::with_store(store.clone(), "runs/r1", "test://remote").unwrap()
 }
 
+/// A `sync` writer on a new store at `dir`, claiming the run in `store`.
+fn sync_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> Replicated<Log> {
+    Replicated::new(open(dir), remote(store), &config(Policy::Sync)).unwrap()
+}
+
 #[test]
 fn sync_ship_then_restore_keeps_every_acknowledged_record_across_a_compaction() {
     for (name, store, _keep) in backends() {
         let tmp = tempfile::tempdir().unwrap();
         let a = tmp.path().join("a");
-        let r = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
+        let r = sync_writer(&store, &a);
         let mut acked = vec![];
         for v in 1..=40u64 {
             assert_eq!(r.append(&v).unwrap(), v);
@@ -120,14 +125,14 @@ fn a_takeover_fences_the_old_writer_which_then_acknowledges_nothing() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a");
-    let old = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
+    let old = sync_writer(&store, &a);
     for v in 1..=5u64 {
         old.append(&v).unwrap();
     }
     // A new host restores the run and takes it.
     let b = tmp.path().join("b");
     restore(&RealFs, &remote(&store), &b, None).unwrap();
-    let new = Replicated::new(open(&b), remote(&store), &config(Policy::Sync)).unwrap();
+    let new = sync_writer(&store, &b);
     assert_eq!(new.remote_stats().epoch, 2);
     new.append(&6).unwrap();
 
@@ -163,52 +168,8 @@ fn of_two_concurrent_claimers_exactly_one_wins() {
     for round in 0..20 {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let tmp = tempfile::tempdir().unwrap();
-        let a = tmp.path().join("a");
-        let first = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
-        first.append(&1).unwrap();
-        first.close().unwrap();
-        let dirs: Vec<_> = ["x", "y"]
-            .iter()
-            .map(|n| {
-                let d = tmp.path().join(n);
-                restore(&RealFs, &remote(&store), &d, None).unwrap();
-                d
-            })
-            .collect();
-        let barrier = Arc::new(Barrier::new(2));
-        let handles: Vec<_> = dirs
-            .into_iter()
-            .zip([10u64, 20])
-            .map(|(d, value)| {
-                let (store, barrier) = (store.clone(), barrier.clone());
-                std::thread::spawn(move || {
-                    let s = open(&d);
-                    barrier.wait();
-                    let r = Replicated::new(s, remote(&store), &config(Policy::Sync))?;
-                    r.append(&value)?;
-                    r.close()?;
-                    Ok::<u64, RemoteError>(value)
-                })
-            })
-            .collect();
-        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let winners: Vec<u64> = results
-            .iter()
-            .filter_map(|r| r.as_ref().ok().copied())
-            .collect();
-        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
-        // The loser is fenced, naming the winner's newer epoch, whether it
-        // lost the claim race, was fenced at its first append, or claimed
-        // after the winner shipped (its copy is behind the chain).
-        let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
-        assert!(
-            matches!(loser, RemoteError::Fenced { newer, .. } if *newer >= 2),
-            "round {round}: {results:?}"
-        );
-        assert!(loser.to_string().contains("epoch"), "{loser}");
-        let c = tmp.path().join("c");
-        restore(&RealFs, &remote(&store), &c, None).unwrap();
-        assert_eq!(read(&c), vec![1, winners[0]], "round {round}");
+        let claim = move || Ok(remote(&store));
+        two_claimers_one_wins(tmp.path(), claim, &config(Policy::Sync), round);
     }
 }
 
@@ -216,12 +177,7 @@ fn of_two_concurrent_claimers_exactly_one_wins() {
 fn a_missing_chunk_is_a_gap_and_a_flipped_byte_is_corruption() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(&store),
-        &config(Policy::Sync),
-    )
-    .unwrap();
+    let r = sync_writer(&store, &tmp.path().join("a"));
     for v in 1..=6u64 {
         r.append(&v).unwrap();
     }
@@ -266,12 +222,7 @@ fn a_missing_chunk_is_a_gap_and_a_flipped_byte_is_corruption() {
 fn gc_keeps_what_the_last_manifests_reference_and_restore_still_works() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(&store),
-        &config(Policy::Sync),
-    )
-    .unwrap();
+    let r = sync_writer(&store, &tmp.path().join("a"));
     for v in 1..=10u64 {
         r.append(&v).unwrap();
     }
@@ -308,17 +259,23 @@ fn gc_keeps_what_the_last_manifests_reference_and_restore_still_works() {
     assert_eq!(read(&b), (1..=15).collect::<Vec<_>>());
 }
 
+/// A copy one record behind the remote: epoch 1 ships 1 from `root/a`, the
+/// copy `root/b` is restored, then epoch 1 ships 2 and closes. Returns `b`.
+fn copy_behind(store: &Arc<dyn ObjectStore>, root: &std::path::Path) -> std::path::PathBuf {
+    let r = sync_writer(store, &root.join("a"));
+    r.append(&1).unwrap();
+    let b = root.join("b");
+    restore(&RealFs, &remote(store), &b, None).unwrap();
+    r.append(&2).unwrap();
+    r.close().unwrap();
+    b
+}
+
 #[test]
 fn a_copy_behind_the_remote_cannot_claim() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let a = tmp.path().join("a");
-    let r = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
-    r.append(&1).unwrap();
-    let b = tmp.path().join("b");
-    restore(&RealFs, &remote(&store), &b, None).unwrap();
-    r.append(&2).unwrap();
-    r.close().unwrap();
+    let b = copy_behind(&store, tmp.path());
     // b holds seq 1 only; the chain holds 2, written by epoch 1: a writer b
     // never was moved past b's copy, so b is fenced, naming that epoch.
     let e = Replicated::new(open(&b), remote(&store), &config(Policy::Sync)).unwrap_err();
@@ -351,13 +308,7 @@ fn a_copy_behind_the_remote_cannot_claim() {
 fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let a = tmp.path().join("a");
-    let r = Replicated::new(open(&a), remote(&store), &config(Policy::Sync)).unwrap();
-    r.append(&1).unwrap();
-    let b = tmp.path().join("b");
-    restore(&RealFs, &remote(&store), &b, None).unwrap();
-    r.append(&2).unwrap();
-    r.close().unwrap();
+    let b = copy_behind(&store, tmp.path());
     // b says it holds epoch 1, the head's own epoch, yet lacks seq 2 that
     // epoch shipped: not a newer writer, damage (a host's copy rolled back).
     let own = RemoteConfig {
@@ -371,7 +322,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
         epoch: 5,
         ..config(Policy::Sync)
     };
-    let e = Replicated::new(open(&a), remote(&store), &ahead).unwrap_err();
+    let e = Replicated::new(open(&tmp.path().join("a")), remote(&store), &ahead).unwrap_err();
     assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
 }
 
@@ -410,12 +361,7 @@ fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
 fn many_small_rounds_are_merged_and_the_live_set_stays_small() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(&store),
-        &config(Policy::Sync),
-    )
-    .unwrap();
+    let r = sync_writer(&store, &tmp.path().join("a"));
     let mut most = 0;
     for v in 1..=300u64 {
         r.append(&v).unwrap();

@@ -53,6 +53,71 @@ pub fn read(dir: &std::path::Path) -> Vec<u64> {
         .0
 }
 
+/// Two writers on two local copies claim one run at the same moment; exactly
+/// one must win. A first writer ships value 1 under `tmp/a`; copies `x` and `y`
+/// are restored from the remote; each opens its copy, claims (through
+/// `remote()`, under `config`) after a common barrier, appends 10 or 20 and
+/// closes. Checks that one won and the loser is fenced naming an epoch of at
+/// least 2, and that a restore holds 1 and the winner's value; returns the
+/// winner's value. `round` names the attempt in failure messages.
+pub fn two_claimers_one_wins(
+    tmp: &std::path::Path,
+    remote: impl Fn() -> Result<runlog::remote::Remote, runlog::remote::RemoteError>
+    + Clone
+    + Send
+    + 'static,
+    config: &runlog::remote::RemoteConfig,
+    round: usize,
+) -> u64 {
+    use runlog::remote::{RemoteError, Replicated, restore};
+    let first = Replicated::new(open(&tmp.join("a")), remote().unwrap(), config).unwrap();
+    first.append(&1).unwrap();
+    first.close().unwrap();
+    let dirs: Vec<_> = ["x", "y"]
+        .iter()
+        .map(|n| {
+            let d = tmp.join(n);
+            restore(&runlog::engine::RealFs, &remote().unwrap(), &d, None).unwrap();
+            d
+        })
+        .collect();
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let handles: Vec<_> = dirs
+        .into_iter()
+        .zip([10u64, 20])
+        .map(|(d, value)| {
+            let (remote, barrier, config) = (remote.clone(), barrier.clone(), config.clone());
+            std::thread::spawn(move || {
+                let s = open(&d);
+                barrier.wait();
+                let r = Replicated::new(s, remote()?, &config)?;
+                r.append(&value)?;
+                r.close()?;
+                Ok::<u64, RemoteError>(value)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let winners: Vec<u64> = results
+        .iter()
+        .filter_map(|r| r.as_ref().ok().copied())
+        .collect();
+    assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+    // The loser is fenced, naming the winner's newer epoch, whether it lost the
+    // claim race, was fenced at its first append, or claimed after the winner
+    // shipped (its copy is behind the chain).
+    let loser = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+    assert!(
+        matches!(loser, RemoteError::Fenced { newer, .. } if *newer >= 2),
+        "round {round}: the loser is fenced: {results:?}"
+    );
+    assert!(loser.to_string().contains("epoch"), "{loser}");
+    let c = tmp.join("c");
+    restore(&runlog::engine::RealFs, &remote().unwrap(), &c, None).unwrap();
+    assert_eq!(read(&c), vec![1, winners[0]], "round {round}");
+    winners[0]
+}
+
 /// What the faulty store does to the N-th call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {

@@ -7,7 +7,9 @@
 //! given back and appends go on plain. A writer open that meets a torn tail on
 //! a full disk leaves no empty `.broken-…` file behind, however often retried.
 use crate::cli_support;
-use runlog::engine::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
+use crate::common::hooked::{HookedFs, Hooks};
+use crate::common::{run_spec, unit_done};
+use runlog::engine::vfs::{Vfs, VfsFile};
 use runlog::engine::{Codec, RealFs};
 use runlog::run::*;
 use std::io;
@@ -23,25 +25,18 @@ struct SmallDisk {
     gate: Arc<Mutex<()>>,
 }
 
-#[derive(Debug)]
-struct SmallFile {
-    disk: SmallDisk,
-    path: PathBuf,
-    inner: Box<dyn VfsFile>,
-}
-
 fn enospc() -> io::Error {
     io::Error::from_raw_os_error(28)
 }
 
-impl VfsFile for SmallFile {
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        let _g = self.disk.gate.lock().unwrap();
-        let len = std::fs::metadata(&self.path)?.len();
+impl Hooks for SmallDisk {
+    fn write_at(&self, path: &Path, f: &dyn VfsFile, buf: &[u8], offset: u64) -> io::Result<usize> {
+        let _g = self.gate.lock().unwrap();
+        let len = std::fs::metadata(path)?.len();
         let grow = (offset + buf.len() as u64).saturating_sub(len) as i64;
-        let free = self.disk.free.load(Ordering::SeqCst);
+        let free = self.free.load(Ordering::SeqCst);
         if free < 0 || grow == 0 {
-            return self.inner.write_at(buf, offset);
+            return f.write_at(buf, offset);
         }
         if free == 0 {
             return Err(enospc());
@@ -52,59 +47,20 @@ impl VfsFile for SmallFile {
         } else {
             buf.len() - (grow - free) as usize
         };
-        let n = self.inner.write_at(&buf[..fits], offset)?;
+        let n = f.write_at(&buf[..fits], offset)?;
         let grown = (offset + n as u64).saturating_sub(len) as i64;
-        self.disk.free.fetch_sub(grown, Ordering::SeqCst);
+        self.free.fetch_sub(grown, Ordering::SeqCst);
         Ok(n)
     }
-    fn sync_data(&self) -> io::Result<()> {
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.inner.sync_all()
-    }
-    fn set_len(&self, new: u64) -> io::Result<()> {
-        let _g = self.disk.gate.lock().unwrap();
-        let len = std::fs::metadata(&self.path)?.len();
-        self.inner.set_len(new)?;
-        if self.disk.free.load(Ordering::SeqCst) >= 0 {
-            self.disk
-                .free
+    fn set_len(&self, path: &Path, f: &dyn VfsFile, new: u64) -> io::Result<()> {
+        let _g = self.gate.lock().unwrap();
+        let len = std::fs::metadata(path)?.len();
+        f.set_len(new)?;
+        if self.free.load(Ordering::SeqCst) >= 0 {
+            self.free
                 .fetch_add(len as i64 - new as i64, Ordering::SeqCst);
         }
         Ok(())
-    }
-}
-
-impl Vfs for SmallDisk {
-    fn create_dir(&self, path: &Path) -> io::Result<()> {
-        RealFs.create_dir(path)
-    }
-    fn dir_mode(&self, path: &Path) -> io::Result<u32> {
-        RealFs.dir_mode(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealFs.list(dir)
-    }
-    fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        Ok(Box::new(SmallFile {
-            disk: self.clone(),
-            path: path.to_path_buf(),
-            inner: RealFs.create_new(path)?,
-        }))
-    }
-    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        Ok(Box::new(SmallFile {
-            disk: self.clone(),
-            path: path.to_path_buf(),
-            inner: RealFs.open_write(path)?,
-        }))
-    }
-    fn read(&self, path: &Path) -> io::Result<FileBytes> {
-        RealFs.read(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        RealFs.rename(from, to)
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -113,30 +69,6 @@ impl Vfs for SmallDisk {
             self.free.fetch_add(len as i64, Ordering::SeqCst);
         }
         Ok(())
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
-        RealFs.try_lock(path, holder)
-    }
-}
-
-fn spec() -> InitSpec {
-    InitSpec {
-        id: "g".into(),
-        task: "t".into(),
-        units: (0..20).map(|i| format!("u{i}")).collect(),
-        ..InitSpec::default()
-    }
-}
-
-fn done(u: &str) -> Change {
-    Change::Unit {
-        unit: u.into(),
-        status: UnitStatus::Done,
-        note: None,
-        deps: None,
     }
 }
 
@@ -150,17 +82,23 @@ fn files(dir: &Path, part: &str) -> Vec<PathBuf> {
     v
 }
 
-#[test]
-fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
-    let tmp = tempfile::tempdir().unwrap();
+/// Binary-codec runs under `root` on a disk with no limit yet (`free` < 0).
+fn small_disk(root: &Path) -> (SmallDisk, Runs) {
     let disk = SmallDisk {
         free: Arc::new(AtomicI64::new(-1)),
         gate: Arc::default(),
     };
-    let runs = Runs::new(tmp.path())
+    let runs = Runs::new(root)
         .with_codec(Codec::Binary)
-        .with_vfs(Arc::new(disk.clone()));
-    drop(runs.init(spec()).unwrap());
+        .with_vfs(Arc::new(HookedFs(disk.clone())));
+    (disk, runs)
+}
+
+#[test]
+fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (disk, runs) = small_disk(tmp.path());
+    drop(runs.init(run_spec("g", 20)).unwrap());
     let seg = files(&tmp.path().join("runs/g"), "seg-").remove(0);
     // Cut the preallocated zeros (as a reopen does) and leave 40 KiB free:
     // less than one 1 MiB step.
@@ -172,7 +110,7 @@ fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
     };
     disk.free.store(40 << 10, Ordering::SeqCst);
     for i in 0..20 {
-        runs.change("g", done(&format!("u{i}")))
+        runs.change("g", unit_done(&format!("u{i}")))
             .unwrap_or_else(|e| panic!("append {i} with 40 KiB free: {e}"));
     }
     // The failed fills were given back: the space left is what the records took.
@@ -189,15 +127,9 @@ fn appends_go_on_with_less_free_space_than_one_preallocation_step() {
 #[test]
 fn a_full_disk_leaves_no_pile_of_empty_quarantine_files() {
     let tmp = tempfile::tempdir().unwrap();
-    let disk = SmallDisk {
-        free: Arc::new(AtomicI64::new(-1)),
-        gate: Arc::default(),
-    };
-    let runs = Runs::new(tmp.path())
-        .with_codec(Codec::Binary)
-        .with_vfs(Arc::new(disk.clone()));
-    drop(runs.init(spec()).unwrap());
-    runs.change("g", done("u0")).unwrap();
+    let (disk, runs) = small_disk(tmp.path());
+    drop(runs.init(run_spec("g", 20)).unwrap());
+    runs.change("g", unit_done("u0")).unwrap();
     let dir = tmp.path().join("runs/g");
     let seg = files(&dir, "seg-").remove(0);
     // A torn tail: half a record's worth of junk after the last record.
@@ -210,7 +142,7 @@ fn a_full_disk_leaves_no_pile_of_empty_quarantine_files() {
     disk.free.store(0, Ordering::SeqCst);
     for _ in 0..10 {
         let e = runs
-            .change("g", done("u1"))
+            .change("g", unit_done("u1"))
             .expect_err("no space to quarantine");
         assert!(
             runlog::engine::ErrorChain(&e)
@@ -223,7 +155,7 @@ fn a_full_disk_leaves_no_pile_of_empty_quarantine_files() {
     assert_eq!(files(&dir, ".broken-"), Vec::<PathBuf>::new());
     // With space again the same open quarantines once and goes on.
     disk.free.store(-1, Ordering::SeqCst);
-    runs.change("g", done("u1")).unwrap();
+    runs.change("g", unit_done("u1")).unwrap();
     assert_eq!(files(&dir, ".broken-").len(), 1);
 }
 

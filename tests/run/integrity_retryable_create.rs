@@ -6,11 +6,12 @@
 //! `EINTR` on `mkdir` and on `rename` is retried, so `init` and `compact`
 //! succeed. The concurrent init is also run with the real binary.
 use crate::cli_support;
+use crate::common::hooked::{HookedFs, Hooks};
 use runlog::engine::RealFs;
-use runlog::engine::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
+use runlog::engine::vfs::{Vfs, VfsFile};
 use runlog::run::*;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -29,50 +30,21 @@ struct FaultFs {
     fired: AtomicU32,
 }
 
-#[derive(Debug)]
-struct FaultFile {
-    fs: Arc<FaultFs>,
-    path: PathBuf,
-    inner: Box<dyn VfsFile>,
-}
-
-impl VfsFile for FaultFile {
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
-        self.inner.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        let seg = self.path.to_string_lossy().contains("seg-");
-        if seg {
-            let n = self.fs.seg_sync_datas.fetch_add(1, Ordering::SeqCst) + 1;
-            if n == self.fs.fail_seg_sync_data.load(Ordering::SeqCst) {
-                self.fs.fired.fetch_add(1, Ordering::SeqCst);
-                return Err(io::Error::from_raw_os_error(5));
-            }
-        }
-        self.inner.sync_data()
-    }
-    fn sync_all(&self) -> io::Result<()> {
-        self.inner.sync_all()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-}
-
 #[derive(Debug, Clone, Default)]
 struct Shared(Arc<FaultFs>);
 
-impl Shared {
-    fn wrap(&self, path: &Path, f: Box<dyn VfsFile>) -> Box<dyn VfsFile> {
-        Box::new(FaultFile {
-            fs: self.0.clone(),
-            path: path.to_path_buf(),
-            inner: f,
-        })
+impl Hooks for Shared {
+    fn sync_data(&self, path: &Path, f: &dyn VfsFile) -> io::Result<()> {
+        let seg = path.to_string_lossy().contains("seg-");
+        if seg {
+            let n = self.0.seg_sync_datas.fetch_add(1, Ordering::SeqCst) + 1;
+            if n == self.0.fail_seg_sync_data.load(Ordering::SeqCst) {
+                self.0.fired.fetch_add(1, Ordering::SeqCst);
+                return Err(io::Error::from_raw_os_error(5));
+            }
+        }
+        f.sync_data()
     }
-}
-
-impl Vfs for Shared {
     fn create_dir(&self, path: &Path) -> io::Result<()> {
         let race = self.0.race_mkdir_of.lock().unwrap().clone();
         if race.is_some_and(|n| path.ends_with(&n)) {
@@ -86,36 +58,12 @@ impl Vfs for Shared {
         }
         RealFs.create_dir(path)
     }
-    fn dir_mode(&self, path: &Path) -> io::Result<u32> {
-        RealFs.dir_mode(path)
-    }
-    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        RealFs.list(dir)
-    }
-    fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        Ok(self.wrap(path, RealFs.create_new(path)?))
-    }
-    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
-        Ok(self.wrap(path, RealFs.open_write(path)?))
-    }
-    fn read(&self, path: &Path) -> io::Result<FileBytes> {
-        RealFs.read(path)
-    }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         if self.0.eintr_rename.swap(false, Ordering::SeqCst) {
             self.0.fired.fetch_add(1, Ordering::SeqCst);
             return Err(io::Error::from_raw_os_error(4));
         }
         RealFs.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> io::Result<()> {
-        RealFs.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        RealFs.sync_dir(dir)
-    }
-    fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
-        RealFs.try_lock(path, holder)
     }
 }
 
@@ -129,7 +77,7 @@ fn spec(id: &str) -> InitSpec {
 }
 
 fn runs(root: &Path, fs: &Shared) -> Runs {
-    Runs::new(root).with_vfs(Arc::new(fs.clone()))
+    Runs::new(root).with_vfs(Arc::new(HookedFs(fs.clone())))
 }
 
 /// The probe: `init`'s fdatasync fails (exit 1), then `init || init`.
