@@ -388,7 +388,7 @@ impl Runs {
             let Ok(name) = e.file_name().into_string() else {
                 continue;
             };
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) || name.starts_with(REMOVING_PREFIX) {
                 continue;
             }
             let summary = match self.read_archived(&name) {
@@ -445,11 +445,25 @@ impl Runs {
         }
         self.ensure_layout()?;
         let from = self.root.join(ARCHIVE_SUBDIR).join(name);
+        // Hold the archived run's writer lock across the move: `gc` takes it
+        // before deleting an archived run, so the two never act on one
+        // directory at once (a run moved back half deleted), and neither do
+        // two restores. A lock held elsewhere refuses at once.
+        let store = self.lock_archived(&from, name)?;
         std::fs::rename(&from, &to).map_err(|e| RunError::io("restore archived run", &from, e))?;
+        drop(store);
         // Both directory entries changed: make the move durable on each side.
         sync_dir(&self.root.join(ARCHIVE_SUBDIR))?;
         sync_dir(&self.root.join(RUNS_SUBDIR))?;
         Ok(id)
+    }
+
+    /// Takes the writer lock of the archived run at `dir` (named `name`) without
+    /// waiting (`Locked`, naming the holder, when another process has it): the
+    /// store, open, holds it until dropped.
+    fn lock_archived(&self, dir: &Path, name: &str) -> Result<engine::Store<Keyed<RunKeyed>>> {
+        engine::Store::<Keyed<RunKeyed>>::open(dir, self.store_options(false, Some(None)))
+            .map_err(|e| RunError::engine(name, e))
     }
 
     /// Moves the run directory `runs/<id>` to `archive/<id>.<timestamp>` and
@@ -537,6 +551,13 @@ impl Runs {
                 if !e.file_type().is_ok_and(|t| t.is_dir()) {
                     continue;
                 }
+                if name.starts_with(REMOVING_PREFIX) {
+                    // A removal a crash interrupted: no run can be restored
+                    // from it (its name is hidden), so finish it.
+                    std::fs::remove_dir_all(&path)
+                        .map_err(|e| RunError::io("remove archived run", &path, e))?;
+                    continue;
+                }
                 let state = match engine::read_state_with_key::<Keyed<RunKeyed>>(
                     &RealFs,
                     &path,
@@ -552,8 +573,31 @@ impl Runs {
                     }
                 };
                 if old(Some(state.header().doc.updated_at.as_str())) {
-                    std::fs::remove_dir_all(&path)
+                    // Under its writer lock (as `restore_archived` moves it), the
+                    // run leaves the archive's names by a rename to a hidden one,
+                    // then is deleted: a restore never meets it half deleted.
+                    let store = match engine::Store::<Keyed<RunKeyed>>::open(
+                        &path,
+                        self.store_options(false, Some(None)),
+                    ) {
+                        Ok(s) => s,
+                        Err(engine::Error::Locked { .. }) => {
+                            report
+                                .skipped_locked
+                                .push(format!("{ARCHIVE_SUBDIR}/{name}"));
+                            continue;
+                        }
+                        // Restored (moved away) since it was read.
+                        Err(engine::Error::NotFound { .. }) => continue,
+                        Err(e) => return Err(RunError::engine(&name, e)),
+                    };
+                    let doomed = archive.join(format!("{REMOVING_PREFIX}{name}"));
+                    std::fs::rename(&path, &doomed)
                         .map_err(|e| RunError::io("remove archived run", &path, e))?;
+                    drop(store);
+                    sync_dir(&archive)?;
+                    std::fs::remove_dir_all(&doomed)
+                        .map_err(|e| RunError::io("remove archived run", &doomed, e))?;
                     report.removed_archived.push(name);
                 }
             }
@@ -627,8 +671,13 @@ fn unreadable_summary(id: String, e: &RunError) -> RunSummary {
 }
 
 /// Checks the name of a directory under `archive/`: one plain path step.
+/// The prefix of an archived run `gc` is deleting (hidden: no archive name
+/// starts with a dot, as no run id does).
+const REMOVING_PREFIX: &str = ".removing.";
+
 fn check_archive_name(name: &str) -> Result<()> {
     let plain = !name.is_empty()
+        && !name.starts_with('.')
         && name.len() <= MAX_RUN_ID_BYTES + 64
         && name != "."
         && name != ".."

@@ -10,6 +10,7 @@ mod damage_run_table_in_store;
 mod integrity_full_disk;
 mod integrity_retryable_create;
 mod integrity_schema_version;
+mod run_archive_lock;
 mod run_checkpoint_undecodable;
 mod run_model_rules;
 mod run_resume_set;
