@@ -4,6 +4,14 @@
 
 use crate::run::{RunError, Runs};
 use clap::Subcommand;
+use std::time::Duration;
+
+/// How long `status` (and each `status --watch` refresh) waits for the remote
+/// before it shows the local state alone and says the remote was not reached.
+pub const STATUS_DEADLINE: Duration = Duration::from_secs(2);
+/// How often `status --watch` re-reads the remote (in the background: a
+/// redraw never waits for it).
+pub const WATCH_REMOTE_EVERY: Duration = Duration::from_secs(3);
 
 /// `runlog remote …`.
 #[derive(Debug, Subcommand)]
@@ -35,9 +43,11 @@ mod imp {
     use super::*;
     use crate::engine::RealFs;
     use crate::remote::{
-        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, error_chain, gc, restore,
-        verify_remote,
+        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, deadline_text,
+        error_chain, gc, is_deadline, restore, verify_remote,
     };
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
 
     pub(super) fn fail(what: &str, e: RemoteError) -> RunError {
         let refused = matches!(e, RemoteError::Config(_) | RemoteError::NoRemoteRun { .. });
@@ -82,14 +92,24 @@ mod imp {
 
     /// `status RUN`'s remote part, for a run durable through `durable`: the
     /// lag as JSON and as a line (`None` without a remote). A remote that
-    /// cannot be read is reported, not fatal: the local status stands.
+    /// cannot be read is reported, not fatal: the local status stands. The
+    /// remote gets [`STATUS_DEADLINE`] to answer; past it the request is
+    /// dropped and the part says it was not reached within it.
     pub fn status_remote(
         dir: &std::path::Path,
         durable: u64,
     ) -> Option<(serde_json::Value, String)> {
-        match RemoteLag::read(dir, durable) {
+        match RemoteLag::read_within(dir, durable, Some(STATUS_DEADLINE)) {
             Ok(None) => None,
             Ok(Some(l)) => Some((serde_json::to_value(&l).unwrap_or_default(), lag_line(&l))),
+            Err(e) if is_deadline(&e) => {
+                let within = deadline_text(STATUS_DEADLINE);
+                let why = error_chain(&e);
+                Some((
+                    serde_json::json!({"error": why, "notReachedWithin": within}),
+                    format!("remote: not reached within {within} (local state shown): {why}"),
+                ))
+            }
             Err(e) => {
                 let why = error_chain(&e);
                 Some((
@@ -97,6 +117,81 @@ mod imp {
                     format!("remote: cannot read it: {why}"),
                 ))
             }
+        }
+    }
+
+    /// `status --watch`'s remote part: a background thread re-reads the lag
+    /// every [`WATCH_REMOTE_EVERY`] (each read bounded by
+    /// [`STATUS_DEADLINE`]) and a redraw takes the latest result without
+    /// waiting. The thread holds no lock and writes nothing; it ends with the
+    /// process.
+    pub struct RemoteWatch {
+        durable: Arc<AtomicU64>,
+        latest: Arc<(Mutex<Option<(serde_json::Value, String)>>, Condvar)>,
+    }
+
+    impl RemoteWatch {
+        /// Starts watching the remote of the run in `dir`, durable through
+        /// `durable` now (`None` when the run has no remote).
+        pub fn start(dir: &std::path::Path, durable: u64) -> Option<RemoteWatch> {
+            // A REMOTE file that cannot be read still gets a line (the error).
+            if matches!(RemoteConfig::read(&RealFs, dir), Ok(None)) {
+                return None;
+            }
+            let w = RemoteWatch {
+                durable: Arc::new(AtomicU64::new(durable)),
+                latest: Arc::new((Mutex::new(None), Condvar::new())),
+            };
+            let (dir, seq, latest) = (dir.to_path_buf(), w.durable.clone(), w.latest.clone());
+            let spawned = std::thread::Builder::new()
+                .name("runlog-watch-remote".into())
+                .spawn(move || {
+                    loop {
+                        let part = status_remote(&dir, seq.load(Ordering::Relaxed));
+                        let (m, cv) = &*latest;
+                        *m.lock().unwrap_or_else(|p| p.into_inner()) = part;
+                        cv.notify_all();
+                        std::thread::sleep(WATCH_REMOTE_EVERY);
+                    }
+                });
+            if let Err(e) = spawned {
+                let (m, _) = &*w.latest;
+                *m.lock().unwrap_or_else(|p| p.into_inner()) = Some((
+                    serde_json::json!({"error": format!("start the remote reader: {e}")}),
+                    format!("remote: cannot read it: start the remote reader: {e}"),
+                ));
+            }
+            Some(w)
+        }
+
+        /// The local log is now durable through `seq` (the next read uses it).
+        pub fn set_durable(&self, seq: u64) {
+            self.durable.store(seq, Ordering::Relaxed);
+        }
+
+        /// Waits until the first read has finished (at most a little over
+        /// [`STATUS_DEADLINE`], which bounds the read): the first frame shows
+        /// the remote as `status` does.
+        pub fn wait_first(&self) {
+            let (m, cv) = &*self.latest;
+            let g = m.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = cv
+                .wait_timeout_while(g, STATUS_DEADLINE + Duration::from_secs(1), |v| v.is_none())
+                .unwrap_or_else(|p| p.into_inner());
+        }
+
+        /// The latest remote part (JSON, line); never waits for the remote.
+        pub fn latest(&self) -> (serde_json::Value, String) {
+            let (m, _) = &*self.latest;
+            m.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .unwrap_or_else(|| {
+                    (
+                        serde_json::json!({"error": "not read yet"}),
+                        "remote: not read yet".to_string(),
+                    )
+                })
         }
     }
 
@@ -251,10 +346,30 @@ mod imp {
     pub fn status_remote(_: &std::path::Path, _: u64) -> Option<(serde_json::Value, String)> {
         None
     }
+    /// No remote to watch without `remote`.
+    pub enum RemoteWatch {}
+    impl RemoteWatch {
+        /// `None`: built without `remote`.
+        pub fn start(_: &std::path::Path, _: u64) -> Option<RemoteWatch> {
+            None
+        }
+        /// Never called: no value exists.
+        pub fn set_durable(&self, _: u64) {
+            match *self {}
+        }
+        /// Never called: no value exists.
+        pub fn wait_first(&self) {
+            match *self {}
+        }
+        /// Never called: no value exists.
+        pub fn latest(&self) -> (serde_json::Value, String) {
+            match *self {}
+        }
+    }
     /// Refused: built without `remote`.
     pub fn dispatch(_: &Runs, _: bool, _: RemoteCommand) -> Result<u8, RunError> {
         Err(off())
     }
 }
 
-pub use imp::{dispatch, gc_remote, restore_run, status_remote, verify};
+pub use imp::{RemoteWatch, dispatch, gc_remote, restore_run, status_remote, verify};

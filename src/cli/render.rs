@@ -222,13 +222,15 @@ pub struct WatchContext {
     pub rate: Option<f64>,
     /// The most recent changes seen, oldest first.
     pub recent: Vec<String>,
+    /// The run's remote line, as `status` shows it (`None`: no remote).
+    pub remote: Option<String>,
 }
 
 /// Items shown per list before "… and N more".
 const WATCH_LIST_ITEMS: usize = 5;
 
 /// Renders the `--watch` summary: header, progress with counts per status,
-/// rate and ETA, budgets, phases and open items (the first few of each, with
+/// rate and ETA, the remote line (when the run has a remote), budgets, phases and open items (the first few of each, with
 /// "… and N more"), recent changes, and the eligible units of a small run.
 /// Reads the header and the counts only (units only in runs of at most
 /// [`STATUS_LIST_UNITS`]), so a redraw costs the same at any run size. The
@@ -287,6 +289,9 @@ pub fn render_watch(view: &RunView<'_>, ctx: &WatchContext) -> Result<String> {
         _ => {}
     }
     l.push(pace);
+    if let Some(r) = &ctx.remote {
+        l.push(r.clone());
+    }
     if !doc.budgets.is_empty() {
         let items = doc.budgets.iter().map(|(n, b)| {
             let limit = b.limit.map_or("unlimited".to_string(), |x| x.to_string());

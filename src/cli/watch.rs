@@ -9,8 +9,14 @@
 //! (a pipe, a file, a test) frames are appended, separated by a blank line, and
 //! a frame equal to the previous one is not repeated, so a log of a long run
 //! stays readable. With `--json` every changed document is printed as one JSON line.
+//!
+//! A run with a remote gets one remote line (`remote` in JSON), as `status`
+//! shows it: read in the background every few seconds (`super::remote::
+//! WATCH_REMOTE_EVERY`, each read bounded by `STATUS_DEADLINE`), so a redraw
+//! never waits for the remote; only the first frame waits for the first read.
 
 use super::EXIT_DONE;
+use super::remote::RemoteWatch;
 use super::render::{WatchContext, render_watch, status_json};
 use crate::run::RunView;
 use crate::run::{RunError, Runs};
@@ -136,11 +142,23 @@ impl Memory {
     }
 }
 
-fn render(screen: Screen, view: &RunView<'_>, memory: &mut Memory) -> Result<String, RunError> {
+fn render(
+    screen: Screen,
+    view: &RunView<'_>,
+    memory: &mut Memory,
+    remote: Option<(serde_json::Value, String)>,
+) -> Result<String, RunError> {
+    let (remote_json, remote) = remote.unzip();
     match screen {
-        Screen::JsonLines => serde_json::to_string(&status_json(view))
-            .map(|s| s + "\n")
-            .map_err(|e| RunError::Invalid(format!("cannot print JSON: {e}"))),
+        Screen::JsonLines => {
+            let mut v = status_json(view);
+            if let Some(r) = remote_json {
+                v["remote"] = r;
+            }
+            serde_json::to_string(&v)
+                .map(|s| s + "\n")
+                .map_err(|e| RunError::Invalid(format!("cannot print JSON: {e}")))
+        }
         // A stream keeps every frame: no rate or recent lines, which would
         // make frames differ when the run does not.
         Screen::Stream => render_watch(
@@ -148,6 +166,7 @@ fn render(screen: Screen, view: &RunView<'_>, memory: &mut Memory) -> Result<Str
             &WatchContext {
                 rows: usize::MAX,
                 cols: usize::MAX,
+                remote,
                 ..WatchContext::default()
             },
         ),
@@ -159,6 +178,7 @@ fn render(screen: Screen, view: &RunView<'_>, memory: &mut Memory) -> Result<Str
                 cols,
                 rate,
                 recent: memory.recent.iter().cloned().collect(),
+                remote,
             };
             render_watch(view, &ctx)
         }
@@ -178,13 +198,31 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
     let header = format!("runlog status {id} --watch (every {interval_secs}s; Ctrl-C to stop)");
     let mut prev: Option<String> = None;
     let mut memory = Memory::default();
+    // The run's remote, read in the background (started at the first frame).
+    let mut remote: Option<Option<RemoteWatch>> = None;
     loop {
         // `read` takes no lock and writes nothing: a watcher never slows or
         // blocks the writer, and leaves every byte of the run as it was.
         let read = runs.read_run(id)?;
+        let durable = read.recovery().last_seq;
+        let rw = match &remote {
+            Some(rw) => rw.as_ref(),
+            None => {
+                // The first frame waits for the first read (bounded by
+                // STATUS_DEADLINE); later redraws take the latest one.
+                let rw = RemoteWatch::start(&runs.run_dir(id)?, durable);
+                if let Some(w) = &rw {
+                    w.wait_first();
+                }
+                remote.insert(rw).as_ref()
+            }
+        };
+        if let Some(w) = rw {
+            w.set_durable(durable);
+        }
         let view = read.view();
         let doc = view.header();
-        let frame = render(screen, &view, &mut memory)?;
+        let frame = render(screen, &view, &mut memory, rw.map(RemoteWatch::latest))?;
         let cols = crate::run::signal::terminal_size().map_or(usize::MAX, |(_, c)| c);
         let header = super::render::cut(&header, cols);
         if let Some(text) = frame_output(screen, &header, &frame, prev.as_deref()) {

@@ -10,7 +10,7 @@ use futures::TryStreamExt;
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How many times `object_store` retries one request (transient errors only).
 pub const REQUEST_RETRIES: usize = 3;
@@ -46,6 +46,9 @@ pub struct Remote {
     store: Arc<dyn ObjectStore>,
     prefix: String,
     url: String,
+    /// When set, every call fails once this instant passes (and the
+    /// duration it was set for, for the message).
+    deadline: Option<(Instant, Duration)>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -116,7 +119,36 @@ impl Remote {
             store,
             prefix: prefix.to_string(),
             url: url.to_string(),
+            deadline: None,
         })
+    }
+
+    /// This remote with a deadline `within` from now: a call still waiting
+    /// for the store then is dropped (its request cancelled, no thread left
+    /// behind) and fails with a `Store` error saying no answer came within
+    /// `within`. For reads that must not stall their caller (`status`).
+    pub fn with_deadline(mut self, within: Duration) -> Remote {
+        self.deadline = Some((Instant::now() + within, within));
+        self
+    }
+
+    /// Runs `f` on the remote runtime, cut short at the deadline, if any.
+    fn block_on<T>(
+        &self,
+        f: impl std::future::Future<Output = std::result::Result<T, object_store::Error>>,
+    ) -> Result<std::result::Result<T, object_store::Error>> {
+        let rt = runtime()?;
+        let Some((at, within)) = self.deadline else {
+            return Ok(rt.block_on(f));
+        };
+        Ok(rt
+            .block_on(async { tokio::time::timeout_at(at.into(), f).await })
+            .unwrap_or_else(|_| {
+                Err(object_store::Error::Generic {
+                    store: DEADLINE_STORE,
+                    source: format!("no answer within {}", deadline_text(within)).into(),
+                })
+            }))
     }
 
     /// The URL it was opened with.
@@ -143,7 +175,7 @@ impl Remote {
             mode: PutMode::Create,
             ..Default::default()
         };
-        let r = runtime()?.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts));
+        let r = self.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts))?;
         match r {
             Ok(_) => Ok(Put::Created),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(Put::Exists),
@@ -154,13 +186,13 @@ impl Remote {
     /// Reads `rel`; `None` when it does not exist. Refuses an object longer than `max_len`.
     pub fn get(&self, op: &'static str, rel: &str, max_len: u64) -> Result<Option<Bytes>> {
         let path = self.path(rel);
-        let r = runtime()?.block_on(async {
+        let r = self.block_on(async {
             let g = self.store.get(&path).await?;
             if g.meta.size > max_len {
                 return Ok(Err(g.meta.size));
             }
             g.bytes().await.map(|b| Ok(b.to_vec()))
-        });
+        })?;
         match r {
             Ok(Ok(b)) => Ok(Some(b)),
             Ok(Err(size)) => Err(RemoteError::corrupt(
@@ -177,7 +209,7 @@ impl Remote {
     pub fn list(&self, op: &'static str, dir: &str) -> Result<Vec<String>> {
         let path = self.path(dir);
         let r: std::result::Result<Vec<_>, _> =
-            runtime()?.block_on(self.store.list(Some(&path)).try_collect());
+            self.block_on(self.store.list(Some(&path)).try_collect())?;
         let metas = r.map_err(|e| RemoteError::store(op, self.show(dir), e))?;
         let strip = if self.prefix.is_empty() {
             String::new()
@@ -195,9 +227,32 @@ impl Remote {
     /// Deletes `rel` (absent already is fine).
     pub fn delete(&self, op: &'static str, rel: &str) -> Result<()> {
         let path = self.path(rel);
-        match runtime()?.block_on(self.store.delete(&path)) {
+        match self.block_on(self.store.delete(&path))? {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(RemoteError::store(op, self.show(rel), e)),
         }
+    }
+}
+
+/// The `store` of the error a call past its deadline fails with.
+const DEADLINE_STORE: &str = "remote deadline";
+
+/// Whether `e` is a call cut short by [`Remote::with_deadline`].
+pub fn is_deadline(e: &RemoteError) -> bool {
+    matches!(
+        e,
+        RemoteError::Store {
+            source: object_store::Error::Generic { store, .. },
+            ..
+        } if *store == DEADLINE_STORE
+    )
+}
+
+/// `within` as status shows it: `2s`, `500ms`.
+pub fn deadline_text(within: Duration) -> String {
+    if within.subsec_millis() == 0 {
+        format!("{}s", within.as_secs())
+    } else {
+        format!("{}ms", within.as_millis())
     }
 }

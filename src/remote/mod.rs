@@ -38,7 +38,7 @@ mod runhook;
 mod shipper;
 
 pub use chunk::{ChunkView, decode_chunk, frame_digest};
-pub use client::{Put, REQUEST_RETRIES, REQUEST_TIMEOUT, Remote};
+pub use client::{Put, REQUEST_RETRIES, REQUEST_TIMEOUT, Remote, deadline_text, is_deadline};
 pub use config::{MAX_REMOTE_FILE_LEN, Policy, REMOTE_FILE, RemoteConfig};
 pub use error::{RemoteError, Result};
 pub use gc::{RemoteGcReport, gc};

@@ -116,10 +116,26 @@ impl RemoteLag {
     /// The lag of the run in `dir` whose local log is durable through
     /// `durable` (`None` when the run has no remote). Reads the chain head.
     pub fn read(dir: &Path, durable: u64) -> Result<Option<RemoteLag>> {
+        Self::read_within(dir, durable, None)
+    }
+
+    /// As [`RemoteLag::read`], but when `within` is set the remote must answer
+    /// within it: past it, the pending request is dropped and the read fails
+    /// with an error saying no answer came within `within` (nothing is left
+    /// running). The run's own files are read before the clock matters.
+    pub fn read_within(
+        dir: &Path,
+        durable: u64,
+        within: Option<std::time::Duration>,
+    ) -> Result<Option<RemoteLag>> {
         let Some(config) = RemoteConfig::read(&RealFs, dir)? else {
             return Ok(None);
         };
         let remote = Remote::open(&config.url)?;
+        let remote = match within {
+            Some(d) => remote.with_deadline(d),
+            None => remote,
+        };
         let head = latest_manifest(&remote)?;
         let shipped = head.as_ref().map_or(0, |h| h.shipped);
         let head_epoch = head.as_ref().map_or(0, |h| h.epoch);
