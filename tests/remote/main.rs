@@ -14,3 +14,4 @@ mod remote_cli;
 mod remote_faults;
 mod remote_lag;
 mod remote_local_backends;
+mod remote_status_deadline;
