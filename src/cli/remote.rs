@@ -127,8 +127,11 @@ mod imp {
     /// process.
     pub struct RemoteWatch {
         durable: Arc<AtomicU64>,
-        latest: Arc<(Mutex<Option<(serde_json::Value, String)>>, Condvar)>,
+        latest: Arc<(Mutex<Option<Part>>, Condvar)>,
     }
+
+    /// A remote part: JSON and line.
+    type Part = (serde_json::Value, String);
 
     impl RemoteWatch {
         /// Starts watching the remote of the run in `dir`, durable through

@@ -11,9 +11,10 @@
 //! stays readable. With `--json` every changed document is printed as one JSON line.
 //!
 //! A run with a remote gets one remote line (`remote` in JSON), as `status`
-//! shows it: read in the background every few seconds (`super::remote::
-//! WATCH_REMOTE_EVERY`, each read bounded by `STATUS_DEADLINE`), so a redraw
-//! never waits for the remote; only the first frame waits for the first read.
+//! shows it: read in the background every few seconds
+//! (`WATCH_REMOTE_EVERY`, each read bounded by `STATUS_DEADLINE`, both in
+//! `super::remote`), so a redraw never waits for the remote; only the first
+//! frame waits for the first read.
 
 use super::EXIT_DONE;
 use super::remote::RemoteWatch;
