@@ -150,9 +150,15 @@ mod imp {
                 .name("runlog-watch-remote".into())
                 .spawn(move || {
                     loop {
-                        let part = status_remote(&dir, seq.load(Ordering::Relaxed));
+                        let part =
+                            status_remote(&dir, seq.load(Ordering::Relaxed)).unwrap_or_else(|| {
+                                (
+                                    serde_json::json!({"error": "the run has no remote now"}),
+                                    "remote: the run has no remote now".to_string(),
+                                )
+                            });
                         let (m, cv) = &*latest;
-                        *m.lock().unwrap_or_else(|p| p.into_inner()) = part;
+                        *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(part);
                         cv.notify_all();
                         std::thread::sleep(WATCH_REMOTE_EVERY);
                     }
