@@ -80,6 +80,11 @@ mon allow pool size one = true
 mon max pg per osd = 1000
 osd crush chooseleaf type = 0
 mon warn on pool no redundancy = false
+# A throwaway cluster on a build machine's disk: the monitor must not refuse
+# to start when the disk is nearly full of build output (it does below 5%
+# free by default, which a full CI target directory can reach).
+mon data avail crit = 0
+mon data avail warn = 0
 run dir = $CEPH_DIR/run
 pid file = $CEPH_DIR/run/\$name.pid
 log file = $CEPH_DIR/log/\$name.log
