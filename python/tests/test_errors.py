@@ -2,6 +2,9 @@
 
 import os
 import pathlib
+import re
+import struct
+import zlib
 
 import pytest
 
@@ -147,3 +150,101 @@ def test_value_errors_for_bad_statuses(runs):
                 call()
         assert files(run.dir) == before
 
+
+
+# FORMAT.md §1: the checksum is CRC-32 (IEEE, as zlib's), masked.
+CRC_MASK_DELTA = 0xA282EAD8
+
+
+def masked_crc(data):
+    crc = zlib.crc32(data) & 0xFFFFFFFF
+    rotated = ((crc >> 15) | (crc << 17)) & 0xFFFFFFFF
+    return (rotated + CRC_MASK_DELTA) & 0xFFFFFFFF
+
+
+# A keyed JSONL record line (FORMAT.md §10.4), its fixed fields exactly as written.
+RECORD = re.compile(rb'^\{"seq":(\d+),"synced":(\d+),"len":(\d+),"crc":(\d+),'
+                    rb'"mac":"([0-9a-f]{32})","t":(.*)\}$')
+
+
+def record_crc(seq, synced, t, tag):
+    """FORMAT.md §10.4: masked CRC of len (u32 LE) ‖ seq (u64 LE) ‖ synced (u64 LE)
+    ‖ the bytes of t ‖ the tag's 16 bytes."""
+    return masked_crc(struct.pack("<IQQ", len(t), seq, synced) + t + tag)
+
+
+def keyed_run(tmp_path, monkeypatch):
+    """A keyed run (JSONL, the default codec) with seven committed records, closed:
+    its Runs, directory, segment and the segment's lines with their offsets."""
+    monkeypatch.delenv("RUNLOG_DIR", raising=False)
+    monkeypatch.delenv("RUNLOG_KEY_FILE", raising=False)
+    key = tmp_path / "key"
+    key.write_text("33" * 32)
+    os.chmod(key, 0o600)
+    runs = runlog.Runs(tmp_path / "root", key_file=key, lock_wait=0)
+    with runs.start("r", units=["u%02d" % i for i in range(6)]) as run:
+        for i in range(6):
+            run.unit("u%02d" % i, "done")
+        d = run.dir
+    assert runs.get("r").unit_status("u01").status == "done"  # reads clean with its key
+    [seg] = segments(d)
+    raw = seg.read_bytes()
+    lines, offset = [], 0
+    for line in raw.splitlines(keepends=True):
+        lines.append((offset, line))
+        offset += len(line)
+    return runs, d, seg, lines
+
+
+def find_record(lines, seq):
+    for offset, line in lines:
+        m = RECORD.match(line.rstrip(b"\n"))
+        if m and int(m.group(1)) == seq:
+            return offset, line, m
+    raise AssertionError("no record with seq %d" % seq)
+
+
+def test_a_changed_record_with_its_crc_fixed_is_tampered(tmp_path, monkeypatch):
+    runs, d, seg, lines = keyed_run(tmp_path, monkeypatch)
+    offset, line, m = find_record(lines, 3)
+    seq, synced, crc = int(m.group(1)), int(m.group(2)), int(m.group(4))
+    tag, t = bytes.fromhex(m.group(5).decode()), m.group(6)
+    # The CRC as written is the CRC this test computes: the fix below is exact.
+    assert record_crc(seq, synced, t, tag) == crc
+    assert b'"status":"done"' in t
+    forged = t.replace(b'"status":"done"', b'"status":"failed"')
+    new_line = b'{"seq":%d,"synced":%d,"len":%d,"crc":%d,"mac":"%s","t":%s}\n' % (
+        seq, synced, len(forged), record_crc(seq, synced, forged, tag), m.group(5), forged)
+    raw = seg.read_bytes()
+    seg.write_bytes(raw[:offset] + new_line + raw[offset + len(line):])
+    before = files(d)
+    for call in (lambda: runs.get("r"), lambda: runs.open("r"), lambda: runs.start("r")):
+        with pytest.raises(runlog.Tampered) as e:
+            call()
+        assert not isinstance(e.value, runlog.Corrupt)
+        assert e.value.file == str(seg)
+        assert e.value.offset == offset
+        assert e.value.seq == 3
+        assert "tampering detected" in str(e.value)
+        assert "nothing was modified" in str(e.value)
+        assert files(d) == before
+
+
+def test_a_changed_record_without_its_crc_fixed_is_corrupt_not_tampered(tmp_path, monkeypatch):
+    runs, d, seg, lines = keyed_run(tmp_path, monkeypatch)
+    offset, line, m = find_record(lines, 3)
+    t = m.group(6)
+    forged = t.replace(b'"status":"done"', b'"status":"dona"')  # same length, CRC left stale
+    raw = seg.read_bytes()
+    start = offset + line.index(t)
+    seg.write_bytes(raw[:start] + forged + raw[start + len(t):])
+    before = files(d)
+    for call in (lambda: runs.get("r"), lambda: runs.open("r"), lambda: runs.start("r")):
+        with pytest.raises(runlog.Corrupt) as e:
+            call()
+        assert not isinstance(e.value, runlog.Tampered)
+        assert e.value.file == str(seg)
+        assert e.value.offset == offset
+        assert e.value.seq == 3
+        assert "nothing was modified" in str(e.value)
+        assert files(d) == before
