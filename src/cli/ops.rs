@@ -56,7 +56,7 @@ fn as_change_fields(op: &str, mut fields: Map<String, Value>) -> Result<(&str, V
     if !own.is_empty() {
         if let Some(k) = fields.keys().find(|k| !own.contains(&k.as_str())) {
             return Err(format!(
-                "unknown field {k:?}, expected {}",
+                "unknown field {k:?}, expected {}; {OP_SHAPE}",
                 own.iter()
                     .map(|f| format!("{f:?}"))
                     .collect::<Vec<_>>()
@@ -64,7 +64,7 @@ fn as_change_fields(op: &str, mut fields: Map<String, Value>) -> Result<(&str, V
             ));
         }
         if op == "item" && !fields.contains_key("item") {
-            return Err("missing field \"item\"".into());
+            return Err(format!("missing field \"item\"; {OP_SHAPE}"));
         }
     }
     let variant = match op {
@@ -229,6 +229,7 @@ mod tests {
         ] {
             let e = parse_op_line(line).unwrap_err();
             assert!(e.contains(says), "{line}: {e}");
+            assert!(e.contains("runlog apply --help"), "{line}: {e}");
         }
     }
 
