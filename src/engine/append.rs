@@ -257,6 +257,11 @@ impl<M: Machine> Shared<M> {
                 let r = self.group.fsync(active.path.display(), || {
                     retry_interrupted(|| active.file.sync_data())
                 });
+                if r.is_ok() && target >= active.first_seq {
+                    // Before any waiter is woken: an acknowledged record is one
+                    // the mark proves, unless the mark's own write was lost.
+                    self.mark_durable(target, active.first_seq, at + staged.len() as u64);
+                }
                 drop(io);
                 self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
                 if !staged.is_empty() {

@@ -149,6 +149,15 @@ pub const TEMP_MARKER: &str = ".tmp-";
 pub const QUARANTINE_MARKER: &str = ".broken-";
 /// The writer's lock file; holds the owner's pid.
 pub const LOCK_FILE: &str = "LOCK";
+/// The durability mark (FORMAT.md §5.7): "every record up to seq N was fsynced".
+pub const MARK_FILE: &str = "DURABLE";
+/// Magic of the durability mark.
+pub const MARK_MAGIC: &[u8; 8] = b"RUNLOGdm";
+/// Version of the durability mark's layout (format v3).
+pub const MARK_VERSION: u16 = 3;
+/// Length of the durability mark: magic, version, reserved, seq, segment,
+/// end offset, masked CRC.
+pub const MARK_LEN: usize = 8 + 2 + 2 + 8 + 8 + 8 + 4;
 
 /// File name of the segment whose first record has `seq`.
 pub fn segment_name(first_seq: u64) -> String {
@@ -204,6 +213,7 @@ mod tests {
         assert_eq!(KEYED_SEGMENT_HEADER_LEN, 48);
         assert_eq!(KEYED_SNAPSHOT_HEADER_LEN, 72);
         assert_eq!((SEG_STORE_ID_AT, SEG_KEYED_CRC_AT), (28, 44));
+        assert_eq!(MARK_LEN, 40);
         assert_eq!(
             (SNAP_STORE_ID_AT, SNAP_TAG_AT, SNAP_KEYED_PCRC_AT),
             (32, 48, 64)

@@ -8,7 +8,8 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
 use super::frame::open_record;
-use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify};
+use super::mark::{Mark, MarkFound, read_mark};
+use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify_proven};
 use super::scan::{ScanEnd, SegmentScan, UnsyncedTail, scan_segment_tracked};
 use super::snapfile::decode_snapshot;
 use super::snapshot::{SnapshotData, is_table};
@@ -111,6 +112,12 @@ pub struct RecoveryReport {
     pub bytes_below_snapshot: u64,
     /// Wall time the recovery took.
     pub elapsed: Duration,
+    /// The seq the durability mark (FORMAT.md §5.7) proved durable, when a valid
+    /// mark was found (`None`: no mark, or one that failed its checks).
+    pub durable_mark: Option<u64>,
+    /// Why the durability mark was not used, when a `DURABLE` file was found
+    /// that is not a valid mark (a torn write of it: it proves nothing).
+    pub mark_unreadable: Option<String>,
 }
 
 /// A torn tail found at the end of the log.
@@ -128,6 +135,12 @@ pub struct TornTailReport {
     pub reason: String,
     /// Where the discarded bytes were kept (writers only).
     pub quarantined_to: Option<PathBuf>,
+    /// The seq of the first record dropped: the one the bad frame was to hold
+    /// (the segment's first seq when its header was torn).
+    pub first_seq: u64,
+    /// Frames in the dropped bytes that pass their checksums (records written
+    /// after the damaged one, never acknowledged: none proves it durable).
+    pub valid_frames_dropped: u64,
 }
 
 /// Decodes a snapshot payload into a state.
@@ -168,9 +181,11 @@ pub struct Loaded<S> {
     pub first_scanned: usize,
     /// Where the last scanned segment's records stop being known durable.
     pub unsynced: Option<UnsyncedTail>,
-    /// A writer's load (`mapped`): the last scanned segment's bytes from
-    /// `unsynced.from` to its valid end, for the rewrite at open (FORMAT.md §5.5).
-    pub unsynced_bytes: Vec<u8>,
+    /// The seq a valid durability mark proves durable (0: none), checked
+    /// against the log (FORMAT.md §5.7).
+    pub proven: u64,
+    /// That mark.
+    pub mark: Option<Mark>,
     pub verdict: Verdict,
     pub codec: Codec,
     /// The store id of a keyed store (`None`: unkeyed, or no header was readable).
@@ -336,6 +351,10 @@ fn load_scoped<S: Default>(
     every_segment: bool,
 ) -> Result<Loaded<S>> {
     let started = Instant::now();
+    // Before the listing: a mark is written only after its records were
+    // fsynced, so every record it names is whole in what is read after it,
+    // even beside a live writer (FORMAT.md §5.7).
+    let mark_found = read_mark(vfs, dir)?;
     let listing = list_store(vfs, dir)?;
     if listing.segments.is_empty() && listing.snapshots.is_empty() {
         return Err(Error::NotFound {
@@ -382,6 +401,14 @@ fn load_scoped<S: Default>(
         codec: detected,
         ..Default::default()
     };
+    // A load of the records up to a cut (compaction's rebuild, of closed
+    // segments the writer's open already checked) uses a mark only within it.
+    let mark = mark_found
+        .mark()
+        .filter(|m| spec.upto.is_none_or(|u| m.seq < u));
+    if let MarkFound::Unreadable(why) = &mark_found {
+        report.mark_unreadable = Some(why.clone());
+    }
 
     // 1. The base: the newest snapshot that verifies, decodes, and that the log continues from.
     let snap_seqs: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
@@ -526,10 +553,14 @@ fn load_scoped<S: Default>(
         .collect();
     let mut scans = Vec::with_capacity(segments.len());
     let mut unsynced = None;
-    let mut unsynced_bytes = Vec::new();
     let mut replayed = 0u64;
-    for (i, (_, name)) in segments.iter().enumerate() {
+    // Where the mark's record ends, as the mark's segment shows it.
+    let mut mark_record_end: Option<u64> = None;
+    let mut mark_segment_scanned = false;
+    for (i, (first, name)) in segments.iter().enumerate() {
         let path = dir.join(name);
+        let in_mark_segment = mark.is_some_and(|m| m.segment == *first);
+        let mut saw_mark_record = false;
         let bytes = read(vfs, &path, spec.mapped, "read segment")?;
         let bytes: &[u8] = (*bytes).as_ref();
         if detected.is_some()
@@ -548,6 +579,13 @@ fn load_scoped<S: Default>(
             // it is what the writer wrote. Checked for every record, even those
             // the snapshot covers (a fallback may need them).
             let payload = record_payload(keying, codec, &path, bytes, offset, seq, body)?;
+            if let Some(m) = mark.filter(|_| in_mark_segment) {
+                if seq == m.seq {
+                    saw_mark_record = true;
+                } else if seq == m.seq + 1 {
+                    mark_record_end = Some(offset);
+                }
+            }
             if seq <= base.seq {
                 report.bytes_below_snapshot = report.bytes_scanned + offset;
                 return Ok(());
@@ -578,18 +616,34 @@ fn load_scoped<S: Default>(
             ScanEnd::Preallocated { offset } => offset,
             _ => bytes.len() as u64,
         };
-        if spec.mapped && i + 1 == segments.len() {
-            let end = (scan.valid_len as usize).min(bytes.len());
-            unsynced_bytes.clear();
-            unsynced_bytes.extend_from_slice(bytes.get(tail.from as usize..end).unwrap_or(&[]));
+        if in_mark_segment {
+            mark_segment_scanned = true;
+            if saw_mark_record && mark_record_end.is_none() {
+                mark_record_end = Some(scan.valid_len);
+            }
+            let empty_segment_mark = mark.is_some_and(|m| m.segment == m.seq + 1);
+            if !saw_mark_record && !empty_segment_mark && i + 1 < segments.len() {
+                // The segment ended before the mark's record, and the log goes on
+                // in the next: the mark names another history than this log's.
+                mark_record_end = Some(u64::MAX);
+            }
         }
         scans.push(scan);
         unsynced = Some(tail);
     }
     let name_seqs: Vec<u64> = segments.iter().map(|s| s.0).collect();
 
-    // 3. The decision.
-    let verdict = classify(&scans, &name_seqs, base.seq);
+    // 3. The decision, the durability mark checked against the log first.
+    let proven = match mark {
+        None => 0,
+        Some(m) if m.seq <= base.seq => m.seq,
+        Some(m) => {
+            check_mark(dir, &listing, m, mark_segment_scanned, mark_record_end)?;
+            m.seq
+        }
+    };
+    report.durable_mark = mark.map(|m| m.seq);
+    let verdict = classify_proven(&scans, &name_seqs, base.seq, proven);
     if let Verdict::Corrupt(c) = &verdict {
         let mut c = c.clone();
         if let FileRef::Segment(i) = &mut c.file {
@@ -604,6 +658,7 @@ fn load_scoped<S: Default>(
         if t.whole_file {
             next_seq = name_seqs[t.segment].max(base.seq + 1);
         }
+        let scan = &scans[t.segment];
         report.torn_tail = Some(TornTailReport {
             path: dir.join(&segments[t.segment].1),
             offset: t.offset,
@@ -611,6 +666,12 @@ fn load_scoped<S: Default>(
             whole_file: t.whole_file,
             reason: t.reason.clone(),
             quarantined_to: None,
+            first_seq: if t.whole_file {
+                name_seqs[t.segment]
+            } else {
+                scan.next_seq
+            },
+            valid_frames_dropped: scan.frames_after_end,
         });
     }
     if let Some(u) = spec.upto {
@@ -634,13 +695,68 @@ fn load_scoped<S: Default>(
         scans,
         first_scanned,
         unsynced,
-        unsynced_bytes,
+        proven,
+        mark,
         verdict,
         codec,
         store_id,
         next_seq,
         report,
     })
+}
+
+/// Checks a durability mark above the base against the log: the segment it
+/// names is in the log, and the record it names ends where it says. A mark is
+/// written only after its records were fsynced, and no step of runlog moves or
+/// rewrites a record it proves, so a mismatch is damage, never a crash's doing.
+fn check_mark(
+    dir: &Path,
+    listing: &Listing,
+    m: Mark,
+    segment_scanned: bool,
+    record_end: Option<u64>,
+) -> Result<()> {
+    let path = dir.join(MARK_FILE);
+    let corrupt = |reason: String| Error::Corrupt {
+        path: path.clone(),
+        offset: 0,
+        seq: Some(m.seq),
+        reason,
+    };
+    if !segment_scanned {
+        let listed = listing.segments.iter().any(|s| s.0 == m.segment);
+        return Err(corrupt(format!(
+            "the durability mark proves records through seq {} durable in {}, {}",
+            m.seq,
+            segment_name(m.segment),
+            if listed {
+                "a segment the log does not reach"
+            } else {
+                "which is missing"
+            }
+        )));
+    }
+    if m.segment == m.seq + 1 {
+        // An empty segment's mark: the segment exists; its record is in the one before.
+        return Ok(());
+    }
+    match record_end {
+        // The record was not reached: classify decides (damage before it, or a
+        // log that ends before it, is corruption by the mark's rows).
+        None => Ok(()),
+        Some(end) if end == m.end => Ok(()),
+        Some(end) => Err(corrupt(format!(
+            "the durability mark says record {} ends at offset {} of {}, but the log's ends at {}",
+            m.seq,
+            m.end,
+            segment_name(m.segment),
+            if end == u64::MAX {
+                "no offset (the segment ends before it)".to_string()
+            } else {
+                format!("offset {end}")
+            }
+        ))),
+    }
 }
 
 fn corruption(dir: &Path, l: &Listing, c: Corruption) -> Error {

@@ -51,6 +51,7 @@ internal_mods! {
     format;
     frame;
     group;
+    mark;
     recovery;
     scan;
     snapfile;

@@ -9,6 +9,8 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::group::GroupCommit;
 use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one};
+use super::mark::{Mark, MarkWriter};
+use super::scan::ScanEnd;
 use super::lock::take_lock;
 use super::options::{Options, Stats, SyncPolicy};
 use super::pending::{LastSegment, Pending, TornPlan};
@@ -17,7 +19,7 @@ use super::segment::create_segment;
 use super::shared::{Active, CompactionState, Inner, Shared, lock};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};
-use super::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
+use super::vfs::{Vfs, VfsFile};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 
@@ -108,14 +110,16 @@ impl<M: Machine> Store<M> {
                 reason,
             })?;
         }
-        let (inner, codec, store_id, report, durable) = match loaded {
+        let mut fresh_header = 0;
+        let (inner, codec, store_id, report, durable, marked) = match loaded {
             None => {
                 // A store created with a key is keyed, under a new random id.
                 let id = opts.key.as_ref().map(|_| new_store_id());
                 let keying = opts.key.as_ref().zip(id.as_ref());
                 let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, keying)?;
                 let durable = inner.next_seq - 1;
-                (inner, codec, id, report, durable)
+                fresh_header = inner.active_len;
+                (inner, codec, id, report, durable, None)
             }
             Some(mut l) => {
                 if l.report.codec.is_none() {
@@ -142,8 +146,8 @@ impl<M: Machine> Store<M> {
                     });
                 }
                 let id = l.store_id;
-                let (inner, codec, report, durable) = Self::resume(&dir, l)?;
-                (inner, codec, id, report, durable)
+                let (inner, codec, report, durable, marked) = Self::resume(&dir, l)?;
+                (inner, codec, id, report, durable, marked)
             }
         };
         let keying = opts.key.clone().zip(store_id);
@@ -156,6 +160,7 @@ impl<M: Machine> Store<M> {
             inner: Mutex::new(inner),
             group: GroupCommit::new(durable),
             io: Mutex::new(()),
+            mark: Mutex::new(MarkWriter::new(marked)),
             compaction: Mutex::new(CompactionState::default()),
             compaction_done: Condvar::new(),
             stats: Stats::default(),
@@ -163,6 +168,10 @@ impl<M: Machine> Store<M> {
             stop_cv: Condvar::new(),
             _lock: guard,
         });
+        if fresh_header > 0 {
+            // The new store's first segment is durable, header and name.
+            shared.mark_durable(0, 1, fresh_header);
+        }
         let flusher = match shared.opts.sync {
             SyncPolicy::Interval(every) => Some(spawn_flusher(Arc::downgrade(&shared), every)),
             _ => None,
@@ -213,14 +222,18 @@ impl<M: Machine> Store<M> {
     /// choice of the active segment are left in `Inner::pending` for
     /// [`Shared::prepare`] (FORMAT.md §5.5 steps 3–5). Returns the durable
     /// watermark the records on disk prove.
-    fn resume(dir: &Path, l: Loaded<M::State>) -> Result<(Inner<M>, Codec, RecoveryReport, u64)> {
+    fn resume(
+        dir: &Path,
+        l: Loaded<M::State>,
+    ) -> Result<(Inner<M>, Codec, RecoveryReport, u64, Option<Mark>)> {
         let Loaded {
             state,
             listing,
             scans,
             first_scanned,
             unsynced,
-            unsynced_bytes,
+            proven,
+            mark,
             verdict,
             codec,
             next_seq,
@@ -247,19 +260,30 @@ impl<M: Machine> Store<M> {
             (Some(&first), Some(scan), Some(tail)) if scan.first_seq == Some(first) => {
                 let cut = torn.as_ref().filter(|t| !t.whole_file).map(|t| t.offset);
                 let end = cut.unwrap_or(scan.valid_len).min(scan.valid_len);
-                let from = tail.from.min(end);
-                let mut bytes = unsynced_bytes;
-                bytes.truncate((end - from) as usize);
-                // Every record up to the last one's `synced`, and every record of
-                // the closed segments before this one, is durable.
-                let durable = tail.watermark.unwrap_or(0).max(first - 1);
+                // Only zeros after the records (§3.2): the preallocation stays.
+                let alloc = match scan.end {
+                    ScanEnd::Preallocated { .. } if cut.is_none() => scan.file_len,
+                    _ => end,
+                };
+                // Every record up to the durability mark, or to the last one's
+                // `synced`, and every record of the closed segments before this
+                // one, is durable.
+                let durable = tail.watermark.unwrap_or(0).max(proven).max(first - 1);
+                let records = (next_seq - first).min(scan.count);
+                // A segment without records: nothing proves its header and name
+                // durable (its creator may have died, or its fsync failed),
+                // unless the mark written after its creation does.
+                let header_proven = mark.is_some_and(|m| m.segment >= first);
                 Some(LastSegment {
                     path: dir.join(segment_name(first)),
                     first_seq: first,
                     end,
-                    from,
-                    tail: bytes,
-                    records: (next_seq - 1).saturating_sub(durable),
+                    alloc,
+                    unproven: if records == 0 {
+                        !header_proven
+                    } else {
+                        durable < first + records - 1
+                    },
                     continues: first + scan.count == next_seq,
                     durable,
                 })
@@ -267,7 +291,7 @@ impl<M: Machine> Store<M> {
             _ => None,
         };
         let durable = match &last {
-            Some(l) if !l.tail.is_empty() => l.durable.min(next_seq - 1),
+            Some(l) if l.unproven => l.durable.min(next_seq - 1),
             _ => next_seq - 1,
         };
         // A snapshot recovery fell back past is not a base to compact on: the
@@ -312,37 +336,17 @@ impl<M: Machine> Store<M> {
             pending: Some(Box::new(pending)),
         };
         report.last_seq = next_seq - 1;
-        Ok((inner, codec, report, durable))
+        Ok((inner, codec, report, durable, mark))
     }
 
-    /// The deferred part of the open, now; then makes every replayed record
-    /// durable, as [`Store::open`] always has.
+    /// The deferred part of the open, now: every replayed record is durable
+    /// when it returns, as [`Store::open`] always has.
     fn finish_open(&mut self) -> Result<()> {
         let s = &*self.shared;
         let mut g = lock(&s.inner);
         let quarantined = s.prepare_or_poison(&mut g)?;
         if let Some(t) = self.report.torn_tail.as_mut() {
             t.quarantined_to = quarantined;
-        }
-        let last = g.next_seq - 1;
-        if s.durable() < last {
-            // The rewritten tail (staged, or written under `Interval`/`Never`),
-            // durable before the open returns. Not an acknowledgement: not
-            // counted in `Stats::fsyncs`.
-            let a = g.active.clone();
-            let staged = std::mem::take(&mut g.staged);
-            let at = g.active_len - staged.len() as u64;
-            let r = write_all_at(a.file.as_ref(), &staged, at)
-                .map_err(|e| Error::io("rewrite last segment", &a.path, e))
-                .and_then(|()| {
-                    retry_interrupted(|| a.file.sync_data())
-                        .map_err(|e| Error::io("fsync replayed segment", &a.path, e))
-                });
-            if let Err(e) = r {
-                s.poison(&mut g, e.poison_cause());
-                return Err(e);
-            }
-            s.group.advance(last);
         }
         Ok(())
     }

@@ -29,13 +29,15 @@ pub(crate) struct LastSegment {
     pub(crate) first_seq: u64,
     /// Where its valid records end (after a torn tail is cut).
     pub(crate) end: u64,
-    /// Where the bytes not known durable begin, and those bytes (up to `end`).
-    pub(crate) from: u64,
-    pub(crate) tail: Vec<u8>,
-    /// Records in `tail`.
-    pub(crate) records: u64,
+    /// The file's length as read: `end` plus preallocated zeros, when only
+    /// zeros follow the records (else `end`).
+    pub(crate) alloc: u64,
+    /// Some of its records are above `durable`: not known durable (a killed
+    /// writer's, or one whose fsync failed). The segment is copied to a new
+    /// file of the same name before anything is appended (FORMAT.md §5.5).
+    pub(crate) unproven: bool,
     /// The history ends in it: appends continue there.
     pub(crate) continues: bool,
-    /// The watermark its records prove durable.
+    /// The watermark its records, and the durability mark, prove durable.
     pub(crate) durable: u64,
 }

@@ -180,6 +180,10 @@ pub enum Case {
     NoLog,
     /// A torn tail that would drop records the base covers.
     TornBelowBase,
+    /// A bad frame (or a torn header) at a seq the durability mark proves durable.
+    DamageProvenByMark,
+    /// The log ends before the seq the durability mark proves durable.
+    LogEndsBeforeMark,
     /// A record that does not decode, or that `apply` refuses, on replay
     /// (decided while replaying, in `load`, not by `classify`).
     RecordRejected,
@@ -204,7 +208,7 @@ pub struct Row {
 }
 
 /// FORMAT.md §6's segment table, in its order; `classify` executes it.
-pub static ROWS: [Row; 17] = [
+pub static ROWS: [Row; 19] = [
     Row {
         case: Case::Clean,
         finding: "every segment valid to its end, contiguous seqs, log reaches the base",
@@ -302,6 +306,18 @@ pub static ROWS: [Row; 17] = [
         action: Action::Corrupt,
     },
     Row {
+        case: Case::DamageProvenByMark,
+        finding: "last segment: a bad frame at expected seq `d`, or its header unreadable, where `d` (or the segment's first seq) ≤ the seq the durability mark proves (§5.7)",
+        verdict: "corruption: an acknowledged record has changed since it was fsynced",
+        action: Action::Corrupt,
+    },
+    Row {
+        case: Case::LogEndsBeforeMark,
+        finding: "the log ends before the seq the durability mark proves (§5.7)",
+        verdict: "corruption: acknowledged records are missing",
+        action: Action::Corrupt,
+    },
+    Row {
         case: Case::RecordRejected,
         finding: "a record that does not decode, or that `apply` refuses on replay",
         verdict: "corruption",
@@ -372,6 +388,18 @@ fn act(case: Case, f: Found) -> Option<Verdict> {
 /// first seq each file name declares: finds the row of [`ROWS`] each finding
 /// falls in, and does what the row says.
 pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verdict {
+    classify_proven(scans, name_seqs, base_seq, 0)
+}
+
+/// [`classify`], given also the seq a valid durability mark proves durable
+/// (FORMAT.md §5.7; 0 when there is none): damage at or below it, or a log
+/// that ends before it, is corruption, never a torn tail.
+pub fn classify_proven(
+    scans: &[SegmentScan],
+    name_seqs: &[u64],
+    base_seq: u64,
+    proven: u64,
+) -> Verdict {
     debug_assert_eq!(scans.len(), name_seqs.len());
     let clean = || act(Case::Clean, Found::at(0, 0, None, String::new())).unwrap_or(Verdict::Clean);
     if scans.is_empty() {
@@ -411,6 +439,18 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
                         format!(
                             "segment header unreadable ({problem}) in a segment whose name (first seq {}) does not continue the log (expected {expected}): not a torn creation",
                             name_seqs[i]
+                        ),
+                    ),
+                )
+            } else if i == last && resync.is_none() && name_seqs[i] <= proven {
+                (
+                    Case::DamageProvenByMark,
+                    Found::at(
+                        i,
+                        0,
+                        Some(name_seqs[i]),
+                        format!(
+                            "segment header unreadable ({problem}), but the durability mark proves records through seq {proven} durable"
                         ),
                     ),
                 )
@@ -559,6 +599,21 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
                 offset,
                 problem,
                 resync: None,
+            } if s.next_seq <= proven => (
+                Case::DamageProvenByMark,
+                Found::at(
+                    i,
+                    *offset,
+                    Some(s.next_seq),
+                    format!(
+                        "{problem}, but the durability mark proves records through seq {proven} durable"
+                    ),
+                ),
+            ),
+            ScanEnd::Damaged {
+                offset,
+                problem,
+                resync: None,
             } => {
                 let mut f = Found::at(i, *offset, None, problem.clone());
                 f.bytes = s.file_len.saturating_sub(*offset);
@@ -585,6 +640,20 @@ pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verd
             return v;
         }
     }
+    if next <= proven {
+        let found = Found::at(
+            last,
+            scans[last].valid_len,
+            Some(next),
+            format!(
+                "the log ends at seq {} but the durability mark proves records through seq {proven} durable",
+                next - 1
+            ),
+        );
+        if let Some(v) = act(Case::LogEndsBeforeMark, found) {
+            return v;
+        }
+    }
     clean()
 }
 
@@ -601,6 +670,7 @@ mod tests {
             valid_len: 100,
             file_len: 150,
             end,
+            frames_after_end: 0,
         }
     }
     fn damaged(resync: Option<(u64, u64)>) -> ScanEnd {
@@ -700,6 +770,58 @@ mod tests {
     }
 
     // ---- the recovery table, row by row ----
+
+    #[test]
+    fn row_damage_at_or_below_the_mark_is_corruption_not_a_torn_tail() {
+        // A bad frame at seq 6 (next_seq) in the last segment, nothing valid after.
+        let s = [scan(Some(1), 5, damaged(None))];
+        // Without a mark, or a mark below the damage: a torn tail.
+        for proven in [0, 5] {
+            assert!(matches!(
+                classify_proven(&s, &[1], 0, proven),
+                Verdict::TornTail(_)
+            ));
+        }
+        // A mark at or past the damaged seq: corruption at the damage.
+        for proven in [6, 9] {
+            match classify_proven(&s, &[1], 0, proven) {
+                Verdict::Corrupt(c) => {
+                    assert_eq!((c.offset, c.seq), (100, Some(6)));
+                    assert!(c.reason.contains("durability mark"), "{}", c.reason);
+                }
+                v => panic!("proven {proven}: {v:?}"),
+            }
+        }
+        // A torn header in a segment whose records the mark proves.
+        let torn_header = scan(None, 0, damaged(None));
+        let two = [scan(Some(1), 5, ScanEnd::Clean), torn_header];
+        assert!(matches!(
+            classify_proven(&two, &[1, 6], 0, 5),
+            Verdict::TornTail(t) if t.whole_file
+        ));
+        assert!(matches!(
+            classify_proven(&two, &[1, 6], 0, 6),
+            Verdict::Corrupt(c) if c.seq == Some(6)
+        ));
+    }
+
+    #[test]
+    fn row_a_log_ending_before_the_mark_is_corruption() {
+        let s = [scan(Some(1), 5, ScanEnd::Clean)];
+        assert_eq!(classify_proven(&s, &[1], 0, 5), Verdict::Clean);
+        match classify_proven(&s, &[1], 0, 7) {
+            Verdict::Corrupt(c) => {
+                assert_eq!(c.seq, Some(6));
+                assert!(c.reason.contains("ends at seq 5"), "{}", c.reason);
+            }
+            v => panic!("{v:?}"),
+        }
+        let zeros = [scan(Some(1), 5, ScanEnd::Preallocated { offset: 100 })];
+        assert!(matches!(
+            classify_proven(&zeros, &[1], 0, 6),
+            Verdict::Corrupt(_)
+        ));
+    }
 
     #[test]
     fn row_clean_single_segment() {

@@ -1,23 +1,18 @@
 //! Recovery's changes on disk, deferred to the first write (FORMAT.md §5.5
-//! steps 3–5): the torn tail quarantined and cut, the bytes not known durable
-//! rewritten, the active segment chosen, leftover temp files removed.
+//! steps 3–5): the torn tail quarantined and cut, a last segment whose records
+//! are not all known durable copied to a new file (never rewritten in place),
+//! the active segment chosen, leftover temp files removed.
 
 use super::Machine;
 use super::error::{Error, Result};
-use super::files::quarantine;
-use super::pending::Pending;
+use super::files::{quarantine, write_file_atomic};
+use super::format::{Codec, segment_name};
+use super::pending::{LastSegment, Pending};
 use super::segment::create_segment;
 use super::shared::{Active, Inner, Shared};
-use super::vfs::{retry_interrupted, write_all_at};
+use super::vfs::{VfsFile, retry_interrupted};
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// A deferred open rewrites the bytes not known durable together with the first
-/// records appended, under their fdatasync, when they are at most this many
-/// records and bytes; else it makes them durable on their own first (FORMAT.md §5.5).
-const MAX_MERGED_TAIL_RECORDS: u64 = 32;
-/// See [`MAX_MERGED_TAIL_RECORDS`].
-const MAX_MERGED_TAIL_BYTES: u64 = 64 << 10;
 
 impl<M: Machine> Shared<M> {
     /// Finishes a deferred open before anything is written (nothing to do once
@@ -28,6 +23,35 @@ impl<M: Machine> Shared<M> {
         };
         self.prepare(g, *p)
             .inspect_err(|e| self.poison(g, e.poison_cause()))
+    }
+
+    /// Makes every record of the last segment durable without writing over any
+    /// of them: its bytes up to the valid end are copied into a new temp file,
+    /// fsynced, and renamed over the segment (the directory fsynced), the copy's
+    /// pages freshly dirty, so its fsync writes them whatever happened to an
+    /// earlier fsync of the old file. Returns the new file, open for appending.
+    fn replace_segment(&self, l: &LastSegment) -> Result<Box<dyn VfsFile>> {
+        let (vfs, dir) = (self.vfs.as_ref(), self.dir.as_path());
+        let bytes = vfs
+            .read(&l.path)
+            .map_err(|e| Error::io("read last segment", &l.path, e))?;
+        let bytes: &[u8] = (*bytes).as_ref();
+        let Some(prefix) = bytes.get(..l.end as usize) else {
+            return Err(Error::Corrupt {
+                path: l.path.clone(),
+                offset: bytes.len() as u64,
+                seq: None,
+                reason: format!(
+                    "segment is {} bytes now, its records ended at {} when it was read",
+                    bytes.len(),
+                    l.end
+                ),
+            });
+        };
+        let name = segment_name(l.first_seq);
+        write_file_atomic(vfs, dir, &name, prefix)?;
+        vfs.open_write(&l.path)
+            .map_err(|e| Error::io("open segment for append", &l.path, e))
     }
 
     /// FORMAT.md §5.5 steps 3–5.
@@ -58,80 +82,66 @@ impl<M: Machine> Shared<M> {
         // a segment (sync_all, after cutting it to its records) before the next
         // one is created, and a failed fsync poisons the writer, so the existence
         // of a later segment proves the earlier ones durable. In the last, the
-        // records up to the last one's `synced` watermark were fsynced by their
-        // writer (a failed fsync poisons, so no record claims a watermark past
-        // one), and its header by its creator before any record was written. What
-        // remains, `tail`, may be in the page cache only: a killed writer's, or
-        // one whose fsync failed (the kernel may then have marked the lost pages
-        // clean: a plain fsync would "succeed" without writing them, fsyncgate).
-        // So it is rewritten, making what the cache shows dirty again.
+        // records up to the durability mark (§5.7), or up to the last record's
+        // `synced` watermark, were fsynced by their writer, and its header by
+        // its creator before any record. Records above that may be in the page
+        // cache only: a killed writer's, or one whose fsync failed (the kernel
+        // may then have marked the lost pages clean: a plain fsync would
+        // "succeed" without writing them, fsyncgate). They are never rewritten
+        // in place: the whole segment is copied into a new file, fsynced, and
+        // renamed over the old one, so no acknowledged byte is overwritten.
         let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         match p.last {
             Some(l) if l.continues => {
-                let file = vfs
-                    .open_write(&l.path)
-                    .map_err(|e| Error::io("open segment for append", &l.path, e))?;
-                if l.from == 0 {
-                    // A segment without records: its creator may have been killed
-                    // between its fsync and the directory's. Its name must be
-                    // durable before a record in it is acknowledged.
-                    retry_interrupted(|| vfs.sync_dir(dir))
-                        .map_err(|e| Error::io("fsync store directory", dir, e))?;
-                }
-                // Cut to the records (dropping preallocated zeros; the next append
-                // preallocates again), even when the cache shows none: a rotation
-                // whose fsync failed may have cut them in the cache only, and
-                // the next fsync of this segment (the tail's or a rotation's)
-                // makes the size on disk match, so zeros can never end a segment
-                // that a later rotation closes.
-                retry_interrupted(|| file.set_len(l.end))
-                    .map_err(|e| Error::io("trim last segment", &l.path, e))?;
-                // Records appended next carry the watermark the disk proves, which a
-                // merged rewrite does not raise: each open of a one-shot writer
-                // would owe one record more. Past a bound, the tail is made durable
-                // on its own first (one more fdatasync, once per that many opens),
-                // so the records appended next carry a watermark past it.
-                let merge = l.records <= MAX_MERGED_TAIL_RECORDS
-                    && l.tail.len() as u64 <= MAX_MERGED_TAIL_BYTES;
-                if !l.tail.is_empty() && merge && self.stages() {
-                    // Ends where the records begin: the next fsync leader writes
-                    // both with one pwrite and one fdatasync. Until then the
-                    // watermark stays at what the disk proves (`durable`), so no
-                    // record claims the tail durable before it is.
-                    let mut staged = l.tail;
-                    staged.extend_from_slice(&g.staged);
-                    g.staged = staged;
-                } else if !l.tail.is_empty() {
-                    write_all_at(file.as_ref(), &l.tail, l.from)
-                        .map_err(|e| Error::io("rewrite last segment", &l.path, e))?;
-                    if !merge {
-                        retry_interrupted(|| file.sync_data())
-                            .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
-                        self.group.advance(p.next_seq - 1);
+                let (file, alloc) = if l.unproven {
+                    (self.replace_segment(&l)?, l.end)
+                } else {
+                    let file = vfs
+                        .open_write(&l.path)
+                        .map_err(|e| Error::io("open segment for append", &l.path, e))?;
+                    if l.alloc == l.end && self.codec == Codec::Binary {
+                        // No zeros in the cache: cut to the records anyway (a no-op
+                        // there; JSONL segments are never preallocated). A rotation whose fsync failed may have cut the
+                        // preallocated zeros in the cache only, and the next fsync
+                        // of this segment makes the size on disk match, so zeros
+                        // can never end a segment that a later rotation closes.
+                        retry_interrupted(|| file.set_len(l.end))
+                            .map_err(|e| Error::io("trim last segment", &l.path, e))?;
                     }
-                }
+                    // Preallocated zeros the cache shows are kept: the next records
+                    // are written over them, with no new allocation and no size
+                    // change for their fdatasync to write (§5.2).
+                    (file, l.alloc)
+                };
                 g.active = Arc::new(Active {
                     file,
                     path: l.path,
                     first_seq: l.first_seq,
                 });
                 g.active_len = l.end;
-                g.active_alloc = l.end;
+                g.active_alloc = alloc;
+                self.group.advance(p.next_seq - 1);
+                if l.unproven {
+                    self.mark_durable(p.next_seq - 1, l.first_seq, l.end);
+                }
             }
             last => {
                 if let Some(l) = last {
                     // The history does not continue in it, so it is closed like a
-                    // rotation closes a segment: rewritten, cut to its records and
-                    // fsynced before the next segment exists.
-                    let f = vfs
-                        .open_write(&l.path)
-                        .map_err(|e| Error::io("open segment", &l.path, e))?;
-                    write_all_at(f.as_ref(), &l.tail, l.from)
-                        .map_err(|e| Error::io("rewrite last segment", &l.path, e))?;
-                    retry_interrupted(|| f.set_len(l.end))
-                        .map_err(|e| Error::io("trim last segment", &l.path, e))?;
-                    retry_interrupted(|| f.sync_all())
-                        .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
+                    // rotation closes a segment: cut to its records and fsynced
+                    // before the next segment exists (copied first when some of
+                    // its records are not known durable).
+                    if l.unproven {
+                        self.replace_segment(&l)?;
+                    } else {
+                        let f = vfs
+                            .open_write(&l.path)
+                            .map_err(|e| Error::io("open segment", &l.path, e))?;
+                        retry_interrupted(|| f.set_len(l.end))
+                            .map_err(|e| Error::io("trim last segment", &l.path, e))?;
+                        retry_interrupted(|| f.sync_all())
+                            .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
+                    }
                 }
                 let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;
                 g.segments.push(p.next_seq);
@@ -139,6 +149,7 @@ impl<M: Machine> Shared<M> {
                 g.active_len = len;
                 g.active_alloc = len;
                 self.group.advance(p.next_seq - 1);
+                self.mark_durable(p.next_seq - 1, p.next_seq, len);
             }
         }
         // Step 5. No directory fsync when nothing was created or removed: every

@@ -55,6 +55,9 @@ pub struct SegmentScan {
     pub file_len: u64,
     /// What ended the valid prefix.
     pub end: ScanEnd,
+    /// Frames after a damaged end that pass their checksums (any seq): what a
+    /// torn tail drops besides the damaged record (0 unless `end` is `Damaged`).
+    pub frames_after_end: u64,
 }
 
 /// Where the part of a segment's valid prefix that is not known durable begins
@@ -115,6 +118,7 @@ pub fn scan_segment_tracked<E>(
                     problem,
                     resync,
                 },
+                frames_after_end: count_frames(codec, buf, 0) + count_frames(other, buf, 0),
             };
             let tail = UnsyncedTail {
                 watermark: None,
@@ -197,6 +201,10 @@ pub fn scan_segment_tracked<E>(
         next_seq: header.first_seq + count,
         valid_len: at as u64,
         file_len,
+        frames_after_end: match end {
+            ScanEnd::Damaged { .. } => count_frames(codec, buf, at),
+            _ => 0,
+        },
         end,
     };
     Ok((scan, UnsyncedTail { watermark, from }))
@@ -217,6 +225,19 @@ fn guess_codec(buf: &[u8]) -> Codec {
 /// record was still unsynced; a crash may persist them without it (unsynced writes
 /// reach the disk in any order), so they do not make the damage corruption.
 /// Returns the proving frame's offset and seq.
+/// Frames of `codec` that pass their checksums at any offset after `at`.
+fn count_frames(codec: Codec, buf: &[u8], at: usize) -> u64 {
+    let mut pos = at;
+    let mut n = 0;
+    while let Some(p) = next_candidate(codec, buf, pos) {
+        if let Frame::Record { .. } = decode_record(codec, buf, p) {
+            n += 1;
+        }
+        pos = p;
+    }
+    n
+}
+
 fn resync(codec: Codec, buf: &[u8], at: usize, last_good: u64, damaged: u64) -> Option<(u64, u64)> {
     let mut pos = at;
     while let Some(p) = next_candidate(codec, buf, pos) {

@@ -124,6 +124,7 @@ impl<M: Machine> Shared<M> {
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.mark_durable(first_seq - 1, old.first_seq, g.active_len);
         let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
@@ -132,6 +133,9 @@ impl<M: Machine> Shared<M> {
         g.active_alloc = len;
         g.segments.push(first_seq);
         self.group.advance(first_seq - 1);
+        // The new segment is durable, header and name: a one-shot writer that
+        // opens it next needs no fsync to prove it (FORMAT.md §5.7).
+        self.mark_durable(first_seq - 1, first_seq, len);
         Ok(())
     }
 }

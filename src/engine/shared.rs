@@ -9,6 +9,7 @@
 use super::Machine;
 use super::format::Codec;
 use super::group::GroupCommit;
+use super::mark::{Mark, MarkWriter};
 use super::options::{CompactionPolicy, Options, Stats, SyncPolicy};
 use super::pending::Pending;
 use super::tag::{Key, StoreId};
@@ -60,6 +61,9 @@ pub(crate) struct Shared<M: Machine> {
     /// rotation, so that a segment is never closed under a write still in flight.
     /// Taken after `inner` (never the other way round).
     pub(crate) io: Mutex<()>,
+    /// The durability mark's writer (FORMAT.md §5.7), written after each fsync
+    /// that raised the watermark, before any waiter it covers is woken.
+    pub(crate) mark: Mutex<MarkWriter>,
     pub(crate) compaction: Mutex<CompactionState>,
     pub(crate) compaction_done: Condvar,
     pub(crate) stats: Stats,
@@ -86,6 +90,16 @@ impl<M: Machine> Shared<M> {
     /// The durable watermark: every record up to it has been fsynced.
     pub(crate) fn durable(&self) -> u64 {
         self.group.durable()
+    }
+
+    /// Records that every record up to `seq`, which ends at `end` of the segment
+    /// whose first seq is `segment`, is durable (or, with `segment` = `seq + 1`,
+    /// that segment's header and name are): called after the fsync that made it
+    /// so returned, before the records are acknowledged.
+    pub(crate) fn mark_durable(&self, seq: u64, segment: u64, end: u64) {
+        if seq + 1 >= segment {
+            lock(&self.mark).write(self.vfs.as_ref(), &self.dir, Mark { seq, segment, end });
+        }
     }
 
     pub(crate) fn poison(&self, g: &mut Inner<M>, cause: String) {

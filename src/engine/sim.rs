@@ -20,11 +20,12 @@
 //! * **Crash.** At a crash a subset of the pending operations persists. Each
 //!   pending write is absent, whole, or persisted sector by sector (512-byte
 //!   sectors aligned to the file offset): each sector of it old, new, garbage or
-//!   zeros. Garbage and zeros only land past the file's durable end (blocks
-//!   allocated to extend the file whose data never arrived); an overwrite in
-//!   place leaves each sector old or new (sector writes are atomic), so a write
-//!   never destroys bytes that were already durable. Bytes past
-//!   the old end that no persisted write covers read as zeros. Each pending
+//!   zeros, within the bytes the write covers — an overwrite in place too, as
+//!   FORMAT.md §7 says of any write not yet fsynced. So a write over bytes that
+//!   were durable may destroy them; runlog never writes over a record it has
+//!   acknowledged (its only overwrite in place is the durability mark, which a
+//!   torn write leaves failing its checksum). Bytes past the old end that no
+//!   persisted write covers read as zeros. Each pending
 //!   directory operation is applied or not; a rename is atomic.
 //! * **Persistence models.** [`Persistence::Ordered`] (ext4 `data=ordered`-like):
 //!   directory operations persist as a prefix of the order they were issued in
@@ -841,15 +842,9 @@ enum PendingRef<'a> {
 fn persist_sectors(buf: &mut Vec<u8>, offset: u64, data: &[u8], sectors: &[SectorFate]) {
     let (first, _) = sector_span(offset, data.len() as u64);
     let end = offset + data.len() as u64;
-    let old_len = buf.len() as u64;
     for (i, fate) in sectors.iter().enumerate() {
         let s = (first + i as u64) * SECTOR;
-        let (mut a, b) = (s.max(offset), (s + SECTOR).min(end));
-        if matches!(fate, SectorFate::Garbage(_) | SectorFate::Zero) {
-            // Garbage and zeros are blocks allocated past the old end whose data
-            // never arrived; an overwrite in place leaves old or new bytes.
-            a = a.max(old_len);
-        }
+        let (a, b) = (s.max(offset), (s + SECTOR).min(end));
         if a >= b {
             continue;
         }

@@ -202,6 +202,26 @@ pub struct BuiltLog {
     pub bounds: Vec<u64>,
 }
 
+/// The durability mark's file name (FORMAT.md §5.7).
+pub const MARK_FILE: &str = "DURABLE";
+
+impl BuiltLog {
+    /// Its files, with the durability mark its writer left (`true`), or without
+    /// it, as a crash that lost the mark's write leaves them (`false`).
+    pub fn files_marked(&self, marked: bool) -> Vec<(String, Vec<u8>)> {
+        let files = self.files.clone();
+        assert!(
+            files.iter().any(|f| f.0 == MARK_FILE),
+            "the writer left a durability mark"
+        );
+        if marked {
+            files
+        } else {
+            files.into_iter().filter(|f| f.0 != MARK_FILE).collect()
+        }
+    }
+}
+
 /// Builds a one-segment log of at least `min_bytes` and returns its bytes.
 pub fn built_log(codec: Codec, min_bytes: u64) -> BuiltLog {
     let fs = mem_fs();

@@ -1,13 +1,16 @@
 //! Proves that flipping any one bit (and, separately, any one byte) of a ≥16 KiB
-//! log, in both codecs, is never silent: damage in a record with a valid
-//! successor (or in the segment header) is `Corrupt` naming the segment and the
-//! damaged record's offset, and a refused open changes no byte; damage in the last
+//! log, in both codecs, is never silent: with the durability mark its writer
+//! left (FORMAT.md §5.7), damage in **any** record (or in the segment header)
+//! is `Corrupt` naming the segment and the damaged record's offset, and a
+//! refused open changes no byte. Without the mark (a crash lost it), damage in
+//! a record with a valid successor is still `Corrupt`, and damage in the last
 //! record is a dropped torn tail. Every flip goes through the pure scan and
-//! decision; every 97th bit is opened end to end in memory, every 1999th on disk.
+//! decision in both cases; every 97th bit is opened end to end in memory, every
+//! 1999th on disk, with and without the mark.
 use crate::common;
 use common::*;
 use runlog::engine::frame::encode_segment_header;
-use runlog::engine::recovery::{Corruption, FileRef, TornTail, Verdict, classify};
+use runlog::engine::recovery::{Corruption, FileRef, TornTail, Verdict, classify_proven};
 use runlog::engine::scan::scan_segment;
 use runlog::engine::{Codec, Error, Integrity, Options, RealFs, Store, Vfs, verify};
 use std::path::Path;
@@ -53,6 +56,29 @@ fn expected(log: &Log, p: u64) -> Verdict {
     }
 }
 
+/// What damage at byte `p` must be classified as when the durability mark
+/// proves every record durable: the last record's damage is corruption too.
+fn expected_marked(log: &Log, p: u64) -> Verdict {
+    match expected(log, p) {
+        Verdict::TornTail(t) => Verdict::Corrupt(Corruption {
+            file: FileRef::Segment(0),
+            offset: t.offset,
+            seq: Some(log.bounds.len() as u64 - 1),
+            reason: String::new(),
+        }),
+        v => v,
+    }
+}
+
+/// The expectation under the mark or without it.
+fn expected_as(log: &Log, p: u64, marked: bool) -> Verdict {
+    if marked {
+        expected_marked(log, p)
+    } else {
+        expected(log, p)
+    }
+}
+
 fn normalize(v: Verdict) -> Verdict {
     match v {
         Verdict::TornTail(t) => Verdict::TornTail(TornTail {
@@ -74,7 +100,13 @@ fn normalize(v: Verdict) -> Verdict {
 /// Scanning 16 KiB per flip for 131 072 flips is slow, so the records wholly before
 /// the damaged one (but one) are replaced by a header starting at the next seq:
 /// decoding a record depends only on its own bytes, so this is exact.
-fn check_flip(log: &Log, p: u64, mask: u8) {
+fn check_flip(log: &Log, p: u64, mask: u8, marked: bool) {
+    // The mark of the store as its writer left it: every record durable.
+    let proven = if marked {
+        log.bounds.len() as u64 - 1
+    } else {
+        0
+    };
     let skip = record_at(log, p).unwrap_or(0).saturating_sub(1);
     let (mut bytes, shift) = if skip == 0 {
         (log.seg.clone(), 0i64)
@@ -88,7 +120,7 @@ fn check_flip(log: &Log, p: u64, mask: u8) {
     let scan = scan_segment::<()>(&bytes, |_, _, _| Ok(())).unwrap();
     let first = skip as u64 + 1;
     let unshift = |o: u64| if o == 0 { 0 } else { (o as i64 + shift) as u64 };
-    let v = match classify(&[scan], &[first], first - 1) {
+    let v = match classify_proven(&[scan], &[first], first - 1, proven) {
         Verdict::Corrupt(c) => Verdict::Corrupt(Corruption {
             offset: unshift(c.offset),
             ..c
@@ -101,8 +133,8 @@ fn check_flip(log: &Log, p: u64, mask: u8) {
     };
     assert_eq!(
         normalize(v),
-        expected(log, p),
-        "{:?}: byte {p} ^ {mask:#04x} (record {:?})",
+        expected_as(log, p, marked),
+        "{:?}: byte {p} ^ {mask:#04x} (record {:?}, marked {marked})",
         log.codec,
         record_at(log, p)
     );
@@ -115,7 +147,8 @@ fn every_bit_flip_is_corruption_or_a_torn_last_record() {
         assert!(log.seg.len() as u64 >= LOG_BYTES);
         for p in 0..log.seg.len() as u64 {
             for bit in 0..8 {
-                check_flip(&log, p, 1 << bit);
+                check_flip(&log, p, 1 << bit, true);
+                check_flip(&log, p, 1 << bit, false);
             }
         }
     }
@@ -126,7 +159,8 @@ fn every_byte_flip_is_corruption_or_a_torn_last_record() {
     for codec in codecs() {
         let log = build(codec);
         for p in 0..log.seg.len() as u64 {
-            check_flip(&log, p, 0xff);
+            check_flip(&log, p, 0xff, true);
+            check_flip(&log, p, 0xff, false);
         }
     }
 }
@@ -143,8 +177,9 @@ fn open_flipped(
     let codec = log.codec;
     let o = Options { vfs, ..opts(codec) };
     let before = snapshot();
-    let what = format!("{codec:?}: byte {p} ^ {mask:#04x}");
-    match expected(log, p) {
+    let marked = snapshot().iter().any(|(n, _)| n == MARK_FILE);
+    let what = format!("{codec:?}: byte {p} ^ {mask:#04x}, marked {marked}");
+    match expected_as(log, p, marked) {
         Verdict::Corrupt(c) => {
             match Store::<Ledger>::open(dir, o.clone()) {
                 Err(Error::Corrupt { path, offset, .. }) => {
@@ -183,14 +218,16 @@ fn sampled_bit_flips_open_end_to_end_in_memory() {
     for codec in codecs() {
         let log = build(codec);
         let dir = Path::new(MEM_DIR);
-        let fs = mem_fs();
         for b in (0..log.seg.len() as u64 * 8).step_by(97) {
             let (p, mask) = (b / 8, 1u8 << (b % 8));
-            let mut files = log.files.clone();
-            files.iter_mut().find(|f| f.0 == SEG).unwrap().1[p as usize] ^= mask;
-            fs.set_files(dir, &files);
-            let snap = || fs.files(dir);
-            open_flipped(&log, Arc::new(fs.clone()), dir, p, mask, &snap);
+            for marked in [true, false] {
+                let fs = mem_fs();
+                let mut files = log.files_marked(marked);
+                files.iter_mut().find(|f| f.0 == SEG).unwrap().1[p as usize] ^= mask;
+                fs.set_files(dir, &files);
+                let snap = || fs.files(dir);
+                open_flipped(&log, Arc::new(fs.clone()), dir, p, mask, &snap);
+            }
         }
     }
 }
@@ -201,13 +238,17 @@ fn sampled_bit_flips_open_end_to_end_on_the_real_filesystem() {
         let log = build(codec);
         let t = tempfile::tempdir().unwrap();
         let last = log.seg.len() as u64 * 8 - 1;
-        for (i, b) in (0..=last).step_by(1999).chain([last]).enumerate() {
+        let flips = (0..=last).step_by(1999).chain([last]);
+        for (i, (b, marked)) in flips
+            .flat_map(|b| [(b, true), (b, false)])
+            .enumerate()
+        {
             let (p, mask) = (b / 8, 1u8 << (b % 8));
             let dir = t.path().join(format!("s{i}"));
             std::fs::create_dir(&dir).unwrap();
             std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
                 .unwrap();
-            for (name, bytes) in &log.files {
+            for (name, bytes) in &log.files_marked(marked) {
                 let mut bytes = bytes.clone();
                 if name == SEG {
                     bytes[p as usize] ^= mask;

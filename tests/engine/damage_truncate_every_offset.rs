@@ -1,12 +1,15 @@
 //! Proves that a log cut at ANY byte offset (both codecs, a ≥256 KiB segment)
-//! recovers exactly the records complete before the cut: the pure scan and
-//! decision are checked at every offset; a sample of offsets is opened end to
-//! end (in memory every 97th, on the real filesystem every 16411th), checking the
-//! state, the quarantined bytes and that the writer continues with the next seq.
+//! recovers exactly the records complete before the cut when no durability
+//! mark survived (a crash that cut the log lost the mark's write too): the pure
+//! scan and decision are checked at every offset; a sample of offsets is opened
+//! end to end (in memory every 97th, on the real filesystem every 16411th),
+//! checking the state, the quarantined bytes and that the writer continues with
+//! the next seq. With the mark its writer left (FORMAT.md §5.7), every cut
+//! loses acknowledged records, and every one is `Corrupt`, nothing modified.
 use crate::common;
 use common::*;
 use runlog::engine::frame::encode_segment_header;
-use runlog::engine::recovery::{TornTail, Verdict, classify};
+use runlog::engine::recovery::{TornTail, Verdict, classify, classify_proven};
 use runlog::engine::scan::scan_segment;
 use runlog::engine::{Codec, Options, RealFs, Store, Vfs};
 use std::path::Path;
@@ -94,6 +97,16 @@ fn sweep_pure(log: &Log, codec: Codec, cuts: impl Iterator<Item = u64>) {
             assert_eq!(seen, n as u64, "cut {cut}");
         }
         let first = skip as u64 + 1;
+        // Under the mark its writer left (every record proven), every cut that
+        // loses a byte of a record is corruption.
+        let records = log.bounds.len() as u64 - 1;
+        let marked = classify_proven(&[scan.clone()], &[first], first - 1, records);
+        let whole = cut == log.seg.len() as u64;
+        assert_eq!(
+            matches!(marked, Verdict::Corrupt(_)),
+            !whole,
+            "cut {cut} under the mark: {marked:?}"
+        );
         let v = match classify(&[scan], &[first], first - 1) {
             Verdict::TornTail(t) if !t.whole_file => Verdict::TornTail(TornTail {
                 offset: (t.offset as i64 + shift) as u64,
@@ -215,7 +228,7 @@ fn sampled_cuts_open_end_to_end_in_memory() {
                 sc.spawn(move || {
                     let fs = mem_fs();
                     for (i, &cut) in half.iter().enumerate() {
-                        let mut files = log.files.clone();
+                        let mut files = log.files_marked(false);
                         let seg = files.iter_mut().find(|f| f.0 == SEG).unwrap();
                         seg.1.truncate(cut as usize);
                         fs.set_files(dir, &files);
@@ -248,7 +261,7 @@ fn sampled_cuts_open_end_to_end_on_the_real_filesystem() {
             std::fs::create_dir(&dir).unwrap();
             std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
                 .unwrap();
-            for (name, bytes) in &log.files {
+            for (name, bytes) in &log.files_marked(false) {
                 let b = if name == SEG {
                     &bytes[..cut as usize]
                 } else {
@@ -258,6 +271,40 @@ fn sampled_cuts_open_end_to_end_on_the_real_filesystem() {
             }
             let read = |name: &str| std::fs::read(dir.join(name)).ok();
             open_cut(&log, Arc::new(RealFs), &dir, codec, cut, &read, true);
+        }
+    }
+}
+
+#[test]
+fn a_cut_below_the_durability_mark_is_corruption_and_changes_nothing() {
+    for codec in codecs() {
+        let log = build(codec);
+        let dir = Path::new(MEM_DIR);
+        let len = log.seg.len() as u64;
+        for cut in (0..len).step_by(389).chain([len - 1]) {
+            let fs = mem_fs();
+            let mut files = log.files_marked(true);
+            files.iter_mut().find(|f| f.0 == SEG).unwrap().1.truncate(cut as usize);
+            fs.set_files(dir, &files);
+            let before = fs.files(dir);
+            let o = Options {
+                vfs: Arc::new(fs.clone()),
+                ..opts(codec)
+            };
+            match Store::<Ledger>::open(dir, o.clone()) {
+                Err(runlog::engine::Error::Corrupt { path, .. }) => {
+                    assert_eq!(path, dir.join(SEG), "{codec:?} cut {cut}")
+                }
+                Err(e) => panic!("{codec:?} cut {cut}: {e}"),
+                Ok(_) => panic!("{codec:?} cut {cut}: opened a log missing acknowledged records"),
+            }
+            assert_eq!(fs.files(dir), before, "{codec:?} cut {cut}: a refused open wrote");
+            let v = runlog::engine::verify(o.vfs.as_ref(), dir).unwrap();
+            assert!(
+                matches!(v.integrity.damage(), Some(runlog::engine::Error::Corrupt { .. })),
+                "{codec:?} cut {cut}: {:?}",
+                v.integrity
+            );
         }
     }
 }

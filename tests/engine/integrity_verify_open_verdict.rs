@@ -236,6 +236,9 @@ fn run_without_an_init_record_is_no_run_for_every_command() {
     let header_end = bytes.iter().position(|b| *b == b'\n').unwrap() + 1;
     let cut = header_end + (bytes.len() - header_end) / 2;
     std::fs::write(&seg, &bytes[..cut]).unwrap();
+    // A crash tore the record before its fsync returned: no durability mark
+    // was ever written for it (FORMAT.md §5.7).
+    std::fs::remove_file(run_dir(root, "g").join("DURABLE")).unwrap();
     for verb in [&["get", "g"][..], &["resume", "g"]] {
         let o = runlog(root, verb);
         assert_eq!(code(&o), Some(2), "{verb:?}: {}", text(&o));

@@ -47,15 +47,19 @@ fn appends_overwrite_the_preallocated_tail_and_a_reopened_writer_preallocates_ag
     assert_eq!(s.read(|st| st.values.clone()), (1..=10).collect::<Vec<_>>());
     assert_eq!(
         segments(&dir)[0].1.len() as u64,
-        valid,
-        "open cut the zeros"
+        64 << 10,
+        "open keeps the zeros (FORMAT.md §5.5)"
     );
     for v in 11..=20 {
         s.append(&entry(v, 50)).unwrap();
     }
     drop(s);
     let segs = segments(&dir);
-    assert_eq!(segs[0].1.len() as u64, 64 << 10, "extended again");
+    assert_eq!(
+        segs[0].1.len() as u64,
+        64 << 10,
+        "written over the zeros, not extended"
+    );
     assert_eq!(scan_end(&segs[0].1).1, 20);
     let s = Store::<Ledger>::open(&dir, o).unwrap();
     assert_eq!(s.read(|st| st.values.clone()), (1..=20).collect::<Vec<_>>());
@@ -119,6 +123,17 @@ fn preallocated_store() -> (Vec<(String, Vec<u8>)>, u64) {
     (files, valid)
 }
 
+/// `files` with the durability mark its writer left, or without it (as a
+/// crash that lost the mark's write leaves them).
+fn files_marked(files: &[(String, Vec<u8>)], marked: bool) -> Vec<(String, Vec<u8>)> {
+    assert!(files.iter().any(|f| f.0 == MARK_FILE));
+    files
+        .iter()
+        .filter(|f| marked || f.0 != MARK_FILE)
+        .cloned()
+        .collect()
+}
+
 fn reopen(files: &[(String, Vec<u8>)]) -> (runlog::engine::Result<Vec<u64>>, SimFs) {
     let fs = mem_fs();
     fs.set_files(Path::new(MEM_DIR), files);
@@ -168,12 +183,15 @@ fn every_bit_flipped_in_a_record_before_the_tail_is_corruption_or_the_torn_last_
     })
     .unwrap();
     let last = *bounds.last().unwrap();
-    for p in bounds[0]..valid {
+    for (p, marked) in (bounds[0]..valid).flat_map(|p| [(p, true), (p, false)]) {
+        let files = files_marked(&files, marked);
+        let seg_at = files.iter().position(|f| f.0 == ONLY_SEGMENT).unwrap();
         for bit in 0..8 {
             let mut damaged = files.clone();
             damaged[seg_at].1[p as usize] ^= 1 << bit;
             let (r, fs) = reopen(&damaged);
-            if p < last {
+            // Under the durability mark the writer left, the last record too.
+            if p < last || marked {
                 // A record with a valid successor: never silently dropped, nothing modified.
                 let Err(Error::Corrupt { offset, .. }) = r else {
                     panic!("flip at {p} bit {bit}: {r:?}")
@@ -210,10 +228,23 @@ fn cutting_a_preallocated_segment_at_every_offset_keeps_every_whole_record() {
     .unwrap();
     bounds.push(valid);
     for cut in bounds[0]..=full.len() as u64 {
-        let mut cut_files = files.clone();
-        cut_files[seg_at].1.truncate(cut as usize);
-        let (r, _) = reopen(&cut_files);
-        let whole = bounds.partition_point(|&b| b <= cut) as u64 - 1;
-        assert_eq!(r.unwrap(), (1..=whole).collect::<Vec<_>>(), "cut at {cut}");
+        for marked in [true, false] {
+            let mut cut_files = files_marked(&files, marked);
+            let seg_at = cut_files.iter().position(|f| f.0 == ONLY_SEGMENT).unwrap();
+            cut_files[seg_at].1.truncate(cut as usize);
+            let (r, fs) = reopen(&cut_files);
+            if marked && cut < valid {
+                // The mark proves all 8 records: a cut into them is corruption.
+                assert!(matches!(r, Err(Error::Corrupt { .. })), "cut at {cut}: {r:?}");
+                assert_eq!(fs.files(Path::new(MEM_DIR)), cut_files, "cut at {cut}");
+                continue;
+            }
+            let whole = bounds.partition_point(|&b| b <= cut) as u64 - 1;
+            assert_eq!(
+                r.unwrap(),
+                (1..=whole).collect::<Vec<_>>(),
+                "cut at {cut}, marked {marked}"
+            );
+        }
     }
 }

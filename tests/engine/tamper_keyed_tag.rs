@@ -399,6 +399,12 @@ fn a_keyed_store_without_its_key_and_an_unkeyed_store_with_a_key_are_refused() {
     }
 }
 
+/// Removes the durability mark, as a crash that lost its write (or someone
+/// who can write the files) leaves the store.
+fn lose_mark(fs: &runlog::engine::sim::SimFs) {
+    runlog::engine::Vfs::remove(fs, &dir().join("DURABLE")).unwrap();
+}
+
 #[test]
 fn a_torn_tail_of_a_keyed_store_is_still_a_torn_tail() {
     for codec in codecs() {
@@ -407,12 +413,14 @@ fn a_torn_tail_of_a_keyed_store_is_still_a_torn_tail() {
         let seg = file(&fs, SEG_7);
         let (_, recs) = records(&seg);
         let last = *recs.last().unwrap();
-        // Half the last record written: a crash, not tampering.
+        // Half the last record written: a crash (before its fsync returned, so
+        // before any durability mark for it), not tampering.
         put(
             &fs,
             SEG_7,
             seg[..last.off + (last.next - last.off) / 2].to_vec(),
         );
+        lose_mark(&fs);
         let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
         assert_eq!(s.last_seq(), 10);
         assert!(s.recovery().torn_tail.is_some());
@@ -429,6 +437,13 @@ fn a_torn_tail_of_a_keyed_store_is_still_a_torn_tail() {
         let mut bad = seg.clone();
         bad[last.next - 6] ^= 0x01;
         put(&fs, SEG_7, bad);
+        // While the durability mark its writer left is there, that record was
+        // acknowledged: the changed byte is corruption, not a torn tail.
+        assert!(matches!(
+            Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)),
+            Err(Error::Corrupt { .. })
+        ));
+        lose_mark(&fs);
         let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
         assert_eq!(s.last_seq(), 10);
         assert!(s.recovery().torn_tail.is_some());
@@ -494,8 +509,16 @@ fn dropping_the_newest_records_is_not_detected_without_an_external_anchor() {
         let fs = build(codec, &k);
         let seg = file(&fs, SEG_7);
         let (_, recs) = records(&seg);
-        // Cut at a record boundary: indistinguishable from a crash before 10 and 11.
+        // Cut at a record boundary. The durability mark still proves 10 and 11
+        // (FORMAT.md §5.7): a log that ends before it is corruption.
         put(&fs, SEG_7, seg[..recs[3].off].to_vec());
+        assert!(matches!(
+            Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)),
+            Err(Error::Corrupt { .. })
+        ));
+        // Whoever can write the files can remove the mark as well: then the cut
+        // is indistinguishable from a crash before 10 and 11.
+        lose_mark(&fs);
         let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
         assert_eq!(s.last_seq(), 9);
         assert!(s.recovery().torn_tail.is_none());

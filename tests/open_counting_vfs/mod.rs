@@ -20,6 +20,8 @@ pub struct Counts {
     pub sync_dir: u64,
     /// (file, bytes) of every `write_at`.
     pub writes: Vec<(PathBuf, usize)>,
+    /// (file, offset) of every `write_at`, in the same order.
+    pub writes_at: Vec<(PathBuf, u64)>,
     /// (file, new length) of every `set_len`.
     pub set_lens: Vec<(PathBuf, u64)>,
     /// (file, bytes) of every whole-file read, mapped or not.
@@ -96,7 +98,10 @@ impl CountingFs {
 impl Hooks for Counter {
     fn write_at(&self, path: &Path, f: &dyn VfsFile, buf: &[u8], offset: u64) -> io::Result<usize> {
         let n = f.write_at(buf, offset)?;
-        self.with(|c| c.writes.push((path.to_path_buf(), n)));
+        self.with(|c| {
+            c.writes.push((path.to_path_buf(), n));
+            c.writes_at.push((path.to_path_buf(), offset));
+        });
         Ok(n)
     }
     fn sync_data(&self, _: &Path, f: &dyn VfsFile) -> io::Result<()> {
