@@ -218,8 +218,17 @@ fn recovery_files(data: &[u8]) -> Option<(SimFs, Codec)> {
         return None;
     }
     let flags = data[0];
-    let split = usize::from(u16::from_le_bytes([data[1], data[2]]));
-    let rest = &data[3..];
+    let split_bits = u16::from_le_bytes([data[1], data[2]]);
+    // The top bit of the split: the last 40 bytes are a durability mark
+    // (`DURABLE`, FORMAT.md §5.7), fuzzed like every other file.
+    let split = usize::from(split_bits & 0x7fff);
+    let mut rest = &data[3..];
+    let mut mark = None;
+    if split_bits & 0x8000 != 0 && rest.len() >= 40 {
+        let (r, m) = rest.split_at(rest.len() - 40);
+        rest = r;
+        mark = Some(m.to_vec());
+    }
     let (seg, snap) = rest.split_at(split.min(rest.len()));
     let codec = CODECS[usize::from(flags & 1)];
     let fs = mem_fs();
@@ -232,6 +241,9 @@ fn recovery_files(data: &[u8]) -> Option<(SimFs, Codec)> {
     if flags & 2 != 0 {
         let seq = u64::from(flags >> 3);
         files.push((format!("snap-{seq:020}.snap"), snap.to_vec()));
+    }
+    if let Some(m) = mark {
+        files.push(("DURABLE".to_string(), m));
     }
     fs.set_files(Path::new("/mem/store"), &files);
     Some((fs, codec))

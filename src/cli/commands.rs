@@ -548,9 +548,27 @@ fn status(
             v["snapshotFallbacks"] = json!(list);
             v["fellBackTo"] = json!(read.recovery().snapshot_seq.unwrap_or(0));
         }
+        if let Some(t) = &read.recovery().torn_tail {
+            v["tornTail"] = json!({
+                "path": t.path, "offset": t.offset, "bytes": t.bytes,
+                "firstSeq": t.first_seq, "validFramesDropped": t.valid_frames_dropped,
+            });
+        }
         print_json(&v, true)?;
     } else {
         write_out(&render_status(&read.view())?)?;
+        if let Some(t) = &read.recovery().torn_tail {
+            // Never acknowledged (no durability mark or later record proves it),
+            // but never silent either: the next writer drops it.
+            eprintln!(
+                "runlog: warning TORN_TAIL: run {id}: {} bytes at {} offset {} (seq {} on, never acknowledged, {} whole frames after the damage) are not counted; the next writer keeps them in a .broken file and drops them",
+                t.bytes,
+                t.path.display(),
+                t.offset,
+                t.first_seq,
+                t.valid_frames_dropped
+            );
+        }
         if let Some((_, line)) = &remote {
             println_out(line)?;
         }
@@ -648,12 +666,27 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     if !r.leftovers.is_empty() {
         v["leftovers"] = json!(r.leftovers);
     }
+    if !r.quarantined.is_empty() {
+        v["quarantined"] = json!(r.quarantined);
+    }
+    if let Some(t) = &r.recovery.torn_tail {
+        v["tornTail"] = json!({
+            "path": t.path, "offset": t.offset, "bytes": t.bytes,
+            "firstSeq": t.first_seq, "validFramesDropped": t.valid_frames_dropped,
+        });
+    }
     if json {
         print_json(&v, true)?;
     } else {
         for p in &r.leftovers {
             println_out(&format!(
                 "{id}: note: {} is redundant and should have been removed by a compaction (harmless; the next compaction removes it)",
+                p.display()
+            ))?;
+        }
+        for p in &r.quarantined {
+            println_out(&format!(
+                "{id}: note: {} holds bytes a writer cut off as a torn tail (kept for inspection; nothing reads it)",
                 p.display()
             ))?;
         }
@@ -670,10 +703,18 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                 offset,
                 bytes,
                 ..
-            } => format!(
-                "{id}: torn tail of {bytes} bytes at {} offset {offset} (dropped by the next writer)",
-                path.display()
-            ),
+            } => {
+                let (from, frames) = r
+                    .recovery
+                    .torn_tail
+                    .as_ref()
+                    .map_or((0, 0), |t| (t.first_seq, t.valid_frames_dropped));
+                format!(
+                    "{id}: torn tail of {bytes} bytes at {} offset {offset}: seq {from} on, never acknowledged (no durability mark or later record proves it), {frames} whole frame{} after the damage; the next writer drops it, keeping the bytes in a .broken file",
+                    path.display(),
+                    if frames == 1 { "" } else { "s" }
+                )
+            }
             Integrity::Damaged(e) => {
                 let d = Damage::of(e);
                 let (head, why) = match d.kind {

@@ -42,12 +42,21 @@ pub fn write_file_atomic(vfs: &dyn Vfs, dir: &Path, name: &str, bytes: &[u8]) ->
 
 /// Copies the bytes of `segment` from `offset` on into a new side file
 /// `<segment>.broken-<offset>` (fsynced), so nothing is destroyed irrecoverably.
-pub fn quarantine(vfs: &dyn Vfs, dir: &Path, segment: &Path, offset: u64) -> Result<PathBuf> {
+/// No bytes there (an empty segment a creation left): no file (`None`).
+pub fn quarantine(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    segment: &Path,
+    offset: u64,
+) -> Result<Option<PathBuf>> {
     let bytes = vfs
         .read(segment)
         .map_err(|e| Error::io("read torn segment", segment, e))?;
     let bytes: &[u8] = (*bytes).as_ref();
     let tail = bytes.get(offset as usize..).unwrap_or(&[]);
+    if tail.is_empty() {
+        return Ok(None);
+    }
     let base = segment
         .file_name()
         .and_then(|n| n.to_str())
@@ -74,7 +83,7 @@ pub fn quarantine(vfs: &dyn Vfs, dir: &Path, segment: &Path, offset: u64) -> Res
                         .map_err(|e| Error::io("fsync quarantine file", &path, e))?;
                     retry_interrupted(|| vfs.sync_dir(dir))
                         .map_err(|e| Error::io("fsync store directory", dir, e))?;
-                    return Ok(path);
+                    return Ok(Some(path));
                 }
                 continue;
             }
@@ -95,7 +104,7 @@ pub fn quarantine(vfs: &dyn Vfs, dir: &Path, segment: &Path, offset: u64) -> Res
         }
         retry_interrupted(|| vfs.sync_dir(dir))
             .map_err(|e| Error::io("fsync store directory", dir, e))?;
-        return Ok(path);
+        return Ok(Some(path));
     }
     Err(Error::Mismatch {
         path: segment.to_path_buf(),

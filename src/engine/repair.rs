@@ -61,7 +61,7 @@ impl<M: Machine> Shared<M> {
         // Step 3: a torn tail is kept beside its segment (the copy and its name
         // made durable by `quarantine`), then cut off durably.
         if let Some(t) = &p.torn {
-            quarantined = Some(quarantine(vfs, dir, &t.path, t.offset)?);
+            quarantined = quarantine(vfs, dir, &t.path, t.offset)?;
             if t.whole_file {
                 vfs.remove(&t.path)
                     .map_err(|e| Error::io("remove torn segment", &t.path, e))?;

@@ -32,9 +32,19 @@ pub(crate) fn create_segment(
     let check = keying.map(|(key, id)| super::tag::key_check(key, id));
     let header =
         encode_segment_header_checked(codec, first_seq, keying.map(|s| s.1), check.as_ref());
-    write_all_at(file.as_ref(), &header, 0)
-        .map_err(|e| Error::io("write segment header", &path, e))?;
-    retry_interrupted(|| file.sync_data()).map_err(|e| Error::io("fsync new segment", &path, e))?;
+    let written = write_all_at(file.as_ref(), &header, 0)
+        .map_err(|e| Error::io("write segment header", &path, e))
+        .and_then(|()| {
+            retry_interrupted(|| file.sync_data())
+                .map_err(|e| Error::io("fsync new segment", &path, e))
+        });
+    if let Err(e) = written {
+        // No record was ever in it: a segment whose header never made it (a
+        // full disk) is removed, not left for every later open to quarantine.
+        drop(file);
+        let _ = vfs.remove(&path);
+        return Err(e);
+    }
     // The new name must be durable before any record in it is acknowledged.
     retry_interrupted(|| vfs.sync_dir(dir))
         .map_err(|e| Error::io("fsync store directory", dir, e))?;

@@ -83,6 +83,10 @@ pub struct VerifyReport {
     /// before the unlinks persisted): harmless, removed by the next
     /// compaction, and named so that the failure is never silent.
     pub leftovers: Vec<PathBuf>,
+    /// Quarantined torn tails (`<segment>.broken-<offset>`) in the directory:
+    /// bytes a writer cut off, kept for inspection and read by nothing, listed
+    /// so that none is ever silent (FORMAT.md §2).
+    pub quarantined: Vec<PathBuf>,
 }
 
 /// The files FORMAT.md §5.4 step 5 deletes that are still listed: snapshots
@@ -170,7 +174,21 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
         Err(e) => integrity_of_error(e)?,
     };
     report.leftovers = leftovers(vfs, dir);
+    report.quarantined = quarantined(vfs, dir);
     Ok(report)
+}
+
+/// The quarantine files present (FORMAT.md §2), in name order.
+fn quarantined(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
+    let Ok(mut names) = vfs.list(dir) else {
+        return vec![];
+    };
+    names.sort();
+    names
+        .into_iter()
+        .filter(|n| n.contains(QUARANTINE_MARKER))
+        .map(|n| dir.join(n))
+        .collect()
 }
 
 /// [`verify_with_key`], then the open's own verdict: the state is rebuilt with
@@ -195,6 +213,7 @@ pub fn verify_as<M: super::Machine>(
         Err(e) => integrity_of_error(e)?,
     };
     report.leftovers = framing.leftovers;
+    report.quarantined = framing.quarantined;
     Ok(report)
 }
 
@@ -253,6 +272,7 @@ fn integrity_of_report(vfs: &dyn Vfs, mut recovery: RecoveryReport) -> VerifyRep
         },
         recovery,
         leftovers: vec![],
+        quarantined: vec![],
     }
 }
 
@@ -271,5 +291,6 @@ fn integrity_of_error(e: Error) -> Result<VerifyReport> {
         integrity,
         recovery: RecoveryReport::default(),
         leftovers: vec![],
+        quarantined: vec![],
     })
 }

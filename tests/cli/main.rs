@@ -5,6 +5,7 @@
 #[path = "../cli_support/mod.rs"]
 mod cli_support;
 
+mod cli_acknowledged_never_torn;
 mod cli_apply_kill9;
 mod cli_closed_stdout;
 mod cli_demo_cleanup;

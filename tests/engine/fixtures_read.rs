@@ -119,6 +119,9 @@ fn generated_fixtures_read_like_the_committed_ones() {
     v2::check_clean(&root);
     v2::check_keyed_digest(&root);
     v2::check_damaged_block(&root);
+    v3::generate(&root);
+    v3::check_clean(&root);
+    v3::check_flipped_last(&root);
     // Nothing was written under the committed fixtures.
     assert!(!committed().join("generated").exists());
 }
@@ -143,6 +146,7 @@ fn generate_fixtures() {
     );
     generate_v1(&out);
     v2::generate(&out);
+    v3::generate(&out);
     eprintln!("fixtures written under {}", out.display());
 }
 
@@ -432,5 +436,120 @@ mod v2 {
                 write("damaged_block", &bad);
             }
         }
+    }
+}
+
+/// Format v3 (the durability mark, FORMAT.md §5.7): committed stores in
+/// tests/fixtures/v3/{binary,jsonl}/{clean,flipped_last}, each written by
+/// eight one-shot writers (an open, one append, a close), with the `DURABLE`
+/// file the last one left. The clean one opens to the eight values with every
+/// record proven (its mark names seq 8); in the other, the last record's middle
+/// byte is flipped, and the open, the read-only open and `verify` refuse it as
+/// corruption at that record's offset, changing nothing: an acknowledged
+/// record is never taken for a torn tail.
+mod v3 {
+    use super::*;
+    use runlog::engine::mark::decode_mark;
+    use runlog::engine::scan::scan_segment;
+
+    const VALUES: u64 = 8;
+    const SEG: &str = "seg-00000000000000000001.log";
+
+    fn fixture(root: &Path, codec: Codec, case: &str) -> PathBuf {
+        root.join("v3").join(codec.name()).join(case)
+    }
+
+    fn starts(seg: &[u8]) -> Vec<u64> {
+        let mut v = vec![];
+        scan_segment::<()>(seg, |_, _, off| {
+            v.push(off);
+            Ok(())
+        })
+        .unwrap();
+        v
+    }
+
+    pub fn generate(root: &Path) {
+        for codec in codecs() {
+            let t = tempfile::tempdir().unwrap();
+            let dir = t.path().join("s");
+            for v in 1..=VALUES {
+                let o = Options {
+                    create: v == 1,
+                    preallocate: 0,
+                    ..opts(codec)
+                };
+                let s = Store::<Ledger>::open(&dir, o).unwrap();
+                s.append(&entry(v, pad(v))).unwrap();
+            }
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| e.file_name().into_string().unwrap())
+                .filter(|n| n != "LOCK")
+                .map(|n| {
+                    let b = std::fs::read(dir.join(&n)).unwrap();
+                    (n, b)
+                })
+                .collect();
+            files.sort();
+            write_new(&fixture(root, codec, "clean"), &files);
+            let seg = files.iter_mut().find(|f| f.0 == SEG).unwrap();
+            let last = *starts(&seg.1).last().unwrap() as usize;
+            let mid = (last + seg.1.len()) / 2;
+            seg.1[mid] ^= 0x20;
+            write_new(&fixture(root, codec, "flipped_last"), &files);
+        }
+    }
+
+    pub fn check_clean(root: &Path) {
+        for codec in codecs() {
+            let (_t, dir) = copy_store(&fixture(root, codec, "clean"));
+            let mark = decode_mark(&std::fs::read(dir.join("DURABLE")).unwrap()).unwrap();
+            assert_eq!(mark.seq, VALUES, "{codec:?}");
+            assert!(verify(&RealFs, &dir).unwrap().integrity.is_clean(), "{codec:?}");
+            let (st, r) = read_state::<Ledger>(&RealFs, &dir).unwrap();
+            assert_eq!(st.values, (1..=VALUES).collect::<Vec<_>>(), "{codec:?}");
+            assert_eq!(r.durable_mark, Some(VALUES), "{codec:?}");
+            let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
+            assert_eq!(s.append(&entry(9, 0)).unwrap(), VALUES + 1, "{codec:?}");
+        }
+    }
+
+    pub fn check_flipped_last(root: &Path) {
+        for codec in codecs() {
+            let (_t, dir) = copy_store(&fixture(root, codec, "flipped_last"));
+            let before = dir_bytes(&dir);
+            let seg = std::fs::read(dir.join(SEG)).unwrap();
+            // The scan of the damaged segment stops at the flipped record: its
+            // start is where the valid prefix ends, after 7 whole records.
+            assert_eq!(starts(&seg).len() as u64, VALUES - 1, "{codec:?}");
+            let valid_end = scan_segment::<()>(&seg, |_, _, _| Ok(())).unwrap().valid_len;
+            let at_damage = |e: &Error| {
+                matches!(e, Error::Corrupt { path, offset, .. }
+                    if path.ends_with(SEG) && *offset == valid_end)
+            };
+            let e = Store::<Ledger>::open(&dir, opts(codec)).err().expect("refused");
+            assert!(at_damage(&e), "{codec:?}: {e}");
+            let e = read_state::<Ledger>(&RealFs, &dir).err().expect("refused");
+            assert!(at_damage(&e), "{codec:?}: {e}");
+            let v = verify(&RealFs, &dir).unwrap();
+            assert!(
+                matches!(&v.integrity, Integrity::Damaged(e) if at_damage(e)),
+                "{codec:?}: {:?}",
+                v.integrity
+            );
+            assert_eq!(dir_bytes(&dir), before, "{codec:?}: a refused open wrote");
+        }
+    }
+
+    #[test]
+    fn clean_v3_store_opens_with_every_record_proven() {
+        check_clean(&committed());
+    }
+
+    #[test]
+    fn flipped_last_record_of_a_v3_store_is_corruption_not_a_torn_tail() {
+        check_flipped_last(&committed());
     }
 }

@@ -13,6 +13,7 @@ mod checks;
 
 use runlog::engine::format::masked_crc;
 use runlog::engine::frame::{encode_record, encode_segment_header};
+use runlog::engine::mark::{Mark, encode_mark};
 use runlog::engine::snapfile::encode_snapshot;
 use runlog::engine::{Codec, Store, encode_payload};
 use std::path::{Path, PathBuf};
@@ -192,6 +193,38 @@ fn generate_seed_corpus(out: &Path) {
             &format!("{c}_records_behind_header"),
             &input(bit | 4, &seg20[hl..], &[]),
         );
+        // With a durability mark (FORMAT.md §5.7; the split's top bit says the
+        // last 40 bytes are `DURABLE`): the mark of the whole log, the same
+        // over a log whose last record is flipped (corruption, not a torn
+        // tail), and a mark past the log's end.
+        let with_mark = |seg: &[u8], m: Mark| {
+            let mut v = vec![bit];
+            v.extend_from_slice(&(seg.len() as u16 | 0x8000).to_le_bytes());
+            v.extend_from_slice(seg);
+            v.extend_from_slice(&encode_mark(&m));
+            v
+        };
+        let whole = Mark {
+            seq: 20,
+            segment: 1,
+            end: seg20.len() as u64,
+        };
+        write(out, "recovery", &format!("{c}_log_with_mark"), &with_mark(&seg20, whole));
+        let mut last_flipped = seg20.clone();
+        let at = last_flipped.len() - 3;
+        last_flipped[at] ^= 0x01;
+        write(
+            out,
+            "recovery",
+            &format!("{c}_mark_over_flipped_last_record"),
+            &with_mark(&last_flipped, whole),
+        );
+        let past = Mark {
+            seq: 22,
+            end: seg20.len() as u64 + 90,
+            ..whole
+        };
+        write(out, "recovery", &format!("{c}_mark_past_the_log"), &with_mark(&seg20, past));
     }
     // A valid-looking binary record header declaring u32::MAX bytes.
     let len = u32::MAX.to_le_bytes();
