@@ -1,0 +1,97 @@
+"""Units/s through `runlog.drive` beside a bare executor loop doing the same
+tiny tasks (submit all, wait for all; nothing recorded), per executor and
+worker count. Not collected by pytest; run it:
+
+    python python/tests/bench_drive.py --units 2000 --workers 1 2 4 --rounds 3
+
+Each round builds a fresh executor, warms it (one task per worker), then
+times the bare loop and drive on it, alternating which goes first."""
+
+import argparse
+import concurrent.futures as cf
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import runlog  # noqa: E402
+
+
+def tiny(unit):
+    return len(unit)
+
+
+def bare(ex, units):
+    t = time.perf_counter()
+    fs = [ex.submit(tiny, u) for u in units]
+    for f in fs:
+        f.result()
+    return len(units) / (time.perf_counter() - t)
+
+
+def driven(ex, units, root, run_id, limit):
+    t = time.perf_counter()
+    s = runlog.drive(root, run_id, tiny, units, executor=ex, max_in_flight=limit,
+                     print_summary=False)
+    dt = time.perf_counter() - t
+    assert s.complete and s.done_now == len(units), s
+    return len(units) / dt
+
+
+def executors(kind, workers):
+    if kind == "pool":
+        ex = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        return ex, ex.shutdown
+    import distributed
+    cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
+                                       processes=True, dashboard_address=None)
+    client = distributed.Client(cluster)
+
+    def close():
+        client.close()
+        cluster.close()
+    return client.get_executor(), close
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--units", type=int, nargs="+", default=[2000])
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--executors", nargs="+", default=["pool", "dask"])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-in-flight", type=int, default=256)
+    a = ap.parse_args()
+    print("| executor | workers | units | bare units/s | drive units/s | drive/bare |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for kind in a.executors:
+        for w in a.workers:
+            for n in a.units:
+                units = ["u%07d" % i for i in range(n)]
+                b, d, ratios = [], [], []
+                for r in range(a.rounds):
+                    ex, close = executors(kind, w)
+                    try:
+                        list(ex.map(tiny, ["w"] * w))  # warm every worker
+                        with tempfile.TemporaryDirectory() as root:
+                            rid = "b%d" % r
+                            if r % 2:
+                                dv = driven(ex, units, root, rid, a.max_in_flight)
+                                bv = bare(ex, units)
+                            else:
+                                bv = bare(ex, units)
+                                dv = driven(ex, units, root, rid, a.max_in_flight)
+                    finally:
+                        close()
+                    b.append(bv)
+                    d.append(dv)
+                    ratios.append(dv / bv)
+                print("| %s | %d | %d | %.0f | %.0f | %.2f× (%.2f–%.2f) |"
+                      % (kind, w, n, statistics.median(b), statistics.median(d),
+                         statistics.median(ratios), min(ratios), max(ratios)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
