@@ -33,6 +33,7 @@ Exactly-once outputs (see the README's "Driving a cluster"):
 
 import concurrent.futures as _cf
 import os
+import queue
 import dataclasses
 import json
 import re
@@ -255,6 +256,8 @@ class _Coordinator:
         self.ready: deque = deque()
         # future → (unit, attempt, claim, executor): the attempts this coordinator submitted.
         self.in_flight: Dict[_cf.Future, tuple] = {}
+        # Futures land here as they finish (a callback: no scan of in_flight).
+        self.finished: "queue.SimpleQueue[_cf.Future]" = queue.SimpleQueue()
         self.done_now = self.failed = self.resubmitted = 0
         # A run with a remote writes each transition on its own (see `write`).
         self.writers = None
@@ -299,7 +302,13 @@ class _Coordinator:
                 self.submit()
                 if not self.in_flight:
                     break
-                finished, _ = _cf.wait(list(self.in_flight), return_when=_cf.FIRST_COMPLETED)
+                # Every future that finished meanwhile, recorded under one write.
+                finished = [self.finished.get()]
+                while True:
+                    try:
+                        finished.append(self.finished.get_nowait())
+                    except queue.Empty:
+                        break
                 self.complete(finished)
         except Fenced:
             # Another coordinator holds the run: drop every result in flight.
@@ -333,6 +342,7 @@ class _Coordinator:
                 except _cf.BrokenExecutor as e:
                     self.replace_pool(e)
             self.in_flight[f] = (u, attempt, claim, self.pool)
+            f.add_done_callback(self.finished.put)
 
     def replace_pool(self, e: BaseException) -> None:
         if self.made is None:
