@@ -297,9 +297,11 @@ class _Coordinator:
 
     def _go(self) -> DriveSummary:
         self.load()
+        results: List[tuple] = []
         try:
-            while self.ready or self.in_flight:
-                self.submit()
+            while self.ready or self.in_flight or results:
+                self.submit(results)
+                results = []
                 if not self.in_flight:
                     break
                 # Every future that finished meanwhile, recorded under one write.
@@ -309,7 +311,7 @@ class _Coordinator:
                         finished.append(self.finished.get_nowait())
                     except queue.Empty:
                         break
-                self.complete(finished)
+                results = self.complete(finished)
         except Fenced:
             # Another coordinator holds the run: drop every result in flight.
             for f in self.in_flight:
@@ -318,7 +320,9 @@ class _Coordinator:
             raise
         return self.summary()
 
-    def submit(self) -> None:
+    def submit(self, results: List[tuple]) -> None:
+        """Records ``results`` (the transitions of the attempts that finished)
+        and ``in_progress`` for the next eligible units, then submits those."""
         batch = []
         while self.ready and len(self.in_flight) + len(batch) < self.limit:
             u = self.ready.popleft()
@@ -326,10 +330,18 @@ class _Coordinator:
             note = json.dumps({"claim": claim, "failures": self.failures.get(u, 0)},
                               separators=(",", ":"))
             batch.append((u, claim, note))
-        if not batch:
-            return
-        # in_progress is durable (one fsync for the batch) before any submit.
-        self.write([(u, "in_progress", note) for u, _, note in batch], "record in_progress")
+        starts = [(u, "in_progress", note) for u, _, note in batch]
+        # Results, then in_progress, durable before any submit: in one write
+        # (one fsync; the run applies a batch in order, so a dependency's done
+        # precedes its dependent's start) or, with a remote, one after the other.
+        if self.writers is None:
+            if results or starts:
+                self.write(results + starts, "record results and in_progress")
+        else:
+            if results:
+                self.write(results, "record results")
+            if starts:
+                self.write(starts, "record in_progress")
         for u, claim, _ in batch:
             attempt = self.attempts.get(u, 0) + 1
             self.attempts[u] = attempt
@@ -351,7 +363,10 @@ class _Coordinator:
         self.made.shutdown(wait=False, cancel_futures=True)
         self.made = self.pool = self.factory()
 
-    def complete(self, finished) -> None:
+    def complete(self, finished) -> List[tuple]:
+        """The transitions that record ``finished`` (written by the next
+        ``submit``; the state here moves on at once, as any failed write ends
+        the drive)."""
         batch, after = [], []
         broken = None
         for f in finished:
@@ -379,8 +394,6 @@ class _Coordinator:
             r["attempt"] = attempt
             batch.append((u, "done", json.dumps(r, separators=(",", ":"))))
             after.append((u, "done", None))
-        if batch:
-            self.write(batch, "record results")
         for u, what, err in after:
             if what == "done":
                 self.status[u] = "done"
@@ -401,6 +414,7 @@ class _Coordinator:
             # counted one failed attempt): replace it before the next submit.
             # An executor drive did not make is left to fail that submit.
             self.replace_pool(broken)
+        return batch
 
     def write(self, batch, what: str) -> None:
         """Records ``batch`` ((unit, status, note) triples, one per unit). Without

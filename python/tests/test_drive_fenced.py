@@ -84,7 +84,10 @@ def test_the_old_coordinator_is_fenced_and_commits_nothing(tmp_path, monkeypatch
         with cf.ProcessPoolExecutor(2, mp_context=spawn) as pool:
             s = runlog.drive(tmp_path / "b", "z", functools.partial(work.blob, str(d), 0.0),
                              units, executor=pool, outputs=outputs, fingerprint={"v": 1})
-        assert s.complete and 20 <= s.done_before and s.done_now == UNITS - s.done_before
+        # B restored what A's remote had acknowledged: A's local copy may hold
+        # a few more (written, still being shipped when A froze).
+        assert s.complete and 10 <= s.done_before <= done_by_a
+        assert s.done_now == UNITS - s.done_before
     finally:
         os.killpg(a.pid, signal.SIGCONT)
     out, err = a.communicate(timeout=120)
