@@ -266,25 +266,46 @@ class _Coordinator:
                                                   thread_name_prefix="runlog-drive")
 
     def load(self) -> None:
-        """The run's state: one streamed pass over its units, then its resume set."""
+        """The run's state: its resume set, then each not-done unit's attempts
+        and failures. Done units need no look: a resumed run that is mostly
+        done looks its few others up by name; one mostly not done streams
+        them by status."""
+        res = self.run.resume()
+        eligible = list(res.eligible)
+        not_done = eligible + list(res.dep_blocked)
+        if len(not_done) * 8 < len(self.names):
+            found = (self.run.unit_status(n) for n in not_done)
+        else:
+            counts = self.run.counts()
+            found = (u for st in ("pending", "in_progress", "blocked", "dep_blocked")
+                     if getattr(counts, st) for u in self.run.iter_units(status=st))
         wanted = set(self.names)
-        for u in self.run.iter_units():
-            if u.name not in wanted:
+        for u in found:
+            if u is None or u.name not in wanted:
                 continue
-            self.status[u.name] = str(u.status)
+            st = self.status[u.name] = str(u.status)
             self.attempts[u.name] = u.attempts
             n = _note(u.note)
             self.failures[u.name] = int(n.get("failures", 0))
-            if u.status == "blocked" and self.failures[u.name] > self.retries:
+            if st == "blocked" and self.failures[u.name] > self.retries:
                 self.blocked[u.name] = str(n.get("error", ""))
-            if u.status == "in_progress":
+            if st == "in_progress":
                 self.resubmitted += 1
-        self.done_before = sum(1 for s in self.status.values() if s == "done")
+        skip = res.skip
+        self.done_before = 0
         for u in self.names:
-            if self.status.get(u) != "done":
+            if u not in self.status:
+                if u not in skip:  # named by the call, absent from the run
+                    raise Error("run %r: unit %r is not in the run (a run keeps the units "
+                                "it was started with; same fingerprint, same units)"
+                                % (self.run_id, u))
+                self.status[u] = "done"
+                self.done_before += 1
+        for u, st in self.status.items():
+            if st != "done":
                 self.remaining[u] = sum(1 for d in self.deps.get(u, ())
                                         if self.status.get(d) != "done")
-        for u in self.run.resume().eligible:
+        for u in eligible:
             if u in self.remaining and u not in self.blocked:
                 self.ready.append(u)
 

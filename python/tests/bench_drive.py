@@ -56,14 +56,52 @@ def executors(kind, workers):
     return client.get_executor(), close
 
 
+def resume(n, remote):
+    """Seconds from calling drive to its first submit, with `n` units done and
+    10 left; with `remote`, the run is shipped there from one runs root and
+    driven from another (restore included)."""
+    units = ["u%07d" % i for i in range(n + 10)]
+    with tempfile.TemporaryDirectory() as tmp:
+        if remote:
+            os.environ["RUNLOG_REMOTE_ROOT"] = remote.rstrip("/") + "/" + os.path.basename(tmp)
+        t = time.perf_counter()
+        with runlog.Runs(os.path.join(tmp, "a")).start("r", units=units) as run:
+            for i in range(0, n, 20000):
+                run.units([(u, "done") for u in units[i:min(i + 20000, n)]])
+        made = time.perf_counter() - t
+        first = []
+
+        def fn(unit):
+            first.append(time.perf_counter())
+            return 1
+        t = time.perf_counter()
+        with cf.ThreadPoolExecutor(2) as ex:
+            s = runlog.drive(os.path.join(tmp, "b" if remote else "a"), "r", fn, units,
+                             executor=ex, print_summary=False)
+        total = time.perf_counter() - t
+        assert s.complete and s.done_before == n, s
+        os.environ.pop("RUNLOG_REMOTE_ROOT", None)
+        print("| %d | %s | %.1f | %.2f | %.2f |" % (n, remote or "local", made, min(first) - t,
+                                                   total), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--resume", type=int, nargs="*",
+                    help="measure time to first submit with this many units done instead")
+    ap.add_argument("--remote", help="with --resume: ship to this remote root, drive elsewhere")
     ap.add_argument("--units", type=int, nargs="+", default=[2000])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--executors", nargs="+", default=["pool", "dask"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-in-flight", type=int, default=256)
     a = ap.parse_args()
+    if a.resume:
+        print("| units done | remote | seconds to make | seconds to first submit | seconds to finish |")
+        print("|---:|---|---:|---:|---:|")
+        for n in a.resume:
+            resume(n, a.remote)
+        return
     print("| executor | workers | units | bare units/s | drive units/s | drive/bare |")
     print("|---|---:|---:|---:|---:|---:|")
     for kind in a.executors:
