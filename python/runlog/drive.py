@@ -44,7 +44,7 @@ import traceback
 from collections import deque
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from ._errors import BatchError, Corrupt, Error, Fenced
+from ._errors import BatchError, Corrupt, Error, Fenced, NotFound
 from ._runlog import OutputStore, Runs
 
 __all__ = ["drive", "DriveSummary", "output", "gc_outputs", "output_name"]
@@ -217,28 +217,38 @@ def drive(
     deps = {u: list(d) for u, d in (deps or {}).items()}
     names = list(dict.fromkeys(list(units) + [d for ds in deps.values() for d in ds]
                                + list(deps)))
-    made = None
-    if isinstance(executor, _cf.Executor):
-        pool = executor
-    else:
-        made = pool = executor()
+    with _open_or_start(runs, run_id, task, names, deps, dict(fingerprint or {})) as run:
+        return _Coordinator(run, run_id, fn, names, deps, executor, retries, limit, outputs,
+                            inline_limit, t0, print_summary).go()
 
-    with runs.start(run_id, task=task, units=names, deps=deps,
-                    fingerprint=dict(fingerprint or {})) as run:
-        try:
-            return _Coordinator(run, run_id, fn, names, deps, pool, made, executor,
-                                retries, limit, outputs, inline_limit, t0,
-                                print_summary).go()
-        finally:
-            if made is not None:
-                made.shutdown(wait=False, cancel_futures=True)
+
+def _open_or_start(runs: Runs, run_id, task, names, deps, fingerprint):
+    """The live run when its fingerprint is this call's (an open: no unit list
+    to compare, which at a million units costs seconds), else ``Runs.start``
+    (which creates it, restores it from its remote, or archives a run whose
+    fingerprint changed and starts fresh)."""
+    try:
+        run = runs.open(run_id)
+    except NotFound:
+        run = None
+    if run is not None:
+        st = run.status()
+        if not st.closed and st.fingerprint == {str(k): str(v) for k, v in fingerprint.items()}:
+            return run
+        run.close()
+    return runs.start(run_id, task=task, units=names, deps=deps, fingerprint=fingerprint)
 
 
 class _Coordinator:
-    def __init__(self, run, run_id, fn, names, deps, pool, made, factory, retries,
-                 limit, outputs, inline_limit, t0, print_summary):
+    def __init__(self, run, run_id, fn, names, deps, executor, retries, limit, outputs,
+                 inline_limit, t0, print_summary):
         self.run, self.run_id, self.fn = run, run_id, fn
-        self.pool, self.made, self.factory = pool, made, factory
+        # An executor given is used; a function returning one is called, and
+        # what it made is shut down at the end (and replaced when it breaks).
+        self.factory, self.made = executor, None
+        self.pool: Optional[_cf.Executor] = None
+        if isinstance(executor, _cf.Executor):
+            self.pool = executor
         self.retries, self.limit = retries, limit
         self.outputs, self.inline_limit = outputs, inline_limit
         self.t0, self.print_summary = t0, print_summary
@@ -292,10 +302,12 @@ class _Coordinator:
             if st == "in_progress":
                 self.resubmitted += 1
         skip = res.skip
+        # Every name is the run's when the counts agree (then no look-up each).
+        check = len(skip) + len(not_done) != len(wanted) or len(self.run) != len(wanted)
         self.done_before = 0
         for u in self.names:
             if u not in self.status:
-                if u not in skip:  # named by the call, absent from the run
+                if check and u not in skip:  # named by the call, absent from the run
                     raise Error("run %r: unit %r is not in the run (a run keeps the units "
                                 "it was started with; same fingerprint, same units)"
                                 % (self.run_id, u))
@@ -311,8 +323,12 @@ class _Coordinator:
 
     def go(self) -> DriveSummary:
         try:
+            if self.pool is None:
+                self.made = self.pool = self.factory()
             return self._go()
         finally:
+            if self.made is not None:
+                self.made.shutdown(wait=False, cancel_futures=True)
             if self.writers is not None:
                 self.writers.shutdown(wait=True)
 
@@ -469,10 +485,9 @@ class _Coordinator:
             return e
 
     def summary(self) -> DriveSummary:
-        done = sum(1 for u in self.names if self.status.get(u) == "done")
-        dep_blocked = sum(1 for u in self.names
-                          if self.status.get(u) != "done" and u not in self.blocked
-                          and self.remaining.get(u, 0) > 0)
+        done = self.done_before + self.done_now
+        dep_blocked = sum(1 for u, k in self.remaining.items()
+                          if k > 0 and self.status.get(u) != "done" and u not in self.blocked)
         s = DriveSummary(run_id=self.run_id, units=len(self.names), done=done,
                          done_before=self.done_before, done_now=self.done_now,
                          resubmitted=self.resubmitted, failed_attempts=self.failed,

@@ -6,7 +6,8 @@ checked), a unit done at a kill was never done again (its committed claim
 and finish time unchanged), each committed output is its unit's last
 attempt's, and gc leaves exactly the committed objects.
 
-RUNLOG_DRIVE_SEED fixes the kill points (the seed is printed either way)."""
+Each kill lands at a random point of the progress left (and a random instant
+after it); RUNLOG_DRIVE_SEED fixes them (the seed is printed either way)."""
 
 import json
 import os
@@ -68,6 +69,13 @@ def cluster():
     c.close()
 
 
+def done_now(root):
+    try:
+        return runlog.Runs(root).get("k").counts().done
+    except runlog.Error:
+        return 0  # not created yet
+
+
 def outputs_for(kind, tmp_path, test):
     if kind == "file":
         return (tmp_path / "objects").as_uri()
@@ -85,7 +93,13 @@ def kill_and_restart(tmp_path, mode, outputs, sleep):
     for k in range(KILLS):
         p = coordinator(root, "k", mode, outputs, d, sleep)
         assert p.stdout.readline().strip() == "started"
-        time.sleep(rng.uniform(0.3, 2.5))
+        # Kill at a random point of the progress left, then a random instant
+        # of the submit/write cycle.
+        left = UNITS - len(seen)
+        target = len(seen) + rng.randint(1, max(1, left * 2 // 3))
+        while p.poll() is None and done_now(root) < target:
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0, 0.05))
         os.killpg(p.pid, signal.SIGKILL)  # the coordinator and the pool it made
         p.wait()
         if p.returncode != -signal.SIGKILL:
