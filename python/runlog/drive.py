@@ -44,7 +44,7 @@ import traceback
 from collections import deque
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
-from ._errors import BatchError, Corrupt, Error, Fenced, NotFound
+from ._errors import BatchError, Corrupt, Error, Fenced, NotFound, Refused
 from ._runlog import OutputStore, Runs
 
 __all__ = ["drive", "DriveSummary", "output", "gc_outputs", "output_name"]
@@ -53,6 +53,8 @@ __all__ = ["drive", "DriveSummary", "output", "gc_outputs", "output_name"]
 INLINE_LIMIT = 4096
 #: The longest output ``output()`` reads back (and a create-only put re-reads).
 MAX_OUTPUT_LEN = 1 << 32
+#: The phase a drive writes only to learn whether it was fenced (see ``probe_fenced``).
+PROBE_PHASE = "runlog.drive"
 #: The longest error text kept in a unit's note.
 MAX_ERROR_CHARS = 2000
 
@@ -269,11 +271,7 @@ class _Coordinator:
         # Futures land here as they finish (a callback: no scan of in_flight).
         self.finished: "queue.SimpleQueue[_cf.Future]" = queue.SimpleQueue()
         self.done_now = self.failed = self.resubmitted = 0
-        # A run with a remote writes each transition on its own (see `write`).
-        self.writers = None
-        if os.path.exists(os.path.join(run.dir, "REMOTE")):
-            self.writers = _cf.ThreadPoolExecutor(min(32, limit),
-                                                  thread_name_prefix="runlog-drive")
+        self.remote = os.path.exists(os.path.join(run.dir, "REMOTE"))
 
     def load(self) -> None:
         """The run's state: its resume set, then each not-done unit's attempts
@@ -329,8 +327,6 @@ class _Coordinator:
         finally:
             if self.made is not None:
                 self.made.shutdown(wait=False, cancel_futures=True)
-            if self.writers is not None:
-                self.writers.shutdown(wait=True)
 
     def _go(self) -> DriveSummary:
         self.load()
@@ -368,17 +364,11 @@ class _Coordinator:
                               separators=(",", ":"))
             batch.append((u, claim, note))
         starts = [(u, "in_progress", note) for u, _, note in batch]
-        # Results, then in_progress, durable before any submit: in one write
-        # (one fsync; the run applies a batch in order, so a dependency's done
-        # precedes its dependent's start) or, with a remote, one after the other.
-        if self.writers is None:
-            if results or starts:
-                self.write(results + starts, "record results and in_progress")
-        else:
-            if results:
-                self.write(results, "record results")
-            if starts:
-                self.write(starts, "record in_progress")
+        # Results, then in_progress, durable before any submit, in one write:
+        # one fsync, and the run applies a batch in order, so a dependency's
+        # done precedes its dependent's start.
+        if results or starts:
+            self.write(results + starts, "record results and in_progress")
         for u, claim, _ in batch:
             attempt = self.attempts.get(u, 0) + 1
             self.attempts[u] = attempt
@@ -454,35 +444,37 @@ class _Coordinator:
         return batch
 
     def write(self, batch, what: str) -> None:
-        """Records ``batch`` ((unit, status, note) triples, one per unit). Without
-        a remote: one ``run.units`` call, one fsync. With one, each transition is
-        its own ``run.unit`` call, from threads that share the fsync and the
-        remote's round trip: a batch's failed ship reports a plain ``Error``
-        for each entry, where a single call raises ``Fenced`` with its epochs."""
-        if self.writers is None:
-            try:
-                self.run.units(batch)
-                return
-            except BatchError as e:
-                results = e.results
-        else:
-            results = list(self.writers.map(self._one, batch))
-        failed = [(entry, r) for entry, r in zip(batch, results) if isinstance(r, Error)]
-        if not failed:
+        """Records ``batch`` ((unit, status, note) triples, one per unit): one
+        ``run.units`` call, one fsync (and, with a remote under ``sync``, one
+        shared round trip)."""
+        try:
+            self.run.units(batch)
             return
+        except BatchError as e:
+            results = e.results
+        failed = [(entry, r) for entry, r in zip(batch, results) if isinstance(r, Error)]
         for _, r in failed:
             if isinstance(r, Fenced):
                 raise r  # another coordinator holds the run: record nothing more
+        if self.remote and not any(isinstance(r, Refused) for _, r in failed):
+            self.probe_fenced()
         (u, status, _), first = failed[0]
         raise Error("run %r: %s: %d of %d transitions failed; first: unit %r to %s "
                     "(attempt %d): %s" % (self.run_id, what, len(failed), len(batch), u,
                                           status, self.attempts.get(u, 0), first)) from first
 
-    def _one(self, entry):
+    def probe_fenced(self) -> None:
+        """After a batch the remote did not acknowledge: raises ``Fenced`` when
+        another coordinator took the run. A batch's failed ship reports a plain
+        ``Error`` per entry (the run layer keeps only its text), where a single
+        write raises ``Fenced`` with its epochs; so one small write asks: the
+        phase ``runlog.drive`` set to ``running`` (the drive stops either way)."""
         try:
-            return self.run.unit(*entry)
-        except Error as e:
-            return e
+            self.run.phase(PROBE_PHASE, "running")
+        except Fenced:
+            raise
+        except Error:
+            pass
 
     def summary(self) -> DriveSummary:
         done = self.done_before + self.done_now

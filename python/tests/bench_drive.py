@@ -89,7 +89,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--resume", type=int, nargs="*",
                     help="measure time to first submit with this many units done instead")
-    ap.add_argument("--remote", help="with --resume: ship to this remote root, drive elsewhere")
+    ap.add_argument("--remote", help="ship every run to this remote root (with --resume: drive from another root)")
     ap.add_argument("--units", type=int, nargs="+", default=[2000])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--executors", nargs="+", default=["pool", "dask"])
@@ -102,6 +102,8 @@ def main():
         for n in a.resume:
             resume(n, a.remote)
         return
+    if a.remote:  # every run driven ships to the remote (policy from RUNLOG_REMOTE_POLICY)
+        os.environ["RUNLOG_REMOTE_ROOT"] = a.remote.rstrip("/") + "/%d" % os.getpid()
     print("| executor | workers | units | bare units/s | drive units/s | drive/bare |")
     print("|---|---:|---:|---:|---:|---:|")
     for kind in a.executors:
