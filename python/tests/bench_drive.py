@@ -46,6 +46,24 @@ def executors(kind, workers):
         ex = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         return ex, ex.shutdown
     import distributed
+    if kind == "dask-own-process":
+        # The scheduler in its own process, as on a real cluster (a
+        # LocalCluster's scheduler shares the client's process and GIL).
+        import subprocess
+        code = ("import distributed, sys, time\n"
+                "c = distributed.LocalCluster(n_workers=%d, threads_per_worker=1, "
+                "processes=True, dashboard_address=None)\n"
+                "print(c.scheduler_address, flush=True)\n"
+                "sys.stdin.read()\n" % workers)
+        p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        client = distributed.Client(p.stdout.readline().strip())
+
+        def close_ext():
+            client.close()
+            p.stdin.close()
+            p.wait(60)
+        return client.get_executor(), close_ext
     cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
                                        processes=True, dashboard_address=None)
     client = distributed.Client(cluster)
