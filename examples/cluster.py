@@ -87,7 +87,7 @@ def main():
                 break
         os.killpg(first.pid, signal.SIGKILL)
         first.wait()
-        print("coordinator 1 SIGKILLed with %d/%d units done; starting coordinator 2"
+        print("coordinator 1 SIGKILLed once %d/%d units were done; starting coordinator 2"
               % (done, a.units), flush=True)
         second = subprocess.run(argv)
         assert second.returncode == 0, "coordinator 2 failed"
