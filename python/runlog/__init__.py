@@ -43,7 +43,9 @@ from ._runlog import (
     Unit,
     UnitIter,
     UnitNames,
+    OutputStore,
 )
+from .drive import DriveSummary, drive, gc_outputs, output, output_name
 
 __all__ = [
     "Runs",
@@ -72,4 +74,10 @@ __all__ = [
     "BatchError",
     "CheckpointDiscarded",
     "CHECKPOINT_DISCARDED",
+    "drive",
+    "DriveSummary",
+    "output",
+    "gc_outputs",
+    "output_name",
+    "OutputStore",
 ]

@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod iter;
 mod objects;
+mod outputs;
 mod run;
 mod runs;
 mod view;
@@ -30,6 +31,7 @@ fn _runlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<iter::Names>()?;
     m.add_class::<iter::NamesIter>()?;
     m.add_class::<iter::UnitIter>()?;
+    m.add_class::<outputs::OutputStore>()?;
     m.add("CHECKPOINT_DISCARDED", runlog::run::CHECKPOINT_DISCARDED)?;
     Ok(())
 }

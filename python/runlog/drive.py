@@ -1,0 +1,543 @@
+"""``runlog.drive``: a run's units worked through any ``concurrent.futures.Executor``.
+
+The run is the coordinator's only state. ``drive`` opens (or starts) the run,
+computes its resume set, and submits each eligible unit to the executor once
+its dependencies are done: ``in_progress`` is durable before the submit,
+``done`` (with the result, or the output object's name, length and digest)
+after the future completes. A failed attempt is recorded (``pending`` with
+its error) and resubmitted until ``retries`` are used; then the unit is
+``blocked`` with the error. Killed at any point, the same call resumes from
+the run alone: done units are skipped, units in flight at the crash are
+submitted again (a new attempt).
+
+Exactly-once outputs (see the README's "Driving a cluster"):
+
+* A unit's bytes (or a result too big to inline) go to ``outputs``, an
+  ``s3://bucket/prefix`` or ``file:///dir``, as the object
+  ``<run>/<unit>/<attempt>-<claim>``, written create-only. ``claim`` is a
+  random token the coordinator draws per attempt and makes durable in the
+  ``in_progress`` note before it submits, so no two attempts, of this
+  coordinator or any other, ever share a name.
+* ``done`` names the object with its length and BLAKE3 digest. Only the
+  coordinator that holds the run (its writer lock; on a remote, its epoch)
+  records ``done``, only for a claim it submitted itself, and never for a
+  unit already done: a unit has at most one committed output.
+* A crash between the write and ``done`` leaves an object no ``done`` names
+  (an orphan): the retry writes under its own claim, never reads the
+  orphan. A zombie coordinator (one whose host was given up on and whose run
+  was restored elsewhere) is fenced at its next write (``runlog.Fenced``):
+  its workers' outputs stay orphans. ``gc_outputs`` deletes orphans.
+* ``output()`` reads a unit's committed result and checks its length and
+  digest (``runlog.Corrupt`` naming the object otherwise).
+"""
+
+import concurrent.futures as _cf
+import os
+import queue
+import dataclasses
+import json
+import re
+import secrets
+import sys
+import time
+import traceback
+from collections import deque
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from ._errors import BatchError, Corrupt, Error, Fenced, NotFound, Refused
+from ._runlog import OutputStore, Runs
+
+__all__ = ["drive", "DriveSummary", "output", "gc_outputs", "output_name"]
+
+#: Results whose JSON is longer than this many bytes go to ``outputs``.
+INLINE_LIMIT = 4096
+#: The longest output ``output()`` reads back (and a create-only put re-reads).
+MAX_OUTPUT_LEN = 1 << 32
+#: The phase a drive writes only to learn whether it was fenced (see ``probe_fenced``).
+PROBE_PHASE = "runlog.drive"
+#: The longest error text kept in a unit's note.
+MAX_ERROR_CHARS = 2000
+
+_SIMPLE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+
+
+def _key(name: str) -> str:
+    """A run or unit name as one object-name segment: ``u-<name>`` for plain
+    names, ``h-<hex of its UTF-8>`` for any other (no two names share a key)."""
+    if _SIMPLE.match(name) and len(name) <= 200:
+        return "u-" + name
+    return "h-" + name.encode("utf-8").hex()
+
+
+def output_name(run_id: str, unit: str, attempt: int, claim: str) -> str:
+    """The object name of one attempt's output, relative to the outputs prefix."""
+    return "%s/%s/%d-%s" % (_key(run_id), _key(unit), attempt, claim)
+
+
+_STORES: Dict[str, OutputStore] = {}
+
+
+def _store(url: str) -> OutputStore:
+    s = _STORES.get(url)
+    if s is None:
+        s = _STORES[url] = OutputStore(url)
+    return s
+
+
+def _attempt(fn: Callable[[str], Any], job: tuple) -> Dict[str, Any]:
+    """Runs on a worker: one attempt of one unit. Returns what ``done`` records
+    (without the claim): ``{"value": v}`` or ``{"output": {...}}``."""
+    run_id, unit, attempt, claim, outputs, inline_limit = job
+    result = fn(unit)
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        data, kind = bytes(result), "bytes"
+    else:
+        text = json.dumps(result, separators=(",", ":"))
+        if len(text.encode("utf-8")) <= inline_limit:
+            return {"value": result}
+        data, kind = text.encode("utf-8"), "json"
+    if outputs is None:
+        raise Error(
+            "run %r unit %r attempt %d: the result is %d bytes (%s), more than the run "
+            "keeps inline; pass drive(outputs='s3://…' or 'file:///…')"
+            % (run_id, unit, attempt, len(data), kind))
+    name = output_name(run_id, unit, attempt, claim)
+    try:
+        # Create-only: a second execution of this same attempt (an executor
+        # that re-ran the task after losing its worker) finds the first's
+        # object and describes that one.
+        _, length, digest = _store(outputs).put_create(name, data, MAX_OUTPUT_LEN)
+    except Error as e:
+        raise Error("run %r unit %r attempt %d: write output %s/%s: %s"
+                    % (run_id, unit, attempt, outputs, name, e)) from e
+    return {"output": {"store": outputs, "name": name, "len": length,
+                       "digest": digest, "kind": kind}}
+
+
+@dataclasses.dataclass
+class DriveSummary:
+    """What one ``drive`` call did, and where the run stands."""
+
+    run_id: str
+    units: int
+    done: int
+    done_before: int
+    done_now: int
+    resubmitted: int
+    failed_attempts: int
+    blocked: Dict[str, str]
+    dep_blocked: int
+    seconds: float
+
+    @property
+    def complete(self) -> bool:
+        """Every unit is done."""
+        return self.done == self.units
+
+    @property
+    def rate(self) -> float:
+        """Units done by this call per second."""
+        return self.done_now / self.seconds if self.seconds > 0 else 0.0
+
+    def __str__(self) -> str:
+        lines = [
+            "run %s: %d/%d units done (%d now, %d before), %.1f s, %.0f units/s"
+            % (self.run_id, self.done, self.units, self.done_now, self.done_before,
+               self.seconds, self.rate),
+            "  resubmitted after a crash: %d, failed attempts: %d, blocked: %d, "
+            "waiting on blocked: %d" % (self.resubmitted, self.failed_attempts,
+                                        len(self.blocked), self.dep_blocked),
+        ]
+        for name, err in sorted(self.blocked.items())[:10]:
+            lines.append("  blocked %s: %s" % (name, err.splitlines()[0] if err else ""))
+        if len(self.blocked) > 10:
+            lines.append("  … and %d more blocked" % (len(self.blocked) - 10))
+        return "\n".join(lines)
+
+
+def _note(unit_note: str) -> Dict[str, Any]:
+    """A unit's note as drive wrote it (``{}`` for any other)."""
+    if not unit_note.startswith("{"):
+        return {}
+    try:
+        n = json.loads(unit_note)
+    except ValueError:
+        return {}
+    return n if isinstance(n, dict) else {}
+
+
+def _error_text(e: BaseException) -> str:
+    text = "".join(traceback.format_exception_only(type(e), e)).strip()
+    return text[:MAX_ERROR_CHARS]
+
+
+def drive(
+    root: Union[Runs, str, "os.PathLike[str]", None],
+    run_id: str,
+    fn: Callable[[str], Any],
+    units: Sequence[str],
+    *,
+    executor: Union[_cf.Executor, Callable[[], _cf.Executor]],
+    deps: Optional[Mapping[str, Sequence[str]]] = None,
+    fingerprint: Optional[Mapping[str, Any]] = None,
+    task: str = "",
+    retries: int = 2,
+    max_in_flight: Optional[int] = None,
+    outputs: Optional[str] = None,
+    inline_limit: int = INLINE_LIMIT,
+    lock_wait: float = 30.0,
+    print_summary: Optional[bool] = None,
+) -> DriveSummary:
+    """Works run ``run_id``'s units through ``executor``; returns a ``DriveSummary``.
+
+    ``root``: a ``Runs`` or a runs root path (None: as ``Runs()``). The run is
+    started with ``units``, ``deps``, ``fingerprint`` and ``task`` (restored when
+    the fingerprint matches, as ``Runs.start``). ``fn(unit_name)`` runs on the
+    executor's workers (it must pickle: a module-level function); its result
+    is recorded in the unit's ``done`` note when its JSON fits in
+    ``inline_limit`` bytes, else (and always for ``bytes``) written to
+    ``outputs`` (``s3://bucket/prefix`` or ``file:///dir``), exactly once.
+
+    ``executor``: any ``concurrent.futures.Executor`` (``ProcessPoolExecutor``
+    with a ``spawn`` context, ``distributed.Client(...).get_executor()``, Ray's),
+    or a function returning one: then drive shuts down what it made, and makes
+    a new one when the executor breaks (a ``ProcessPoolExecutor`` whose worker
+    died). ``retries``: failed attempts resubmitted before a unit is blocked.
+    ``max_in_flight``: units submitted and not yet finished (default 256).
+
+    Restartable at any point with the same call. Raises ``runlog.Fenced`` when
+    another coordinator took the run (its remote holds a newer epoch): nothing
+    more is recorded, the in-flight results are dropped.
+    """
+    t0 = time.monotonic()
+    if retries < 0:
+        raise ValueError("retries must be ≥ 0, not %r" % (retries,))
+    limit = 256 if max_in_flight is None else int(max_in_flight)
+    if limit < 1:
+        raise ValueError("max_in_flight must be ≥ 1, not %r" % (max_in_flight,))
+    runs = root if isinstance(root, Runs) else Runs(root, lock_wait=lock_wait)
+    deps = {u: list(d) for u, d in (deps or {}).items()}
+    names = list(dict.fromkeys(list(units) + [d for ds in deps.values() for d in ds]
+                               + list(deps)))
+    with _open_or_start(runs, run_id, task, names, deps, dict(fingerprint or {})) as run:
+        return _Coordinator(run, run_id, fn, names, deps, executor, retries, limit, outputs,
+                            inline_limit, t0, print_summary).go()
+
+
+def _open_or_start(runs: Runs, run_id, task, names, deps, fingerprint):
+    """The live run when its fingerprint is this call's (an open: no unit list
+    to compare, which at a million units costs seconds), else ``Runs.start``
+    (which creates it, restores it from its remote, or archives a run whose
+    fingerprint changed and starts fresh)."""
+    try:
+        run = runs.open(run_id)
+    except NotFound:
+        run = None
+    if run is not None:
+        st = run.status()
+        if not st.closed and st.fingerprint == {str(k): str(v) for k, v in fingerprint.items()}:
+            return run
+        run.close()
+    return runs.start(run_id, task=task, units=names, deps=deps, fingerprint=fingerprint)
+
+
+class _Coordinator:
+    def __init__(self, run, run_id, fn, names, deps, executor, retries, limit, outputs,
+                 inline_limit, t0, print_summary):
+        self.run, self.run_id, self.fn = run, run_id, fn
+        # An executor given is used; a function returning one is called, and
+        # what it made is shut down at the end (and replaced when it breaks).
+        self.factory, self.made = executor, None
+        self.pool: Optional[_cf.Executor] = None
+        if isinstance(executor, _cf.Executor):
+            self.pool = executor
+        self.retries, self.limit = retries, limit
+        self.outputs, self.inline_limit = outputs, inline_limit
+        self.t0, self.print_summary = t0, print_summary
+        self.names = names
+        self.dependents: Dict[str, List[str]] = {}
+        for u, ds in deps.items():
+            for d in ds:
+                self.dependents.setdefault(d, []).append(u)
+        self.deps = deps
+        self.status: Dict[str, str] = {}
+        self.attempts: Dict[str, int] = {}
+        self.failures: Dict[str, int] = {}
+        self.blocked: Dict[str, str] = {}
+        self.remaining: Dict[str, int] = {}
+        self.ready: deque = deque()
+        # future → (unit, attempt, claim, executor): the attempts this coordinator submitted.
+        self.in_flight: Dict[_cf.Future, tuple] = {}
+        # Futures land here as they finish (a callback: no scan of in_flight).
+        self.finished: "queue.SimpleQueue[_cf.Future]" = queue.SimpleQueue()
+        self.done_now = self.failed = self.resubmitted = 0
+        self.remote = os.path.exists(os.path.join(run.dir, "REMOTE"))
+
+    def load(self) -> None:
+        """The run's state: its resume set, then each not-done unit's attempts
+        and failures. Done units need no look: a resumed run that is mostly
+        done looks its few others up by name; one mostly not done streams
+        them by status."""
+        res = self.run.resume()
+        eligible = list(res.eligible)
+        not_done = eligible + list(res.dep_blocked)
+        if len(not_done) * 8 < len(self.names):
+            found = (self.run.unit_status(n) for n in not_done)
+        else:
+            counts = self.run.counts()
+            found = (u for st in ("pending", "in_progress", "blocked", "dep_blocked")
+                     if getattr(counts, st) for u in self.run.iter_units(status=st))
+        wanted = set(self.names)
+        for u in found:
+            if u is None or u.name not in wanted:
+                continue
+            st = self.status[u.name] = str(u.status)
+            self.attempts[u.name] = u.attempts
+            n = _note(u.note)
+            self.failures[u.name] = int(n.get("failures", 0))
+            if st == "blocked" and self.failures[u.name] > self.retries:
+                self.blocked[u.name] = str(n.get("error", ""))
+            if st == "in_progress":
+                self.resubmitted += 1
+        skip = res.skip
+        # Every name is the run's when the counts agree (then no look-up each).
+        check = len(skip) + len(not_done) != len(wanted) or len(self.run) != len(wanted)
+        self.done_before = 0
+        for u in self.names:
+            if u not in self.status:
+                if check and u not in skip:  # named by the call, absent from the run
+                    raise Error("run %r: unit %r is not in the run (a run keeps the units "
+                                "it was started with; same fingerprint, same units)"
+                                % (self.run_id, u))
+                self.status[u] = "done"
+                self.done_before += 1
+        for u, st in self.status.items():
+            if st != "done":
+                self.remaining[u] = sum(1 for d in self.deps.get(u, ())
+                                        if self.status.get(d) != "done")
+        for u in eligible:
+            if u in self.remaining and u not in self.blocked:
+                self.ready.append(u)
+
+    def go(self) -> DriveSummary:
+        try:
+            if self.pool is None:
+                self.made = self.pool = self.factory()
+            return self._go()
+        finally:
+            if self.made is not None:
+                self.made.shutdown(wait=False, cancel_futures=True)
+
+    def _go(self) -> DriveSummary:
+        self.load()
+        results: List[tuple] = []
+        try:
+            while self.ready or self.in_flight or results:
+                self.submit(results)
+                results = []
+                if not self.in_flight:
+                    break
+                # Every future that finished meanwhile, recorded under one write.
+                finished = [self.finished.get()]
+                while True:
+                    try:
+                        finished.append(self.finished.get_nowait())
+                    except queue.Empty:
+                        break
+                results = self.complete(finished)
+        except Fenced:
+            # Another coordinator holds the run: drop every result in flight.
+            for f in self.in_flight:
+                f.cancel()
+            self.in_flight.clear()
+            raise
+        return self.summary()
+
+    def submit(self, results: List[tuple]) -> None:
+        """Records ``results`` (the transitions of the attempts that finished)
+        and ``in_progress`` for the next eligible units, then submits those."""
+        batch = []
+        while self.ready and len(self.in_flight) + len(batch) < self.limit:
+            u = self.ready.popleft()
+            claim = secrets.token_hex(8)
+            note = json.dumps({"claim": claim, "failures": self.failures.get(u, 0)},
+                              separators=(",", ":"))
+            batch.append((u, claim, note))
+        starts = [(u, "in_progress", note) for u, _, note in batch]
+        # Results, then in_progress, durable before any submit, in one write:
+        # one fsync, and the run applies a batch in order, so a dependency's
+        # done precedes its dependent's start.
+        if results or starts:
+            self.write(results + starts, "record results and in_progress")
+        for u, claim, _ in batch:
+            attempt = self.attempts.get(u, 0) + 1
+            self.attempts[u] = attempt
+            self.status[u] = "in_progress"
+            job = (self.run_id, u, attempt, claim, self.outputs, self.inline_limit)
+            while True:
+                try:
+                    f = self.pool.submit(_attempt, self.fn, job)
+                    break
+                except _cf.BrokenExecutor as e:
+                    self.replace_pool(e)
+            self.in_flight[f] = (u, attempt, claim, self.pool)
+            f.add_done_callback(self.finished.put)
+
+    def replace_pool(self, e: BaseException) -> None:
+        if self.made is None:
+            raise Error("run %r: the executor is broken (%s) and drive cannot replace it; "
+                        "pass executor=a function returning a new one" % (self.run_id, e)) from e
+        self.made.shutdown(wait=False, cancel_futures=True)
+        self.made = self.pool = self.factory()
+
+    def complete(self, finished) -> List[tuple]:
+        """The transitions that record ``finished`` (written by the next
+        ``submit``; the state here moves on at once, as any failed write ends
+        the drive)."""
+        batch, after = [], []
+        broken = None
+        for f in finished:
+            u, attempt, claim, pool = self.in_flight.pop(f)
+            try:
+                r = f.result()
+            except Exception as e:  # the unit's own failure, or its worker's death
+                if isinstance(e, _cf.BrokenExecutor) and pool is self.pool:
+                    broken = e
+                self.failed += 1
+                k = self.failures.get(u, 0) + 1
+                self.failures[u] = k
+                err = "attempt %d: %s" % (attempt, _error_text(e))
+                note = json.dumps({"failures": k, "error": err}, separators=(",", ":"))
+                if k > self.retries:
+                    batch.append((u, "blocked", note))
+                    after.append((u, "blocked", err))
+                else:
+                    batch.append((u, "pending", note))
+                    after.append((u, "retry", err))
+                continue
+            if self.status.get(u) == "done":
+                continue  # never two done transitions for one unit
+            r["claim"] = claim
+            r["attempt"] = attempt
+            batch.append((u, "done", json.dumps(r, separators=(",", ":"))))
+            after.append((u, "done", None))
+        for u, what, err in after:
+            if what == "done":
+                self.status[u] = "done"
+                self.done_now += 1
+                for v in self.dependents.get(u, ()):
+                    if v in self.remaining and self.status.get(v) != "done":
+                        self.remaining[v] -= 1
+                        if self.remaining[v] == 0:
+                            self.ready.append(v)
+            elif what == "retry":
+                self.status[u] = "pending"
+                self.ready.append(u)
+            else:
+                self.status[u] = "blocked"
+                self.blocked[u] = err
+        if broken is not None and self.made is not None:
+            # The executor died under its workers (each unit in flight in it
+            # counted one failed attempt): replace it before the next submit.
+            # An executor drive did not make is left to fail that submit.
+            self.replace_pool(broken)
+        return batch
+
+    def write(self, batch, what: str) -> None:
+        """Records ``batch`` ((unit, status, note) triples, one per unit): one
+        ``run.units`` call, one fsync (and, with a remote under ``sync``, one
+        shared round trip)."""
+        try:
+            self.run.units(batch)
+            return
+        except BatchError as e:
+            results = e.results
+        failed = [(entry, r) for entry, r in zip(batch, results) if isinstance(r, Error)]
+        for _, r in failed:
+            if isinstance(r, Fenced):
+                raise r  # another coordinator holds the run: record nothing more
+        if self.remote and not any(isinstance(r, Refused) for _, r in failed):
+            self.probe_fenced()
+        (u, status, _), first = failed[0]
+        raise Error("run %r: %s: %d of %d transitions failed; first: unit %r to %s "
+                    "(attempt %d): %s" % (self.run_id, what, len(failed), len(batch), u,
+                                          status, self.attempts.get(u, 0), first)) from first
+
+    def probe_fenced(self) -> None:
+        """After a batch the remote did not acknowledge: raises ``Fenced`` when
+        another coordinator took the run. A batch's failed ship reports a plain
+        ``Error`` per entry (the run layer keeps only its text), where a single
+        write raises ``Fenced`` with its epochs; so one small write asks: the
+        phase ``runlog.drive`` set to ``running`` (the drive stops either way)."""
+        try:
+            self.run.phase(PROBE_PHASE, "running")
+        except Fenced:
+            raise
+        except Error:
+            pass
+
+    def summary(self) -> DriveSummary:
+        done = self.done_before + self.done_now
+        dep_blocked = sum(1 for u, k in self.remaining.items()
+                          if k > 0 and self.status.get(u) != "done" and u not in self.blocked)
+        s = DriveSummary(run_id=self.run_id, units=len(self.names), done=done,
+                         done_before=self.done_before, done_now=self.done_now,
+                         resubmitted=self.resubmitted, failed_attempts=self.failed,
+                         blocked=dict(self.blocked), dep_blocked=dep_blocked,
+                         seconds=time.monotonic() - self.t0)
+        show = self.print_summary
+        if show is None:
+            show = sys.stdout.isatty()
+        if show:
+            print(s, flush=True)
+        return s
+
+
+def output(view, unit: str) -> Any:
+    """The committed result of ``unit`` of a driven run (``view``: a ``Run`` or
+    ``RunView``): the inline value, or the output object's bytes (``kind``
+    bytes) or decoded JSON, after checking its length and digest
+    (``runlog.Corrupt`` naming the object when they differ). Raises
+    ``runlog.Error`` when the unit is not done."""
+    u = view.unit_status(unit)
+    if u is None or u.status != "done":
+        raise Error("run %r unit %r: not done (%s), no committed output"
+                    % (view.id, unit, "missing" if u is None else u.status))
+    n = _note(u.note)
+    if "value" in n:
+        return n["value"]
+    o = n.get("output")
+    if not isinstance(o, dict):
+        raise Error("run %r unit %r: its done note records no drive result: %r"
+                    % (view.id, unit, u.note[:200]))
+    where = "%s/%s" % (o["store"].rstrip("/"), o["name"])
+    data = _store(o["store"]).get(o["name"], max(int(o["len"]), 0) + 1)
+    if data is None:
+        raise Error("run %r unit %r attempt %s: committed output %s is missing"
+                    % (view.id, unit, n.get("attempt"), where))
+    digest = OutputStore.digest(data)
+    if len(data) != o["len"] or digest != o["digest"]:
+        raise Corrupt("run %r unit %r attempt %s: output %s is %d bytes with digest %s; "
+                      "done recorded %d bytes with digest %s"
+                      % (view.id, unit, n.get("attempt"), where, len(data), digest,
+                         o["len"], o["digest"]), where, 0, None)
+    return data if o.get("kind") == "bytes" else json.loads(data)
+
+
+def gc_outputs(run, outputs: str, *, dry_run: bool = False) -> List[str]:
+    """Deletes the objects under ``outputs`` for run ``run`` (a ``Run``, open for
+    writing, so no coordinator drives it meanwhile) that no ``done`` names:
+    orphans of crashed attempts and of fenced coordinators. Returns their
+    names (relative to ``outputs``). A fenced coordinator's worker still
+    running can write one more orphan later; a later gc removes it."""
+    committed = set()
+    for u in run.iter_units(status="done"):
+        o = _note(u.note).get("output")
+        if isinstance(o, dict) and o.get("store") == outputs:
+            committed.add(o["name"])
+    store = _store(outputs)
+    orphans = [n for n in store.list(_key(run.id)) if n not in committed]
+    if not dry_run:
+        for n in orphans:
+            store.delete(n)
+    return orphans
