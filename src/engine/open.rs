@@ -9,12 +9,12 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::group::GroupCommit;
 use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one};
-use super::mark::{Mark, MarkWriter};
-use super::scan::ScanEnd;
 use super::lock::take_lock;
+use super::mark::{Mark, MarkWriter};
 use super::options::{Options, Stats, SyncPolicy};
 use super::pending::{LastSegment, Pending, TornPlan};
 use super::recovery::Verdict;
+use super::scan::ScanEnd;
 use super::segment::create_segment;
 use super::shared::{Active, CompactionState, Inner, Shared, lock};
 use super::store::{Store, spawn_flusher};
@@ -22,6 +22,17 @@ use super::tag::{Key, StoreId, new_store_id};
 use super::vfs::{Vfs, VfsFile};
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
+
+/// What a writer's open built from what recovery found.
+struct Resumed<M: Machine> {
+    inner: Inner<M>,
+    codec: Codec,
+    report: RecoveryReport,
+    /// The watermark the records on disk prove durable.
+    durable: u64,
+    /// The durability mark found, checked against the log.
+    mark: Option<Mark>,
+}
 
 /// The active segment of a writer whose open is not finished: never written
 /// (every path that writes prepares first); an error, not a panic, if it were.
@@ -146,8 +157,8 @@ impl<M: Machine> Store<M> {
                     });
                 }
                 let id = l.store_id;
-                let (inner, codec, report, durable, marked) = Self::resume(&dir, l)?;
-                (inner, codec, id, report, durable, marked)
+                let r = Self::resume(&dir, l)?;
+                (r.inner, r.codec, id, r.report, r.durable, r.mark)
             }
         };
         let keying = opts.key.clone().zip(store_id);
@@ -222,10 +233,7 @@ impl<M: Machine> Store<M> {
     /// choice of the active segment are left in `Inner::pending` for
     /// [`Shared::prepare`] (FORMAT.md §5.5 steps 3–5). Returns the durable
     /// watermark the records on disk prove.
-    fn resume(
-        dir: &Path,
-        l: Loaded<M::State>,
-    ) -> Result<(Inner<M>, Codec, RecoveryReport, u64, Option<Mark>)> {
+    fn resume(dir: &Path, l: Loaded<M::State>) -> Result<Resumed<M>> {
         let Loaded {
             state,
             listing,
@@ -336,7 +344,13 @@ impl<M: Machine> Store<M> {
             pending: Some(Box::new(pending)),
         };
         report.last_seq = next_seq - 1;
-        Ok((inner, codec, report, durable, mark))
+        Ok(Resumed {
+            inner,
+            codec,
+            report,
+            durable,
+            mark,
+        })
     }
 
     /// The deferred part of the open, now: every replayed record is durable

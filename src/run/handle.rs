@@ -134,17 +134,29 @@ impl Run {
             .collect();
         let local = self.store.append_batch(&ts);
         let top = local.iter().filter_map(|r| r.as_ref().ok()).copied().max();
-        let shipped = top.map(|s| self.shipped(s));
+        let mut shipped = top.map(|s| self.shipped(s));
+        // The first accepted change carries the ship's own error (a `Fenced`
+        // stays typed through `source()`); the others its whole message.
+        let text = match &shipped {
+            Some(Err(e)) => crate::engine::ErrorChain(e).to_string(),
+            _ => String::new(),
+        };
         local
             .into_iter()
-            .map(|r| match (r, &shipped) {
-                (Err(e), _) => Err(RunError::engine(&self.id, e)),
-                (Ok(_), Some(Err(e))) => Err(RunError::io(
-                    "ship to remote",
-                    self.store.dir(),
-                    std::io::Error::other(e.to_string()),
-                )),
-                (Ok(s), _) => Ok(s),
+            .map(|r| match r {
+                Err(e) => Err(RunError::engine(&self.id, e)),
+                Ok(s) => match &mut shipped {
+                    Some(Err(_)) => match shipped.take() {
+                        Some(Err(e)) => Err(e),
+                        _ => unreachable!("matched above"),
+                    },
+                    None if !text.is_empty() => Err(RunError::io(
+                        "ship to remote",
+                        self.store.dir(),
+                        std::io::Error::other(text.clone()),
+                    )),
+                    _ => Ok(s),
+                },
             })
             .collect()
     }

@@ -50,12 +50,16 @@ fn records(seg: &[u8]) -> Vec<(u64, u64)> {
 
 fn refused_as_corrupt_at(root: &Path, seg: &Path, offset: u64, what: &str) {
     let before = tree_bytes_but_locks(root);
-    for verb in [&["verify", "r"][..], &["get", "r"], &["unit", "r", "u40", "done"]] {
+    for verb in [
+        &["verify", "r"][..],
+        &["get", "r"],
+        &["unit", "r", "u40", "done"],
+    ] {
         let o = runlog(root, verb);
         let t = text(&o);
         assert_eq!(o.status.code(), Some(1), "{what}: {verb:?}: {t}");
         assert!(
-            t.contains(&format!("byte offset {offset}")) && t.contains(&seg.display().to_string()),
+            t.contains(&format!("offset {offset}")) && t.contains(&seg.display().to_string()),
             "{what}: {verb:?} names the segment and offset {offset}: {t}"
         );
         assert!(!t.contains("torn tail"), "{what}: {verb:?}: {t}");
@@ -71,7 +75,12 @@ fn a_flipped_bit_in_any_acknowledged_record_is_corruption_with_its_offset() {
         let seg = one_shot_run(root, codec);
         let clean = std::fs::read(&seg).unwrap();
         let recs = records(&clean);
-        assert_eq!(recs.len(), UNITS, "{codec}: init and {} one-shot records", UNITS - 1);
+        assert_eq!(
+            recs.len(),
+            UNITS,
+            "{codec}: init and {} one-shot records",
+            UNITS - 1
+        );
         for (i, &(start, end)) in recs.iter().enumerate() {
             let mut bad = clean.clone();
             bad[((start + end) / 2) as usize] ^= 0x10;
@@ -89,6 +98,9 @@ fn a_flipped_bit_in_any_acknowledged_record_is_corruption_with_its_offset() {
         std::fs::write(&seg, &clean).unwrap();
         ok(root, &["unit", "r", "u40", "done"]);
         let v = ok(root, &["verify", "r"]);
-        assert!(v.contains(&format!("{} records", UNITS + 1)), "{codec}: {v}");
+        assert!(
+            v.contains(&format!("{} records", UNITS + 1)),
+            "{codec}: {v}"
+        );
     }
 }

@@ -239,10 +239,7 @@ fn sampled_bit_flips_open_end_to_end_on_the_real_filesystem() {
         let t = tempfile::tempdir().unwrap();
         let last = log.seg.len() as u64 * 8 - 1;
         let flips = (0..=last).step_by(1999).chain([last]);
-        for (i, (b, marked)) in flips
-            .flat_map(|b| [(b, true), (b, false)])
-            .enumerate()
-        {
+        for (i, (b, marked)) in flips.flat_map(|b| [(b, true), (b, false)]).enumerate() {
             let (p, mask) = (b / 8, 1u8 << (b % 8));
             let dir = t.path().join(format!("s{i}"));
             std::fs::create_dir(&dir).unwrap();

@@ -100,7 +100,7 @@ fn sweep_pure(log: &Log, codec: Codec, cuts: impl Iterator<Item = u64>) {
         // Under the mark its writer left (every record proven), every cut that
         // loses a byte of a record is corruption.
         let records = log.bounds.len() as u64 - 1;
-        let marked = classify_proven(&[scan.clone()], &[first], first - 1, records);
+        let marked = classify_proven(std::slice::from_ref(&scan), &[first], first - 1, records);
         let whole = cut == log.seg.len() as u64;
         assert_eq!(
             matches!(marked, Verdict::Corrupt(_)),
@@ -284,7 +284,12 @@ fn a_cut_below_the_durability_mark_is_corruption_and_changes_nothing() {
         for cut in (0..len).step_by(389).chain([len - 1]) {
             let fs = mem_fs();
             let mut files = log.files_marked(true);
-            files.iter_mut().find(|f| f.0 == SEG).unwrap().1.truncate(cut as usize);
+            files
+                .iter_mut()
+                .find(|f| f.0 == SEG)
+                .unwrap()
+                .1
+                .truncate(cut as usize);
             fs.set_files(dir, &files);
             let before = fs.files(dir);
             let o = Options {
@@ -298,10 +303,17 @@ fn a_cut_below_the_durability_mark_is_corruption_and_changes_nothing() {
                 Err(e) => panic!("{codec:?} cut {cut}: {e}"),
                 Ok(_) => panic!("{codec:?} cut {cut}: opened a log missing acknowledged records"),
             }
-            assert_eq!(fs.files(dir), before, "{codec:?} cut {cut}: a refused open wrote");
+            assert_eq!(
+                fs.files(dir),
+                before,
+                "{codec:?} cut {cut}: a refused open wrote"
+            );
             let v = runlog::engine::verify(o.vfs.as_ref(), dir).unwrap();
             assert!(
-                matches!(v.integrity.damage(), Some(runlog::engine::Error::Corrupt { .. })),
+                matches!(
+                    v.integrity.damage(),
+                    Some(runlog::engine::Error::Corrupt { .. })
+                ),
                 "{codec:?} cut {cut}: {:?}",
                 v.integrity
             );

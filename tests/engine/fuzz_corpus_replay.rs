@@ -209,7 +209,12 @@ fn generate_seed_corpus(out: &Path) {
             segment: 1,
             end: seg20.len() as u64,
         };
-        write(out, "recovery", &format!("{c}_log_with_mark"), &with_mark(&seg20, whole));
+        write(
+            out,
+            "recovery",
+            &format!("{c}_log_with_mark"),
+            &with_mark(&seg20, whole),
+        );
         let mut last_flipped = seg20.clone();
         let at = last_flipped.len() - 3;
         last_flipped[at] ^= 0x01;
@@ -224,7 +229,12 @@ fn generate_seed_corpus(out: &Path) {
             end: seg20.len() as u64 + 90,
             ..whole
         };
-        write(out, "recovery", &format!("{c}_mark_past_the_log"), &with_mark(&seg20, past));
+        write(
+            out,
+            "recovery",
+            &format!("{c}_mark_past_the_log"),
+            &with_mark(&seg20, past),
+        );
     }
     // A valid-looking binary record header declaring u32::MAX bytes.
     let len = u32::MAX.to_le_bytes();

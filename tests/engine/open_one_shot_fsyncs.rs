@@ -156,7 +156,11 @@ fn one_shot_changes_never_write_over_a_record_and_each_proves_the_last() {
             fs.reset();
             runs.change("r", unit_done(&format!("u{i}"))).unwrap();
             let c = fs.counts();
-            assert_eq!((c.sync_data, c.sync_all, c.sync_dir), (1, 0, 0), "{codec:?} {c:?}");
+            assert_eq!(
+                (c.sync_data, c.sync_all, c.sync_dir),
+                (1, 0, 0),
+                "{codec:?} {c:?}"
+            );
             assert!(c.set_lens.is_empty(), "{codec:?}: {c:?}");
             for (path, at) in &c.writes_at {
                 let name = path.file_name().unwrap().to_string_lossy();
@@ -177,7 +181,10 @@ fn one_shot_changes_never_write_over_a_record_and_each_proves_the_last() {
         let bytes = std::fs::read(&seg).unwrap();
         let mut frames = 0;
         let mut at = decode_segment_header(&bytes).unwrap().len;
-        while let Frame::Record { seq, synced, next, .. } = decode_record(codec, &bytes, at) {
+        while let Frame::Record {
+            seq, synced, next, ..
+        } = decode_record(codec, &bytes, at)
+        {
             if seq > 2 {
                 assert_eq!(synced, seq - 1, "{codec:?}");
             }
@@ -186,7 +193,11 @@ fn one_shot_changes_never_write_over_a_record_and_each_proves_the_last() {
         }
         assert_eq!(frames, 61, "{codec:?}");
         let mark = decode_mark(&std::fs::read(tmp.path().join("runs/r/DURABLE")).unwrap()).unwrap();
-        assert_eq!((mark.seq, mark.segment, mark.end), (61, 1, at as u64), "{codec:?}");
+        assert_eq!(
+            (mark.seq, mark.segment, mark.end),
+            (61, 1, at as u64),
+            "{codec:?}"
+        );
     }
 }
 

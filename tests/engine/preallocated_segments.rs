@@ -235,7 +235,10 @@ fn cutting_a_preallocated_segment_at_every_offset_keeps_every_whole_record() {
             let (r, fs) = reopen(&cut_files);
             if marked && cut < valid {
                 // The mark proves all 8 records: a cut into them is corruption.
-                assert!(matches!(r, Err(Error::Corrupt { .. })), "cut at {cut}: {r:?}");
+                assert!(
+                    matches!(r, Err(Error::Corrupt { .. })),
+                    "cut at {cut}: {r:?}"
+                );
                 assert_eq!(fs.files(Path::new(MEM_DIR)), cut_files, "cut at {cut}");
                 continue;
             }

@@ -273,7 +273,10 @@ fn small_ext4(tmp: &Path, at: &Path) -> Result<Tmpfs, String> {
         .output()
         .map_err(|e| format!("mkfs.ext4: {e}"))?;
     if !mkfs.status.success() {
-        return Err(format!("mkfs.ext4: {}", String::from_utf8_lossy(&mkfs.stderr)));
+        return Err(format!(
+            "mkfs.ext4: {}",
+            String::from_utf8_lossy(&mkfs.stderr)
+        ));
     }
     std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
     let mount = std::process::Command::new("mount")
@@ -283,7 +286,10 @@ fn small_ext4(tmp: &Path, at: &Path) -> Result<Tmpfs, String> {
         .output()
         .map_err(|e| format!("mount: {e}"))?;
     if !mount.status.success() {
-        return Err(format!("mount -o loop: {}", String::from_utf8_lossy(&mount.stderr)));
+        return Err(format!(
+            "mount -o loop: {}",
+            String::from_utf8_lossy(&mount.stderr)
+        ));
     }
     let m = Tmpfs(at.to_path_buf());
     std::fs::set_permissions(at, std::os::unix::fs::PermissionsExt::from_mode(0o700))
