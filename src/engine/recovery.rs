@@ -387,6 +387,10 @@ fn act(case: Case, f: Found) -> Option<Verdict> {
 /// Classifies segment scans (in file-name order) given the base seq and the
 /// first seq each file name declares: finds the row of [`ROWS`] each finding
 /// falls in, and does what the row says.
+#[cfg_attr(
+    not(any(test, feature = "sim")),
+    expect(dead_code, reason = "the store classifies with its mark; tests and fuzzers without")
+)]
 pub fn classify(scans: &[SegmentScan], name_seqs: &[u64], base_seq: u64) -> Verdict {
     classify_proven(scans, name_seqs, base_seq, 0)
 }
