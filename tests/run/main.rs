@@ -5,6 +5,8 @@
 mod cli_support;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
 
 mod damage_run_table_in_store;
 mod integrity_full_disk;
