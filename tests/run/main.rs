@@ -16,4 +16,5 @@ mod run_archive_lock;
 mod run_checkpoint_undecodable;
 mod run_model_rules;
 mod run_resume_set;
+mod run_start_units;
 mod run_table_state;
