@@ -24,7 +24,13 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
     /// How long a writer waits for another writer's lock (0 fails at once; after a second of waiting it says on stderr who holds the lock).
-    #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        default_value_t = 30.0,
+        allow_negative_numbers = true
+    )]
     pub lock_timeout: f64,
     /// The key of keyed runs (else $RUNLOG_KEY_FILE): 32 raw bytes or 64 hex digits, mode 0600. Runs created with it are keyed (tamper-evident); keyed runs need it.
     #[arg(long, global = true, value_name = "PATH")]
