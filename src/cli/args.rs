@@ -46,7 +46,8 @@ Exit codes: 0 done; 1 failed (I/O error, corruption, tampering, the writer lock
 not obtained within --lock-timeout, a run that can't be read); 2 refused
 (invalid argument, unknown run, or a transition the rules forbid: nothing was
 written). Killed by SIGPIPE (shell status 141) when stdout's reader goes away.
-Full reference: docs/CLI.md.";
+Reference: `runlog COMMAND --help`, the man page (`runlog man | man -l -`), and
+docs/CLI.md in runlog's source repository (JSON shapes, the run document).";
 
 /// `apply --help`: the operation lines.
 pub const APPLY_HELP: &str = "\
