@@ -118,9 +118,11 @@ impl Run {
         match &self.remote {
             // The remote error stays inside the io::Error (its causes
             // follow through `source()`), so callers can tell `Fenced`.
-            Some(r) => r.acknowledged(seq).map_err(|e| {
-                RunError::io("ship to remote", self.store.dir(), std::io::Error::other(e))
-            }),
+            // The "path" of this error is the remote's URL: where the change
+            // failed to go, not the local directory it is durable in.
+            Some(r) => r
+                .acknowledged(seq)
+                .map_err(|e| RunError::io("ship to remote", r.url(), std::io::Error::other(e))),
             None => Ok(()),
         }
     }
@@ -128,6 +130,19 @@ impl Run {
     #[cfg(not(feature = "remote"))]
     fn shipped(&self, _seq: u64) -> Result<()> {
         Ok(())
+    }
+
+    /// The run's remote URL, for an error shipping to it.
+    #[cfg(feature = "remote")]
+    fn remote_url(&self) -> String {
+        self.remote
+            .as_ref()
+            .map_or_else(|| "(no remote)".into(), |r| r.url().to_string())
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn remote_url(&self) -> String {
+        "(no remote)".into()
     }
 
     /// Applies changes in order with one write and one fsync; each is accepted
@@ -150,7 +165,7 @@ impl Run {
                 (Err(e), _) => Err(RunError::engine(&self.id, e)),
                 (Ok(_), Some(Err(e))) => Err(RunError::io(
                     "ship to remote",
-                    self.store.dir(),
+                    self.remote_url(),
                     std::io::Error::other(e.to_string()),
                 )),
                 (Ok(s), _) => Ok(s),
