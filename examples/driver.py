@@ -193,8 +193,9 @@ def main():
         if "error" in ack:
             if ack.get("code") == 2:
                 # A refusal: the rules said no. This unit (and what depends on
-                # it) is left for a human; the rest goes on.
-                print("runlog refused %s: %s" % (unit or "a line", ack["error"]), file=sys.stderr, flush=True)
+                # it) is left for a human; the rest goes on. `runlog apply`
+                # has said why on stderr already (`runlog: apply: line N: …`),
+                # so the driver only records it: the reason prints once.
                 if kind == "done":
                     in_flight.discard(unit)
                     failed[unit] = ack["error"]
