@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import threading
@@ -123,6 +124,14 @@ def main():
         help="also send one operation runlog refuses, to show error acks",
     )
     args = p.parse_args()
+    if shutil.which(args.runlog) is None:
+        print(
+            "driver.py: no runlog binary at %r: install it with `cargo install --path .` "
+            "from the repository, or pass --runlog target/debug/runlog (or set $RUNLOG) "
+            "after `cargo build`" % args.runlog,
+            file=sys.stderr,
+        )
+        sys.exit(127)
 
     names = [unit_name(i) for i in range(args.units)]
     deps = {unit_name(i): [unit_name((i - 1) // 2)] for i in range(1, args.units)}
@@ -184,8 +193,9 @@ def main():
         if "error" in ack:
             if ack.get("code") == 2:
                 # A refusal: the rules said no. This unit (and what depends on
-                # it) is left for a human; the rest goes on.
-                print("runlog refused %s: %s" % (unit or "a line", ack["error"]), file=sys.stderr, flush=True)
+                # it) is left for a human; the rest goes on. `runlog apply`
+                # has said why on stderr already (`runlog: apply: line N: …`),
+                # so the driver only records it: the reason prints once.
                 if kind == "done":
                     in_flight.discard(unit)
                     failed[unit] = ack["error"]

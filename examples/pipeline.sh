@@ -36,6 +36,10 @@ if [ $# -lt 2 ]; then
     echo "usage: [RUNLOG=bin] $0 RUN UNITS [PARALLEL]" >&2
     exit 2
 fi
+if ! command -v "$RUNLOG" >/dev/null 2>&1; then
+    echo "pipeline: no runlog binary at '$RUNLOG': install it with \`cargo install --path .\` from the repository, or set RUNLOG=target/debug/runlog after \`cargo build\`" >&2
+    exit 127
+fi
 run=$1
 n=$2
 par=${3:-4}

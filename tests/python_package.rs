@@ -5,6 +5,9 @@
 //! and runs `python/tests` with pytest there, the wheel-in-a-fresh-venv test
 //! included. Without that venv it says why it skipped, unless
 //! `RUNLOG_REQUIRE_PYTHON=1` (CI) makes that a failure.
+#[path = "skip_support/mod.rs"]
+mod skip_support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -15,10 +18,11 @@ const ENV_TARGET: &str = "RUNLOG_PYTHON_TARGET_DIR";
 
 /// The venv's python and maturin, or `None` (skip) with the reason printed.
 fn venv() -> Option<(PathBuf, PathBuf)> {
-    let required = std::env::var("RUNLOG_REQUIRE_PYTHON").is_ok_and(|v| v == "1");
     let why = match std::env::var_os(ENV_VENV).filter(|v| !v.is_empty()) {
         None => {
-            format!("${ENV_VENV} is not set (a venv with maturin and pytest; .ci/run makes one)")
+            format!(
+                "${ENV_VENV} is not set (a venv with maturin and pytest; scripts/test makes one)"
+            )
         }
         Some(v) => {
             let dir = PathBuf::from(v);
@@ -36,8 +40,11 @@ fn venv() -> Option<(PathBuf, PathBuf)> {
             )
         }
     };
-    assert!(!required, "RUNLOG_REQUIRE_PYTHON=1 but {why}");
-    eprintln!("skipped: {why}");
+    skip_support::skip(
+        "python_package_builds_and_passes_pytest",
+        "RUNLOG_REQUIRE_PYTHON",
+        &why,
+    );
     None
 }
 

@@ -86,14 +86,16 @@ class Fenced(Error):
 
 
 class BatchError(Error):
-    """Some transitions of a ``Run.units`` batch failed. The others were written.
+    """Some transitions of a ``Run.units`` or ``Run.start_units`` batch failed.
+    The others were written.
 
     Attributes: ``results``, one entry per transition in order: its seq (int)
-    when written, else the ``Error`` it failed with; ``errors``, the failures alone."""
+    when written, ``None`` for a unit ``start_units`` found done (nothing
+    written), else the ``Error`` it failed with; ``errors``, the failures alone."""
 
-    results: List[Union[int, Error]]
+    results: List[Union[int, None, Error]]
 
-    def __init__(self, message: str, results: List[Union[int, Error]]) -> None:
+    def __init__(self, message: str, results: List[Union[int, None, Error]]) -> None:
         super().__init__(message)
         self.results = results
 

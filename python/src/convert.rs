@@ -76,3 +76,37 @@ pub fn from_json<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<B
         .map_err(|e| PyValueError::new_err(format!("cannot encode as JSON: {e}")))?;
     JSON_LOADS.import(py, "json", "loads")?.call1((text,))
 }
+
+/// A list of unit names given as `what` (`"start(units=...)"`): any iterable
+/// of `str` but a single `str`, which would otherwise be taken letter by
+/// letter or refused in PyO3's words.
+pub fn names(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    use pyo3::exceptions::PyTypeError;
+    let type_name = |v: &Bound<'_, PyAny>| {
+        v.get_type()
+            .name()
+            .map_or_else(|_| "?".into(), |n| n.to_string())
+    };
+    if let Ok(s) = value.extract::<String>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} is a list of unit names, not one str: write [{s:?}]"
+        )));
+    }
+    let iter = value.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} is a list of unit names, not {}",
+            type_name(value)
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (i, item) in iter.enumerate() {
+        let item = item?;
+        out.push(item.extract::<String>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{what}: item {i} is {}, not a unit name (str)",
+                type_name(&item)
+            ))
+        })?);
+    }
+    Ok(out)
+}

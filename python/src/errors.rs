@@ -29,7 +29,7 @@ pub fn class<'py>(py: Python<'py>, name: &str) -> PyResult<&'py Bound<'py, PyAny
 }
 
 /// The message: this error and each cause that adds something.
-fn message(e: &RunError) -> String {
+pub fn message(e: &RunError) -> String {
     let mut msg = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(s) = src {

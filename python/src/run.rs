@@ -82,6 +82,33 @@ fn batch_entry(entry: &Bound<'_, PyAny>) -> PyResult<Change> {
     })
 }
 
+/// The `BatchError` for a batch's results (each a seq, or `None` for a unit
+/// left as it was), its message naming the first failure in full.
+fn batch_error<T: for<'py> IntoPyObject<'py> + Clone>(
+    py: Python<'_>,
+    results: &[run::Result<T>],
+) -> PyResult<PyErr> {
+    let n = results.len();
+    let list = PyList::empty(py);
+    let mut failed = 0;
+    for r in results {
+        match r {
+            Ok(v) => list.append(v.clone())?,
+            Err(e) => {
+                failed += 1;
+                list.append(errors::exception(py, e)?)?
+            }
+        }
+    }
+    let first = results.iter().find_map(|r| r.as_ref().err());
+    let msg = format!(
+        "{failed} of {n} transitions failed, the others were written; first: {}",
+        first.map(errors::message).unwrap_or_default()
+    );
+    let err = errors::class(py, "BatchError")?.call1((msg, list))?;
+    Ok(PyErr::from_value(err))
+}
+
 #[pymethods]
 impl Run {
     /// True when `Runs.start` restored the live run; False when it started fresh.
@@ -150,25 +177,39 @@ impl Run {
         if results.iter().all(Result::is_ok) {
             return Ok(results.into_iter().flatten().collect());
         }
-        let n = results.len();
-        let list = PyList::empty(py);
-        let mut failed = 0;
-        for r in &results {
-            match r {
-                Ok(seq) => list.append(seq)?,
-                Err(e) => {
-                    failed += 1;
-                    list.append(errors::exception(py, e)?)?
-                }
-            }
+        Err(batch_error(py, &results)?)
+    }
+
+    /// Marks `names` in progress with one write and one fsync, leaving out
+    /// the units already done: the call a resumed program repeats unchanged
+    /// (`unit(name, "in_progress")` on a done unit is refused). Returns the
+    /// names now in progress, in order. When any is refused (a dependency not
+    /// done, a closed run), raises `BatchError`, whose `results` holds each
+    /// seq, `None` for a unit already done, or the exception.
+    fn start_units(slf: &Bound<'_, Self>, names: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        let list = convert::names("start_units(names)", names)?;
+        let run = writer(slf)?;
+        let py = slf.py();
+        let asked = list.clone();
+        let results = py.detach(move || run.start_units(&asked));
+        if results.iter().all(Result::is_ok) {
+            return Ok(list
+                .into_iter()
+                .zip(results)
+                .filter(|(_, r)| matches!(r, Ok(run::Claim::Started(_))))
+                .map(|(n, _)| n)
+                .collect());
         }
-        let first = results.iter().find_map(|r| r.as_ref().err());
-        let msg = format!(
-            "{failed} of {n} transitions failed, the others were written; first: {}",
-            first.map(ToString::to_string).unwrap_or_default()
-        );
-        let err = errors::class(py, "BatchError")?.call1((msg, list))?;
-        Err(PyErr::from_value(err))
+        let seqs: Vec<run::Result<Option<u64>>> = results
+            .into_iter()
+            .map(|r| {
+                r.map(|c| match c {
+                    run::Claim::Started(seq) => Some(seq),
+                    run::Claim::AlreadyDone => None,
+                })
+            })
+            .collect();
+        Err(batch_error(py, &seqs)?)
     }
 
     /// Sets phase `name` to `status` (a `PhaseStatus` or its string).

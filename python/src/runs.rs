@@ -35,13 +35,37 @@ pub struct Runs {
 }
 
 fn spec(
+    call: &str,
     id: String,
     task: String,
-    units: Option<Vec<String>>,
-    deps: Option<BTreeMap<String, Vec<String>>>,
+    units: Option<&Bound<'_, PyAny>>,
+    deps: Option<&Bound<'_, PyAny>>,
     fingerprint: Option<&Bound<'_, PyDict>>,
     launch: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<InitSpec> {
+    let units = match units.filter(|u| !u.is_none()) {
+        Some(u) => convert::names(&format!("{call}(units=...)"), u)?,
+        None => Vec::new(),
+    };
+    let mut dep_map = BTreeMap::new();
+    if let Some(d) = deps.filter(|d| !d.is_none()) {
+        let d = d.cast::<PyDict>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "{call}(deps=...) is a dict of unit name -> list of the names it depends on, not {}",
+                type_name(d)
+            ))
+        })?;
+        for (k, v) in d.iter() {
+            let unit: String = k.extract().map_err(|_| {
+                pyo3::exceptions::PyTypeError::new_err(format!(
+                    "{call}(deps=...): a key is {}, not a unit name (str)",
+                    type_name(&k)
+                ))
+            })?;
+            let on = convert::names(&format!("{call}(deps={{{unit:?}: ...}})"), &v)?;
+            dep_map.insert(unit, on);
+        }
+    }
     let mut fp = BTreeMap::new();
     if let Some(f) = fingerprint {
         for (k, v) in f.iter() {
@@ -59,12 +83,18 @@ fn spec(
     Ok(InitSpec {
         id,
         task,
-        units: units.unwrap_or_default(),
-        deps: deps.unwrap_or_default(),
+        units,
+        deps: dep_map,
         launch,
         fingerprint: fp,
         ..InitSpec::default()
     })
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 #[pymethods]
@@ -134,12 +164,12 @@ impl Runs {
         py: Python<'_>,
         id: String,
         task: String,
-        units: Option<Vec<String>>,
-        deps: Option<BTreeMap<String, Vec<String>>>,
+        units: Option<&Bound<'_, PyAny>>,
+        deps: Option<&Bound<'_, PyAny>>,
         fingerprint: Option<&Bound<'_, PyDict>>,
         launch: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Run>> {
-        let spec = spec(id, task, units, deps, fingerprint, launch)?;
+        let spec = spec("start", id, task, units, deps, fingerprint, launch)?;
         let runs = self.inner.clone();
         let started = py.detach(move || runs.start(spec)).py_err()?;
         let category = errors::discarded(py)?;
@@ -164,12 +194,12 @@ impl Runs {
         py: Python<'_>,
         id: String,
         task: String,
-        units: Option<Vec<String>>,
-        deps: Option<BTreeMap<String, Vec<String>>>,
+        units: Option<&Bound<'_, PyAny>>,
+        deps: Option<&Bound<'_, PyAny>>,
         fingerprint: Option<&Bound<'_, PyDict>>,
         launch: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<Run>> {
-        let spec = spec(id, task, units, deps, fingerprint, launch)?;
+        let spec = spec("init", id, task, units, deps, fingerprint, launch)?;
         let runs = self.inner.clone();
         let run = py.detach(move || runs.init(spec)).py_err()?;
         Run::create(py, run, false, Vec::new())

@@ -248,3 +248,25 @@ def test_a_changed_record_without_its_crc_fixed_is_corrupt_not_tampered(tmp_path
         assert e.value.seq == 3
         assert "nothing was modified" in str(e.value)
         assert files(d) == before
+
+
+def test_unit_lists_of_the_wrong_type_name_the_argument(runs):
+    """A str where a list of names goes is a TypeError naming the argument and
+    the fix, not PyO3's "Can't extract str to Vec"."""
+    with pytest.raises(TypeError) as e:
+        runs.start("j", units="a")
+    assert "start(units=...)" in str(e.value) and '["a"]' in str(e.value), str(e.value)
+    with pytest.raises(TypeError) as e:
+        runs.init("j", units=["a", 3])
+    assert "init(units=...)" in str(e.value) and "item 1 is int" in str(e.value), str(e.value)
+    with pytest.raises(TypeError) as e:
+        runs.start("j", units=["a", "b"], deps={"b": "a"})
+    assert "deps=" in str(e.value) and '["a"]' in str(e.value), str(e.value)
+    with pytest.raises(TypeError) as e:
+        runs.start("j", units=5)
+    assert "start(units=...) is a list of unit names, not int" in str(e.value), str(e.value)
+    assert runs.list() == [], "nothing created"
+    with runs.start("j", units=["a"]) as run:
+        with pytest.raises(TypeError) as e:
+            run.start_units("a")
+        assert "start_units(names)" in str(e.value), str(e.value)

@@ -44,6 +44,9 @@ def test_the_host_that_lost_the_run_is_fenced(tmp_path, remote):
         run_a.unit("c", "done")
     assert (info.value.epoch, info.value.newer) == (1, 2)
     assert "epoch 2" in str(info.value)
+    # It names the remote it could not ship to, not the local run directory.
+    assert "ship to remote " + remote.as_uri() in str(info.value), str(info.value)
+    assert str(tmp_path / "a" / "runs") not in str(info.value), str(info.value)
     run_a.close()
     run_b.close()
 

@@ -24,7 +24,13 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
     /// How long a writer waits for another writer's lock (0 fails at once; after a second of waiting it says on stderr who holds the lock).
-    #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        default_value_t = 30.0,
+        allow_negative_numbers = true
+    )]
     pub lock_timeout: f64,
     /// The key of keyed runs (else $RUNLOG_KEY_FILE): 32 raw bytes or 64 hex digits, mode 0600. Runs created with it are keyed (tamper-evident); keyed runs need it.
     #[arg(long, global = true, value_name = "PATH")]
@@ -40,7 +46,8 @@ Exit codes: 0 done; 1 failed (I/O error, corruption, tampering, the writer lock
 not obtained within --lock-timeout, a run that can't be read); 2 refused
 (invalid argument, unknown run, or a transition the rules forbid: nothing was
 written). Killed by SIGPIPE (shell status 141) when stdout's reader goes away.
-Full reference: docs/CLI.md.";
+Reference: `runlog COMMAND --help`, the man page (`runlog man | man -l -`), and
+docs/CLI.md in runlog's source repository (JSON shapes, the run document).";
 
 /// `apply --help`: the operation lines.
 pub const APPLY_HELP: &str = "\

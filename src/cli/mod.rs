@@ -145,7 +145,17 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
         .map(|p| engine::Key::from_file(&p))
         .transpose()
         .map_err(|e| match e {
-            // Reading it failed (exit 1); a file that is not a usable key is refused (2).
+            // A key file that is not there is an argument naming nothing: refused
+            // (2), as one of the wrong shape or mode is.
+            engine::Error::Io { path, source, .. }
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                RunError::Invalid(format!(
+                    "key file {} does not exist (--key-file PATH or ${ENV_KEY_FILE})",
+                    path.display()
+                ))
+            }
+            // Reading it failed otherwise (exit 1).
             engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
             e => RunError::Invalid(ErrorChain(&e).to_string()),
         })?;

@@ -9,6 +9,8 @@
 //! (a pipe, a file, a test) frames are appended, separated by a blank line, and
 //! a frame equal to the previous one is not repeated, so a log of a long run
 //! stays readable. With `--json` every changed document is printed as one JSON line.
+//! Piped, it waits between frames watching stdout, so it ends quietly (SIGPIPE)
+//! once its reader goes away even when the run is idle and nothing is written.
 //!
 //! A run with a remote gets one remote line (`remote` in JSON), as `status`
 //! shows it: read in the background every few seconds
@@ -245,7 +247,18 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
             return Ok(EXIT_DONE);
         }
         prev = Some(frame);
-        std::thread::sleep(interval);
+        // Piped, frames are written only on a change: wait watching the pipe,
+        // so an idle run's watcher still ends when its reader goes away
+        // (`--watch | head -3`), as a write would have found.
+        if screen == Screen::Terminal {
+            std::thread::sleep(interval);
+        } else if crate::run::signal::stdout_reader_gone(interval) {
+            return Err(RunError::Io {
+                op: "write stdout",
+                path: "-".into(),
+                source: std::io::ErrorKind::BrokenPipe.into(),
+            });
+        }
     }
 }
 

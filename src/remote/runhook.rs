@@ -69,6 +69,11 @@ impl RunRemote {
             .map(Replication::stats)
     }
 
+    /// The remote's URL.
+    pub fn url(&self) -> &str {
+        &self.config.url
+    }
+
     /// The policy.
     pub fn policy(&self) -> Policy {
         self.config.policy

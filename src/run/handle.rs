@@ -6,12 +6,21 @@ use super::doc::{PhaseStatus, RunDoc, RunStatus, Unit, UnitStatus};
 use super::error::{Result, RunError};
 use super::json::Json;
 use super::resume::ResumeSet;
-use super::transition::{BudgetSpec, Change, RunKeyed, Transition};
+use super::transition::{BudgetSpec, Change, RuleError, RunKeyed, Transition};
 use super::units::UnitCounts;
 use super::view::RunView;
 use crate::engine::{CompactReport, Keyed, Store};
 use std::path::Path;
 use std::sync::Arc;
+
+/// What [`Run::start_units`] did with one unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Now `in_progress`, durably, at this seq.
+    Started(u64),
+    /// Already done: left as it is, nothing written.
+    AlreadyDone,
+}
 
 /// A run open for writing.
 pub struct Run {
@@ -109,9 +118,11 @@ impl Run {
         match &self.remote {
             // The remote error stays inside the io::Error (its causes
             // follow through `source()`), so callers can tell `Fenced`.
-            Some(r) => r.acknowledged(seq).map_err(|e| {
-                RunError::io("ship to remote", self.store.dir(), std::io::Error::other(e))
-            }),
+            // The "path" of this error is the remote's URL: where the change
+            // failed to go, not the local directory it is durable in.
+            Some(r) => r
+                .acknowledged(seq)
+                .map_err(|e| RunError::io("ship to remote", r.url(), std::io::Error::other(e))),
             None => Ok(()),
         }
     }
@@ -119,6 +130,19 @@ impl Run {
     #[cfg(not(feature = "remote"))]
     fn shipped(&self, _seq: u64) -> Result<()> {
         Ok(())
+    }
+
+    /// The run's remote URL, for an error shipping to it.
+    #[cfg(feature = "remote")]
+    fn remote_url(&self) -> String {
+        self.remote
+            .as_ref()
+            .map_or_else(|| "(no remote)".into(), |r| r.url().to_string())
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn remote_url(&self) -> String {
+        "(no remote)".into()
     }
 
     /// Applies changes in order with one write and one fsync; each is accepted
@@ -152,7 +176,7 @@ impl Run {
                     },
                     None if !text.is_empty() => Err(RunError::io(
                         "ship to remote",
-                        self.store.dir(),
+                        self.remote_url(),
                         std::io::Error::other(text.clone()),
                     )),
                     _ => Ok(s),
@@ -175,6 +199,58 @@ impl Run {
             note: note.map(str::to_string),
             deps: deps.map(<[String]>::to_vec),
         })
+    }
+
+    /// Marks `units` in progress with one write and one fsync, leaving out
+    /// those already done: the call a resumed program repeats unchanged after
+    /// a kill, where setting a done unit to `in_progress` would be refused.
+    /// Returns, for each unit in order, [`Claim::Started`] with its seq,
+    /// [`Claim::AlreadyDone`] (nothing written for it), or the error that
+    /// refused it (a dependency not done, a bad name, a closed run); each
+    /// unit is accepted or refused on its own, as in [`Run::apply_batch`].
+    pub fn start_units<S: AsRef<str>>(&self, units: &[S]) -> Vec<Result<Claim>> {
+        let mut out: Vec<Option<Result<Claim>>> = Vec::with_capacity(units.len());
+        let mut changes = Vec::new();
+        for name in units {
+            let name = name.as_ref();
+            match self.unit(name) {
+                Ok(Some(u)) if u.status == UnitStatus::Done => {
+                    out.push(Some(Ok(Claim::AlreadyDone)));
+                }
+                Err(e) => out.push(Some(Err(e))),
+                Ok(_) => {
+                    out.push(None);
+                    changes.push(Change::Unit {
+                        unit: name.to_string(),
+                        status: UnitStatus::InProgress,
+                        note: None,
+                        deps: None,
+                    });
+                }
+            }
+        }
+        // Nothing to write (every unit done): no write, no fsync.
+        let results = if changes.is_empty() {
+            Vec::new()
+        } else {
+            self.apply_batch(changes)
+        };
+        let mut written = results.into_iter();
+        out.into_iter()
+            .map(|slot| {
+                slot.unwrap_or_else(|| match written.next() {
+                    Some(Ok(seq)) => Ok(Claim::Started(seq)),
+                    // Another thread of this process finished it between
+                    // the look-up and the write: done, as if seen done.
+                    Some(Err(RunError::Refused {
+                        source: RuleError::Demote { .. },
+                        ..
+                    })) => Ok(Claim::AlreadyDone),
+                    Some(Err(e)) => Err(e),
+                    None => unreachable!("one result per change written"),
+                })
+            })
+            .collect()
     }
 
     /// Sets a phase's status.

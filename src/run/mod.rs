@@ -33,7 +33,7 @@ pub use checkpoint::{Checkpoints, Flow, Restored, StopFlag, StopReason};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use doc::*;
 pub use error::{Result, RunError};
-pub use handle::Run;
+pub use handle::{Claim, Run};
 pub use json::Json;
 pub use open::{
     CHECKPOINT_DISCARDED, RUN_FINISHED_STARTED_FRESH, START_ARGS_IGNORED, Started, Warning,

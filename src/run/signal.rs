@@ -1,6 +1,7 @@
 //! The one place with `unsafe`: signal dispositions (a SIGTERM or SIGINT
-//! handler that sets a flag, the conventional end on a closed stdout) and
-//! the one terminal query the CLI needs (its size, for `status --watch`).
+//! handler that sets a flag, the conventional end on a closed stdout), the
+//! one terminal query the CLI needs (its size, for `status --watch`) and the
+//! wait of an idle `status --watch` that notices its reader went away.
 //! Crate-private: the run layer's `StopFlag` uses SIGTERM; the rest serves the
 //! CLI and the demo (feature `cli`).
 
@@ -86,4 +87,29 @@ pub fn terminal_size() -> Option<(usize, usize)> {
     // to a live, properly aligned `winsize` owned by this frame.
     let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) };
     (r == 0 && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row as usize, ws.ws_col as usize))
+}
+
+#[cfg(feature = "cli")]
+/// Waits up to `timeout`; true as soon as stdout is a pipe (or socket) whose
+/// reader has gone, so that a process that writes only now and then (an idle
+/// `status --watch | head`) ends then rather than at its next write, which
+/// may never come. `poll` asks for no event, so only the error and hang-up
+/// conditions wake it: a pipe without readers reports `POLLERR`; a terminal or
+/// a regular file reports neither and the call simply sleeps.
+pub fn stdout_reader_gone(timeout: std::time::Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    #[allow(unsafe_code)]
+    // SAFETY: `poll` reads and writes exactly one `pollfd` through the pointer,
+    // which points to a live, properly aligned `pollfd` owned by this frame.
+    let r = unsafe { libc::poll(&mut fd, 1, ms) };
+    if r < 0 {
+        // EINTR (a signal): the caller's loop redraws and waits again.
+        return false;
+    }
+    r > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }

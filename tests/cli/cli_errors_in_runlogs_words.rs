@@ -109,3 +109,32 @@ fn finalize_and_key_messages() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--key-file") && !e.contains("Options::"), "{e}");
 }
+
+/// `--lock-timeout -1` is a number of seconds out of range, refused in
+/// runlog's words (exit 2), not an "unexpected argument" from the parser;
+/// before or after the command alike.
+#[test]
+fn a_negative_lock_timeout_is_refused_as_out_of_range() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    ok(root, &["init", "--id", "r", "--task", "t", "--units", "a"]);
+    for args in [
+        &["--lock-timeout", "-1", "unit", "r", "a", "done"][..],
+        &["unit", "r", "a", "done", "--lock-timeout", "-1"][..],
+        &["--lock-timeout=-0.5", "unit", "r", "a", "done"][..],
+    ] {
+        let o = runlog(root, args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--lock-timeout") && err.contains("is not a number of seconds ≥ 0"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+    assert_eq!(
+        ok_json(root, &["get", "r"])["units"]["a"]["status"],
+        "pending",
+        "nothing written"
+    );
+}

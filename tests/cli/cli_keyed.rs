@@ -143,7 +143,7 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
 }
 
 #[test]
-fn key_files_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() {
+fn key_files_missing_or_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
     let start = ["start", "--id", "r", "--fingerprint", "a=1"];
@@ -157,6 +157,15 @@ fn key_files_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() 
     let o = runlog(&root, &with_key(&short, &start));
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("32 raw bytes"), "{}", text(&o));
+    // A missing key file is refused too (2, as a bad mode is), naming the path.
+    let missing = d.path().join("no-such-key");
+    let o = runlog(&root, &with_key(&missing, &start));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("no-such-key") && text(&o).contains("does not exist"),
+        "{}",
+        text(&o)
+    );
     assert!(
         !root.join("runs").join("r").exists(),
         "a refused key created the run"

@@ -152,3 +152,68 @@ fn watch_refuses_bad_intervals_and_list() {
         assert_eq!(runlog(root, args).status.code(), Some(2), "{args:?}");
     }
 }
+
+/// `status --watch | head -3` on an idle run: the watcher writes its first
+/// frame, then nothing (nothing changes), yet it must end once `head` has
+/// gone, killed by SIGPIPE without a word, well within a few intervals.
+#[test]
+fn watch_piped_on_an_idle_run_ends_when_its_reader_goes() {
+    use std::os::unix::process::ExitStatusExt;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    ok(
+        root,
+        &["init", "--id", "idle", "--task", "t", "--units", "a,b"],
+    );
+    for json in [false, true] {
+        let mut c = cmd(root);
+        if json {
+            c.arg("--json");
+        }
+        let mut child = c
+            .args(["status", "idle", "--watch", "--interval", "0.1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // As `head -1` does: read the first line, then close the pipe.
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "the first frame");
+        let closed = Instant::now();
+        let deadline = closed + Duration::from_secs(10);
+        let st = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("json={json}: the idle watcher outlived its reader by 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(st.signal(), Some(libc::SIGPIPE), "json={json}: {st:?}");
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(err, "", "json={json}: quiet");
+    }
+    // And through a shell pipeline, as README shows it.
+    let script = "\"$0\" --dir \"$1\" status idle --watch --interval 0.1 | head -3 >/dev/null; echo \"status=${PIPESTATUS[0]}\"";
+    let t = Instant::now();
+    let o = std::process::Command::new("timeout")
+        .args(["20", "bash", "-c", script, BIN])
+        .arg(root)
+        .env_remove("RUNLOG_DIR")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("status=141"), "{stdout} {:?}", o.status);
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+}

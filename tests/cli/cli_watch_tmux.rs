@@ -19,12 +19,10 @@ fn tmux_available() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        assert!(
-            std::env::var("RUNLOG_REQUIRE_TMUX").as_deref() != Ok("1"),
-            "RUNLOG_REQUIRE_TMUX=1 but tmux is not installed"
-        );
-        eprintln!(
-            "skipped: tmux is not installed (apt-get install -y tmux); set RUNLOG_REQUIRE_TMUX=1 to fail instead"
+        crate::skip_support::skip(
+            "watch_fits_an_80x24_terminal_at_10_and_at_a_million_units",
+            "RUNLOG_REQUIRE_TMUX",
+            "tmux is not installed (apt-get install -y tmux)",
         );
     }
     found

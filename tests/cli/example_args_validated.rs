@@ -1,7 +1,8 @@
 //! Proves the examples validate what they are given: `pipeline.sh` refuses a
 //! UNITS or PARALLEL that is not a number in range (exit 2) before creating
-//! anything, and the orchestrator answers `--help` (exit 0, its usage) and
-//! refuses an unknown flag with that usage.
+//! anything, `pipeline.sh` and `driver.py` without a runlog binary say how to
+//! install one (exit 127), and the orchestrator answers `--help` (exit 0, its
+//! usage) and refuses an unknown flag with that usage.
 use crate::cli_support;
 use cli_support::*;
 use std::path::Path;
@@ -47,4 +48,43 @@ fn orchestrator_answers_help() {
     let o = Command::new(&bin).arg("--bogus").output().unwrap();
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("usage: orchestrator"));
+}
+
+#[test]
+fn examples_without_a_runlog_binary_say_how_to_get_one() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let missing = d.path().join("no-runlog-here");
+    let mut cmds = vec![{
+        let mut c = Command::new("sh");
+        c.arg(repo.join("examples/pipeline.sh"))
+            .args(["x", "3", "2"]);
+        c
+    }];
+    if Command::new("python3").arg("--version").output().is_ok() {
+        let mut c = Command::new("python3");
+        c.arg(repo.join("examples/driver.py"));
+        cmds.push(c);
+    } else {
+        crate::skip_support::skip(
+            "examples_without_a_runlog_binary_say_how_to_get_one (driver.py)",
+            "RUNLOG_REQUIRE_PYTHON",
+            "python3 not found on PATH",
+        );
+    }
+    for mut c in cmds {
+        let o = c
+            .env("RUNLOG", &missing)
+            .env("RUNLOG_DIR", d.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(127), "{c:?}: {stderr}");
+        assert!(
+            stderr.contains("cargo install --path .") && stderr.contains("no-runlog-here"),
+            "{c:?}: {stderr}"
+        );
+        assert!(!stderr.contains("Traceback"), "{c:?}: {stderr}");
+        assert!(!d.path().join("runs").exists(), "{c:?} created a run");
+    }
 }

@@ -1,9 +1,12 @@
 //! The `runlog` binary's tests: commands, output, refusals, exit codes, the
-//! examples and the docs' front pages. Tests that need tmux or python skip
-//! unless `RUNLOG_REQUIRE_TMUX=1` / `RUNLOG_REQUIRE_PYTHON=1`.
+//! examples and the docs' front pages. Tests that need tmux or python skip,
+//! printing a `SKIPPED` line the harness does not capture, unless
+//! `RUNLOG_REQUIRE_TMUX=1` / `RUNLOG_REQUIRE_PYTHON=1` makes that a failure.
 
 #[path = "../cli_support/mod.rs"]
 mod cli_support;
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
 
 mod cli_acknowledged_never_torn;
 mod cli_apply_kill9;

@@ -2,8 +2,9 @@
 //! `source()` carries the cause, so the chain (`ErrorChain`, the CLI's stderr)
 //! holds every cause exactly once; the poison after a failed fsync says once
 //! what failed, where and what to do; a refusal keeps its type at both layers;
-//! and the I/O failures the CLI meets before any store (the working directory,
-//! the key file) exit 1, not 2.
+//! an I/O failure the CLI meets before any store (the working directory)
+//! exits 1, not 2, while a key file that is missing or of a bad mode is
+//! refused (2).
 use crate::cli_support;
 use crate::common;
 use cli_support::*;
@@ -143,7 +144,7 @@ fn the_cli_prints_each_cause_once_and_adds_the_command() {
 }
 
 #[test]
-fn a_key_file_that_cannot_be_read_exits_1_naming_it_once() {
+fn a_missing_key_file_is_refused_naming_it_once() {
     let d = tempfile::tempdir().unwrap();
     let missing = d.path().join("no-such-key");
     let o = cmd(d.path())
@@ -153,13 +154,14 @@ fn a_key_file_that_cannot_be_read_exits_1_naming_it_once() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "an I/O failure: {stderr}");
+    // An argument naming nothing: refused (2), as a key file of a bad mode is.
+    assert_eq!(o.status.code(), Some(2), "refused: {stderr}");
     assert_eq!(
         count(&stderr, &missing.display().to_string()),
         1,
         "{stderr}"
     );
-    assert_eq!(count(&stderr, "os error 2"), 1, "{stderr}");
+    assert_eq!(count(&stderr, "does not exist"), 1, "{stderr}");
 
     // A key file that is readable but not safe to use is refused (2).
     let loose = d.path().join("loose-key");

@@ -5,6 +5,8 @@
 
 #[path = "../remote_support/mod.rs"]
 mod remote_support;
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
 
 mod demo_lose_host;
 mod remote_ceph;

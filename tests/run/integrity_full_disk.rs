@@ -233,7 +233,10 @@ fn real_small_tmpfs_appends_with_little_space_and_no_quarantine_pile_when_full()
     let mnt = tmp.path().join("mnt");
     match small_tmpfs(&mnt) {
         Ok(_fs) => nearly_full_disk(&mnt),
-        Err(why) => skipped("tmpfs", &why),
+        Err(why) => skipped(
+            "real_small_tmpfs_appends_with_little_space_and_no_quarantine_pile_when_full",
+            &why,
+        ),
     }
 }
 
@@ -243,18 +246,17 @@ fn real_small_ext4_on_a_loop_device_appends_with_little_space_and_no_quarantine_
     let mnt = tmp.path().join("mnt");
     match small_ext4(tmp.path(), &mnt) {
         Ok(_fs) => nearly_full_disk(&mnt),
-        Err(why) => skipped("ext4 loop device", &why),
+        Err(why) => skipped(
+            "real_small_ext4_on_a_loop_device_appends_with_little_space_and_no_quarantine_pile_when_full",
+            &why,
+        ),
     }
 }
 
 /// A real filesystem test that cannot run here: says so where a person sees
 /// it, and fails under RUNLOG_REQUIRE_ROOT_FS=1 (CI).
-fn skipped(what: &str, why: &str) {
-    assert!(
-        std::env::var("RUNLOG_REQUIRE_ROOT_FS").as_deref() != Ok("1"),
-        "RUNLOG_REQUIRE_ROOT_FS=1 but the {what} test cannot run: {why}"
-    );
-    crate::common::progress(format_args!("SKIPPED the real small {what} test: {why}"));
+fn skipped(test: &str, why: &str) {
+    crate::skip_support::skip(test, "RUNLOG_REQUIRE_ROOT_FS", why);
 }
 
 /// Mounts a 16 MiB ext4 (no reserved blocks) from an image on a loop device,

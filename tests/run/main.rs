@@ -5,6 +5,8 @@
 mod cli_support;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
 
 mod damage_run_table_in_store;
 mod integrity_full_disk;
@@ -14,4 +16,5 @@ mod run_archive_lock;
 mod run_checkpoint_undecodable;
 mod run_model_rules;
 mod run_resume_set;
+mod run_start_units;
 mod run_table_state;
