@@ -49,6 +49,62 @@ pub struct Remote {
     /// When set, every call fails once this instant passes (and the
     /// duration it was set for, for the message).
     deadline: Option<(Instant, Duration)>,
+    /// An S3 remote opened with no credentials in the environment: what a
+    /// credentials failure adds to its message.
+    credentials_hint: Option<&'static str>,
+}
+
+/// What an S3 remote's credentials failure says when the environment holds
+/// none: without them the AWS client asks the EC2 instance metadata service
+/// (169.254.169.254), whose refusal names nothing the user set.
+const NO_CREDENTIALS: &str = "no AWS credentials in the environment: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL for an S3 server other than AWS); without them the S3 client asked the EC2 instance metadata service";
+
+/// [`NO_CREDENTIALS`] when none of the variables the S3 client reads its
+/// credentials from is set.
+fn credentials_hint() -> Option<&'static str> {
+    const VARS: [&str; 4] = [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ];
+    let set = VARS
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    (!set).then_some(NO_CREDENTIALS)
+}
+
+/// A store error with what the user can do about it in front.
+#[derive(Debug)]
+struct Hinted {
+    hint: &'static str,
+    source: object_store::Error,
+}
+
+impl std::fmt::Display for Hinted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.hint)
+    }
+}
+
+impl std::error::Error for Hinted {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// True when `e`'s causes speak of credentials or the instance metadata service.
+fn is_credentials_failure(e: &object_store::Error) -> bool {
+    let mut text = String::new();
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(c) = cur {
+        text.push_str(&c.to_string().to_lowercase());
+        text.push(' ');
+        cur = c.source();
+    }
+    ["169.254.169.254", "/latest/api/token", "/latest/meta-data", "credential"]
+        .iter()
+        .any(|w| text.contains(w))
 }
 
 impl std::fmt::Debug for Remote {
@@ -86,7 +142,9 @@ impl Remote {
                 .with_config(K::Client(C::ConnectTimeout), "5s")
                 .build()
                 .map_err(|e| RemoteError::store("configure S3 remote", url, e))?;
-            Remote::with_store(Arc::new(s3), prefix, url)
+            let mut r = Remote::with_store(Arc::new(s3), prefix, url)?;
+            r.credentials_hint = credentials_hint();
+            Ok(r)
         } else if let Some(path) = url.strip_prefix("file://") {
             if !path.starts_with('/') {
                 return Err(RemoteError::Config(format!(
@@ -120,6 +178,7 @@ impl Remote {
             prefix: prefix.to_string(),
             url: url.to_string(),
             deadline: None,
+            credentials_hint: None,
         })
     }
 
@@ -138,17 +197,24 @@ impl Remote {
         f: impl std::future::Future<Output = std::result::Result<T, object_store::Error>>,
     ) -> Result<std::result::Result<T, object_store::Error>> {
         let rt = runtime()?;
-        let Some((at, within)) = self.deadline else {
-            return Ok(rt.block_on(f));
+        let r = match self.deadline {
+            None => rt.block_on(f),
+            Some((at, within)) => rt
+                .block_on(async { tokio::time::timeout_at(at.into(), f).await })
+                .unwrap_or_else(|_| {
+                    Err(object_store::Error::Generic {
+                        store: DEADLINE_STORE,
+                        source: format!("no answer within {}", deadline_text(within)).into(),
+                    })
+                }),
         };
-        Ok(rt
-            .block_on(async { tokio::time::timeout_at(at.into(), f).await })
-            .unwrap_or_else(|_| {
-                Err(object_store::Error::Generic {
-                    store: DEADLINE_STORE,
-                    source: format!("no answer within {}", deadline_text(within)).into(),
-                })
-            }))
+        Ok(r.map_err(|e| match self.credentials_hint {
+            Some(hint) if is_credentials_failure(&e) => object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(Hinted { hint, source: e }),
+            },
+            _ => e,
+        }))
     }
 
     /// The URL it was opened with.

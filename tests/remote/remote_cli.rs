@@ -159,3 +159,40 @@ fn cli_remote_root_from_the_environment_restores_a_missing_run_on_a_new_host() {
     let o = with_root(&h1, &["unit", "r1", "b", "done"]);
     assert_eq!(o.status.code(), Some(1), "the first host is fenced");
 }
+
+/// Issue 22: an `s3://` remote with no credentials in the environment failed
+/// with the instance metadata service's refusal, naming nothing the user set.
+/// It now says which `AWS_*` variables to set. Every address the client could
+/// ask is pinned to a closed loopback port: no request leaves this machine.
+#[test]
+fn an_s3_remote_without_credentials_names_the_aws_variables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("h");
+    ok(&runlog(
+        &root,
+        &["init", "--id", "r1", "--task", "t", "--units", "a"],
+    ));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_runlog"));
+    c.arg("--dir").arg(&root);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            c.env_remove(k);
+        }
+    }
+    let o = c
+        .env_remove("RUNLOG_REMOTE_ROOT")
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("AWS_METADATA_ENDPOINT", "http://127.0.0.1:9")
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_REGION", "us-east-1")
+        .args(["remote", "attach", "r1", "s3://bucket/runs/r1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("AWS_ACCESS_KEY_ID") && err.contains("AWS_SECRET_ACCESS_KEY"),
+        "names the variables: {err}"
+    );
+    assert_eq!(err.lines().count(), 1, "printed once: {err}");
+}
