@@ -191,13 +191,19 @@ pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
+        // A cause whose text its parent already printed (many libraries put
+        // their source in their own message) is not repeated: errors print once.
+        let mut text = self.0.to_string();
         let mut cause = self.0.source();
         while let Some(e) = cause {
-            write!(f, ": {e}")?;
+            let t = e.to_string();
+            if !text.contains(&t) {
+                text.push_str(": ");
+                text.push_str(&t);
+            }
             cause = e.source();
         }
-        Ok(())
+        f.write_str(&text)
     }
 }
 

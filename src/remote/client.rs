@@ -102,9 +102,14 @@ fn is_credentials_failure(e: &object_store::Error) -> bool {
         text.push(' ');
         cur = c.source();
     }
-    ["169.254.169.254", "/latest/api/token", "/latest/meta-data", "credential"]
-        .iter()
-        .any(|w| text.contains(w))
+    [
+        "169.254.169.254",
+        "/latest/api/token",
+        "/latest/meta-data",
+        "credential",
+    ]
+    .iter()
+    .any(|w| text.contains(w))
 }
 
 impl std::fmt::Debug for Remote {

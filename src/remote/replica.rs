@@ -92,16 +92,9 @@ impl Core {
     }
 }
 
-/// `e` and its causes on one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
+/// `e` and its causes on one line, each once (the engine's one chain printer).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    crate::engine::ErrorChain(e).to_string()
 }
 
 /// Replication of one local store directory.

@@ -194,5 +194,10 @@ fn an_s3_remote_without_credentials_names_the_aws_variables() {
         err.contains("AWS_ACCESS_KEY_ID") && err.contains("AWS_SECRET_ACCESS_KEY"),
         "names the variables: {err}"
     );
-    assert_eq!(err.lines().count(), 1, "printed once: {err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert_eq!(
+        err.matches("no AWS credentials").count(),
+        1,
+        "said once: {err}"
+    );
 }
