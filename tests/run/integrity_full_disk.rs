@@ -199,19 +199,23 @@ fn small_tmpfs(at: &Path) -> Result<Tmpfs, String> {
     Ok(Tmpfs(at.to_path_buf()))
 }
 
+/// Bytes free for an unprivileged writer at `p` (statvfs; no `df` process
+/// per call: the fill loops ask thousands of times, and every fork while
+/// another test drops a store can hold its lock for an instant).
 fn free_bytes(p: &Path) -> u64 {
-    let out = std::process::Command::new("df")
-        .args(["-B1", "--output=avail"])
-        .arg(p)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .nth(1)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a writable statvfs.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(
+        r,
+        0,
+        "statvfs {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+    st.f_bavail as u64 * st.f_frsize as u64
 }
 
 /// Fills the filesystem at `p` until `leave` bytes are free (or fewer).

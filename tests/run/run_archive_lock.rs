@@ -15,9 +15,11 @@ const DAY_MS: i64 = 86_400_000;
 /// the fresh run is removed again so that the archived one may come back.
 fn archived_job(root: &Path) -> (Runs, ManualClock, PathBuf) {
     let clock = ManualClock::at("2030-01-02T03:04:05.000Z").unwrap();
+    // A short wait, not none: a child another test forks shares a dropped
+    // store's LOCK descriptor until its exec (tests/common `opts` says more).
     let runs = Runs::new(root)
         .with_clock(Arc::new(clock.clone()))
-        .with_lock_wait(None);
+        .with_lock_wait(Some(std::time::Duration::from_secs(2)));
     let run = runs.start(run_spec("job", 1)).unwrap().run;
     run.apply(unit_done("u0")).unwrap();
     run.finalize(RunStatus::Done, Some("ok")).unwrap();
