@@ -9,7 +9,7 @@ use super::format::*;
 use super::frame::decode_segment_header;
 use super::frame::open_record;
 use super::mark::{Mark, MarkFound, read_mark};
-use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify_proven};
+use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify_marked};
 use super::scan::{ScanEnd, SegmentScan, UnsyncedTail, scan_segment_tracked};
 use super::snapfile::decode_snapshot;
 use super::snapshot::{SnapshotData, is_table};
@@ -643,7 +643,8 @@ fn load_scoped<S: Default>(
         }
     };
     report.durable_mark = mark.map(|m| m.seq);
-    let verdict = classify_proven(&scans, &name_seqs, base.seq, proven);
+    let header_proven = mark.filter(|m| m.seq >= base.seq).map_or(0, |m| m.segment);
+    let verdict = classify_marked(&scans, &name_seqs, base.seq, proven, header_proven);
     if let Verdict::Corrupt(c) = &verdict {
         let mut c = c.clone();
         if let FileRef::Segment(i) = &mut c.file {

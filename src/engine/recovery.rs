@@ -307,7 +307,7 @@ pub static ROWS: [Row; 19] = [
     },
     Row {
         case: Case::DamageProvenByMark,
-        finding: "last segment: a bad frame at expected seq `d`, or its header unreadable, where `d` (or the segment's first seq) ≤ the seq the durability mark proves (§5.7)",
+        finding: "last segment: a bad frame at expected seq `d` ≤ the seq the durability mark proves, or its header unreadable where the mark proves the segment created (its first seq ≤ that seq, or the segment the mark names) (§5.7)",
         verdict: "corruption: an acknowledged record has changed since it was fsynced",
         action: Action::Corrupt,
     },
@@ -404,7 +404,21 @@ pub fn classify_proven(
     base_seq: u64,
     proven: u64,
 ) -> Verdict {
+    classify_marked(scans, name_seqs, base_seq, proven, proven)
+}
+
+/// [`classify_proven`], given also the first seq of the newest segment whose
+/// header the mark proves durable: the segment holding record `proven`, or
+/// the empty segment a rotation created after it (a mark naming `proven + 1`).
+pub fn classify_marked(
+    scans: &[SegmentScan],
+    name_seqs: &[u64],
+    base_seq: u64,
+    proven: u64,
+    header_proven: u64,
+) -> Verdict {
     debug_assert_eq!(scans.len(), name_seqs.len());
+    let header_proven = header_proven.max(proven);
     let clean = || act(Case::Clean, Found::at(0, 0, None, String::new())).unwrap_or(Verdict::Clean);
     if scans.is_empty() {
         if base_seq == 0 {
@@ -446,7 +460,7 @@ pub fn classify_proven(
                         ),
                     ),
                 )
-            } else if i == last && resync.is_none() && name_seqs[i] <= proven {
+            } else if i == last && resync.is_none() && name_seqs[i] <= header_proven {
                 (
                     Case::DamageProvenByMark,
                     Found::at(
@@ -454,7 +468,7 @@ pub fn classify_proven(
                         0,
                         Some(name_seqs[i]),
                         format!(
-                            "segment header unreadable ({problem}), but the durability mark proves records through seq {proven} durable"
+                            "segment header unreadable ({problem}), but the durability mark proves it durable (records through seq {proven})"
                         ),
                     ),
                 )
@@ -805,6 +819,12 @@ mod tests {
         ));
         assert!(matches!(
             classify_proven(&two, &[1, 6], 0, 6),
+            Verdict::Corrupt(c) if c.seq == Some(6)
+        ));
+        // A mark written after a rotation created segment 6 (seq 5, segment 6):
+        // its header was durable, so a torn one is damage, not a creation cut short.
+        assert!(matches!(
+            classify_marked(&two, &[1, 6], 0, 5, 6),
             Verdict::Corrupt(c) if c.seq == Some(6)
         ));
     }
