@@ -101,10 +101,11 @@ impl<M: Machine> Shared<M> {
                         .map_err(|e| Error::io("open segment for append", &l.path, e))?;
                     if l.alloc == l.end && self.codec == Codec::Binary {
                         // No zeros in the cache: cut to the records anyway (a no-op
-                        // there; JSONL segments are never preallocated). A rotation whose fsync failed may have cut the
-                        // preallocated zeros in the cache only, and the next fsync
-                        // of this segment makes the size on disk match, so zeros
-                        // can never end a segment that a later rotation closes.
+                        // there; JSONL segments are never preallocated). A rotation
+                        // whose fsync failed may have cut the preallocated zeros in
+                        // the cache only, and the next fsync of this segment makes
+                        // the size on disk match, so zeros can never end a segment
+                        // that a later rotation closes.
                         retry_interrupted(|| file.set_len(l.end))
                             .map_err(|e| Error::io("trim last segment", &l.path, e))?;
                     }
