@@ -438,6 +438,8 @@ pub fn table_decode(data: &[u8]) {
         seq: 1,
         keying: (data.len() % 2 == 1).then(|| (key.clone(), [7; 16])),
         block_bytes: usize::from(data.first().copied().unwrap_or(0)),
+        // An even second byte writes a delta table (FORMAT.md §14) over seq 0.
+        parent: data.get(1).is_some_and(|b| b % 2 == 0).then_some(0),
     };
     let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec.clone())
         .expect("create on the in-memory fs");

@@ -225,6 +225,7 @@ impl<M: Machine> Shared<M> {
         g.active_len = end;
         g.active_alloc = g.active_alloc.max(end);
         g.log_bytes_since_snapshot += frames.len() as u64;
+        g.appended_bytes += frames.len() as u64;
         Ok(())
     }
 

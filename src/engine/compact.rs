@@ -8,6 +8,7 @@
 //! the store calls down into `run`, `spawn_background` and `wait_idle`.
 
 use super::Machine;
+use super::chain::{self, Link};
 use super::error::{Error, Result};
 use super::format::*;
 use super::load::{LoadSpec, load, replay_one};
@@ -34,9 +35,22 @@ pub struct CompactReport {
     pub elapsed: Duration,
 }
 
+/// What a compaction writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A full snapshot (`Store::compact`, `runlog compact`).
+    Full,
+    /// A delta table of the tail (FORMAT.md §14.4; a full snapshot when the
+    /// state has no table to write it over): `Store::flush`.
+    Delta,
+    /// Whatever the policy says is due (FORMAT.md §14.4): a delta or a full
+    /// snapshot.
+    Policy,
+}
+
 /// Runs one compaction on this thread, first waiting for a running one (so
 /// "a compaction is already running" is never an error).
-pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>) -> Result<CompactReport> {
+pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>, kind: Kind) -> Result<CompactReport> {
     {
         let mut c = lock(&shared.compaction);
         while c.running {
@@ -47,7 +61,7 @@ pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>) -> Result<CompactReport> 
         }
         c.running = true;
     }
-    let r = run_claimed(shared);
+    let r = run_claimed(shared, kind);
     finish(shared, &r);
     r
 }
@@ -75,7 +89,7 @@ pub(crate) fn spawn_background<M: Machine>(shared: &Arc<Shared<M>>) {
     }
     let s = shared.clone();
     c.handle = Some(std::thread::spawn(move || {
-        let r = run_claimed(&s);
+        let r = run_claimed(&s, Kind::Policy);
         finish(&s, &r);
     }));
 }
@@ -88,10 +102,10 @@ pub(crate) fn wait_idle<M: Machine>(shared: &Shared<M>) {
     }
 }
 
-fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
+fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactReport> {
     let started = Instant::now();
     // 1. Cut: every record up to k goes into closed, fsynced segments.
-    let (k, base) = {
+    let (k, base, delta_over) = {
         let mut g = lock(&shared.inner);
         if let Some(cause) = &g.poisoned {
             return Err(Error::Poisoned {
@@ -100,14 +114,18 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         }
         let k = g.next_seq - 1;
         let base = g.snapshots.last().copied().unwrap_or(0);
+        let delta_over = match kind {
+            Kind::Full => None,
+            Kind::Delta => chain::delta_parent(&g.chain, k, shared.merges_tiers(&g)),
+            Kind::Policy => match shared.next_compaction(&g, k) {
+                Some(d) => d,
+                // Due no more (another compaction ran since this was asked for).
+                None if k > base => return Ok(nothing(base, started)),
+                None => None,
+            },
+        };
         if k == base {
-            return Ok(CompactReport {
-                snapshot_seq: base,
-                snapshot_bytes: 0,
-                segments_removed: 0,
-                snapshots_removed: 0,
-                elapsed: started.elapsed(),
-            });
+            return Ok(nothing(base, started));
         }
         if g.active.first_seq <= k
             && let Err(e) = shared.rotate(&mut g, k + 1)
@@ -116,7 +134,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
             return Err(e);
         }
         g.log_bytes_since_snapshot = 0;
-        (k, base)
+        (k, base, delta_over)
     };
 
     // 2. The state at k, rebuilt from disk with no lock held.
@@ -155,6 +173,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         seq: k,
         keying: shared.keying.as_ref(),
         max_len: shared.opts.max_snapshot_len,
+        delta_over,
     };
     let written = M::write_snapshot(&loaded.state, sink)?;
     drop(loaded);
@@ -162,24 +181,44 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
     // A table snapshot holds what the live state kept since the last one: hand
     // it over, so a long-lived writer's memory stays bounded too.
     let installed = open_installed_table(shared, k)?;
+    let link = Link {
+        seq: k,
+        parent: installed.as_ref().and_then(|t| t.parent()),
+        bytes: written,
+        table: installed.is_some(),
+    };
+    if link.parent.is_some() {
+        shared.stats.deltas.fetch_add(1, Ordering::Relaxed);
+    }
 
     // 4. Only now delete what the previous snapshot (base) made redundant. The log
-    //    between base and k stays, so a damaged new snapshot can fall back to base.
+    //    between base and k stays, so a damaged new snapshot can fall back to
+    //    base; so do the snapshots of both chains (FORMAT.md §14.5).
     let (segs, snaps) = {
         let mut g = lock(&shared.inner);
         if let Some(t) = installed {
             M::snapshot_installed(&mut g.state, k, SnapshotData::Table(t));
         }
+        let new_chain = chain::after_install(&g.chain, link);
+        let live: Vec<u64> = g
+            .chain
+            .iter()
+            .chain(new_chain.iter())
+            .map(|l| l.seq)
+            .collect();
+        g.chain = new_chain;
         g.snapshots.push(k);
-        g.last_snapshot_bytes = written;
         let keep_from = g
             .segments
             .windows(2)
             .take_while(|w| w[1] <= base + 1)
             .count();
         let segs: Vec<u64> = g.segments.drain(..keep_from).collect();
-        let keep_snaps = g.snapshots.iter().take_while(|&&s| s < base).count();
-        let snaps: Vec<u64> = g.snapshots.drain(..keep_snaps).collect();
+        let (keep, snaps): (Vec<u64>, Vec<u64>) = g
+            .snapshots
+            .iter()
+            .partition(|&&s| s >= base || live.contains(&s));
+        g.snapshots = keep;
         (segs, snaps)
     };
     let vfs = shared.vfs.as_ref();
@@ -215,6 +254,16 @@ fn run_claimed<M: Machine>(shared: &Shared<M>) -> Result<CompactReport> {
         snapshots_removed: snaps.len(),
         elapsed: started.elapsed(),
     })
+}
+
+fn nothing(base: u64, started: Instant) -> CompactReport {
+    CompactReport {
+        snapshot_seq: base,
+        snapshot_bytes: 0,
+        segments_removed: 0,
+        snapshots_removed: 0,
+        elapsed: started.elapsed(),
+    }
 }
 
 /// The table just installed at `k`, reopened (header, index and footer only),

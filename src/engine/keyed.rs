@@ -72,11 +72,12 @@ struct Written<V> {
     value: V,
 }
 
-/// A header, a table (the newest snapshot's), and the overlay of what changed
-/// since.
+/// A header, the tables of the newest snapshot (a full table and the delta
+/// tables over it, oldest first: FORMAT.md §14), and the overlay of what
+/// changed since.
 pub struct KeyedState<M: KeyedMachine> {
     header: M::Header,
-    table: Option<Arc<Table>>,
+    tables: Vec<Arc<Table>>,
     overlay: BTreeMap<String, Written<M::Value>>,
     /// Entries in table and overlay together.
     len: u64,
@@ -90,7 +91,7 @@ impl<M: KeyedMachine> Default for KeyedState<M> {
     fn default() -> Self {
         KeyedState {
             header: M::Header::default(),
-            table: None,
+            tables: Vec::new(),
             overlay: BTreeMap::new(),
             len: 0,
             seq: 0,
@@ -104,7 +105,10 @@ impl<M: KeyedMachine> std::fmt::Debug for KeyedState<M> {
         f.debug_struct("KeyedState")
             .field("len", &self.len)
             .field("seq", &self.seq)
-            .field("table", &self.table.as_ref().map(|t| t.seq()))
+            .field(
+                "tables",
+                &self.tables.iter().map(|t| t.seq()).collect::<Vec<_>>(),
+            )
             .field("overlay", &self.overlay.len())
             .finish_non_exhaustive()
     }
@@ -158,19 +162,39 @@ impl<M: KeyedMachine> KeyedState<M> {
         self.overlay.len()
     }
 
-    /// Looks `key` up: the overlay, then the table (whose block is checked).
+    /// Delta tables over the full one (FORMAT.md §14) a lookup may read.
+    pub fn deltas(&self) -> usize {
+        self.tables.len().saturating_sub(1)
+    }
+
+    /// Looks `key` up: the overlay, then the delta tables newest first, then
+    /// the full table (each block read is checked).
     pub fn get(&self, key: &str) -> std::result::Result<Option<M::Value>, Damaged> {
         if let Some(w) = self.overlay.get(key) {
             return Ok(Some(w.value.clone()));
         }
-        let Some(t) = &self.table else {
-            return Ok(None);
-        };
-        let found = t.get(key.as_bytes()).and_then(|v| match v {
-            None => Ok(None),
-            Some(bytes) => decode_value::<M>(t, key, bytes).map(Some),
-        });
-        found.map_err(|e| self.record(e))
+        for t in self.tables.iter().rev() {
+            match t.get(key.as_bytes()) {
+                Err(e) => return Err(self.record(e)),
+                Ok(None) => {}
+                Ok(Some(bytes)) => {
+                    return decode_value::<M>(t, key, bytes)
+                        .map(Some)
+                        .map_err(|e| self.record(e));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether `key` is in one of the tables (newest first, stopping at the first).
+    fn in_tables(&self, key: &str) -> std::result::Result<bool, Damaged> {
+        for t in self.tables.iter().rev() {
+            if t.get(key.as_bytes()).map_err(|e| self.record(e))?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Sets `key` to `value`. In `apply`, call it only once every check passed.
@@ -180,31 +204,33 @@ impl<M: KeyedMachine> KeyedState<M> {
             *w = Written { seq, value };
             return Ok(());
         }
-        let in_table = match &self.table {
-            None => false,
-            Some(t) => t.get(key.as_bytes()).map_err(|e| self.record(e))?.is_some(),
-        };
-        if !in_table {
+        if !self.in_tables(key)? {
             self.len += 1;
         }
         self.overlay.insert(key.to_string(), Written { seq, value });
         Ok(())
     }
 
-    /// Every entry from `start` on (all with `None`), in key order: the table
-    /// and the overlay merged, the overlay winning. Damage is yielded once.
+    /// Every entry from `start` on (all with `None`), in key order: the tables
+    /// and the overlay merged, the newest winning. Damage is yielded once.
     pub fn iter_from(&self, start: Option<&str>) -> Entries<'_, M> {
         let lower = match start {
             Some(s) => Bound::Included(s.to_string()),
             None => Bound::Unbounded,
         };
-        let table = self.table.as_ref().map(|t| match start {
-            Some(s) => t.iter_from(s.as_bytes()),
-            None => t.iter(),
-        });
+        let tables = self
+            .tables
+            .iter()
+            .map(|t| {
+                let it = match start {
+                    Some(s) => t.iter_from(s.as_bytes()),
+                    None => t.iter(),
+                };
+                (it.peekable(), t.as_ref())
+            })
+            .collect();
         Entries {
-            table: table.map(|i| i.peekable()),
-            table_ref: self.table.as_deref(),
+            tables,
             overlay: self
                 .overlay
                 .range::<String, _>((lower, Bound::Unbounded))
@@ -227,6 +253,29 @@ impl<M: KeyedMachine> KeyedState<M> {
         copy
     }
 
+    /// The state of a full table and the deltas over it (oldest first): the
+    /// header (and, for a delta, the entry count) from the newest.
+    fn from_tables(tables: Vec<Arc<Table>>, seq: u64) -> std::result::Result<Self, String> {
+        let newest = tables.last().ok_or("no table")?;
+        let (len, header) = match newest.parent() {
+            None => {
+                let h: M::Header = decode_payload(Codec::Binary, newest.header())
+                    .map_err(|e| format!("table header does not decode: {e}"))?;
+                (newest.len(), h)
+            }
+            Some(_) => decode_payload::<(u64, M::Header)>(Codec::Binary, newest.header())
+                .map_err(|e| format!("delta table header does not decode: {e}"))?,
+        };
+        Ok(KeyedState {
+            header,
+            len,
+            tables,
+            overlay: BTreeMap::new(),
+            seq,
+            fault: Mutex::new(None),
+        })
+    }
+
     fn from_parts(header: M::Header, entries: Vec<(String, M::Value)>, seq: u64) -> Self {
         let overlay: BTreeMap<String, Written<M::Value>> = entries
             .into_iter()
@@ -234,7 +283,7 @@ impl<M: KeyedMachine> KeyedState<M> {
             .collect();
         KeyedState {
             header,
-            table: None,
+            tables: Vec::new(),
             len: overlay.len() as u64,
             overlay,
             seq,
@@ -298,8 +347,8 @@ fn clone_error(e: &Error) -> Error {
 
 /// The merged entries of a [`KeyedState`], in key order.
 pub struct Entries<'a, M: KeyedMachine> {
-    table: Option<std::iter::Peekable<TableIter<'a>>>,
-    table_ref: Option<&'a Table>,
+    /// Each table's entries, oldest table first (a later one wins on a key).
+    tables: Vec<(std::iter::Peekable<TableIter<'a>>, &'a Table)>,
     overlay: std::iter::Peekable<std::collections::btree_map::Range<'a, String, Written<M::Value>>>,
     done: bool,
 }
@@ -311,39 +360,56 @@ impl<'a, M: KeyedMachine> Iterator for Entries<'a, M> {
         if self.done {
             return None;
         }
-        let from_table = match self.table.as_mut().and_then(|t| t.peek()) {
-            None => None,
-            Some(Err(_)) => {
-                self.done = true;
-                return match self.table.as_mut().and_then(|t| t.next()) {
-                    Some(Err(e)) => Some(Err(e)),
-                    _ => None,
-                };
+        // The smallest key any source holds, and the newest source holding it.
+        let mut best: Option<(&[u8], usize)> = None;
+        for (i, (it, _)) in self.tables.iter_mut().enumerate() {
+            match it.peek() {
+                None => {}
+                Some(Err(_)) => {
+                    self.done = true;
+                    return match it.next() {
+                        Some(Err(e)) => Some(Err(e)),
+                        _ => None,
+                    };
+                }
+                Some(Ok((k, _))) => {
+                    if best.is_none_or(|(b, _)| *k <= b) {
+                        best = Some((k, i));
+                    }
+                }
             }
-            Some(Ok((k, _))) => Some(*k),
-        };
-        let from_overlay = self.overlay.peek().map(|&(k, _)| k.as_bytes());
-        let take_overlay = match (from_table, from_overlay) {
+        }
+        let overlay_key = self.overlay.peek().map(|&(k, _)| k.as_bytes());
+        let take_overlay = match (best, overlay_key) {
             (None, None) => return None,
             (None, Some(_)) => true,
             (Some(_), None) => false,
-            (Some(t), Some(o)) => {
-                if t == o {
-                    // The overlay holds the newer value of this key.
-                    self.table.as_mut().and_then(|t| t.next());
-                }
-                o <= t
-            }
+            (Some((t, _)), Some(o)) => o <= t,
         };
+        let key: Vec<u8> = match (take_overlay, best) {
+            (true, _) => overlay_key.unwrap_or_default().to_vec(),
+            (false, Some((k, _))) => k.to_vec(),
+            (false, None) => return None,
+        };
+        // Every older copy of this key is skipped.
+        let mut winner = None;
+        for (i, (it, _)) in self.tables.iter_mut().enumerate() {
+            if matches!(it.peek(), Some(Ok((k, _))) if *k == key.as_slice()) {
+                let e = it.next();
+                if !take_overlay && best.is_some_and(|(_, b)| b == i) {
+                    winner = e;
+                }
+            }
+        }
         if take_overlay {
             let (k, w) = self.overlay.next()?;
             return Some(Ok((Cow::Borrowed(k.as_str()), w.value.clone())));
         }
-        let (k, v) = match self.table.as_mut().and_then(|t| t.next()) {
+        let (k, v) = match winner {
             Some(Ok(kv)) => kv,
             _ => return None,
         };
-        let table = self.table_ref?;
+        let table = self.tables[best?.1].1;
         let r = std::str::from_utf8(k)
             .map_err(|_| Error::Corrupt {
                 path: table.path().to_path_buf(),
@@ -384,67 +450,97 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
                 let (header, entries) = M::decode_whole(codec, payload)?;
                 Ok(KeyedState::from_parts(header, entries, seq))
             }
-            SnapshotData::Table(t) => {
-                let header: M::Header = decode_payload(Codec::Binary, t.header())
-                    .map_err(|e| format!("table header does not decode: {e}"))?;
-                Ok(KeyedState {
-                    header,
-                    len: t.len(),
-                    table: Some(t),
-                    overlay: BTreeMap::new(),
-                    seq,
-                    fault: Mutex::new(None),
-                })
-            }
+            SnapshotData::Table(t) => KeyedState::from_tables(vec![t], seq),
+            SnapshotData::Tables(chain) => KeyedState::from_tables(chain, seq),
         }
     }
 
     fn write_snapshot(state: &KeyedState<M>, sink: SnapshotSink<'_>) -> Result<u64> {
         let vfs = sink.vfs.clone();
         let key = sink.keying.map(|s| s.0.clone());
-        let mut w = sink.table()?;
-        let mut old = state
-            .table
-            .as_ref()
-            .map(|t| TableChunks::new(vfs.as_ref(), t.path(), key.as_ref()));
+        // A delta holds what the tables after its parent and the overlay hold
+        // (FORMAT.md §14); it needs its parent among this state's tables.
+        let parent_at = sink
+            .delta_over()
+            .and_then(|p| state.tables.iter().position(|t| t.seq() == p));
+        let (mut w, merged) = match parent_at {
+            Some(i) => (sink.delta_table()?, &state.tables[i + 1..]),
+            None => (sink.table()?, &state.tables[..]),
+        };
+        let mut sources: Vec<TableChunks<'_>> = merged
+            .iter()
+            .map(|t| TableChunks::new(vfs.as_ref(), t.path(), key.as_ref()))
+            .collect();
         let mut overlay = state.overlay.iter().peekable();
         let mut value = Vec::new();
-        // A merge in key order: the old table's entries are copied as they are
-        // (never decoded), the overlay's encoded; on the same key the overlay wins.
+        // A merge in key order: the tables' entries are copied as they are
+        // (never decoded), the overlay's encoded; on an equal key the newest
+        // source wins (the overlay, then the later table).
         loop {
-            let next_old = match old.as_mut() {
-                Some(c) => c.peek()?,
-                None => None,
-            };
+            let mut best: Option<(Vec<u8>, usize)> = None;
+            for (i, c) in sources.iter_mut().enumerate() {
+                if let Some(k) = c.peek()?
+                    && best.as_ref().is_none_or(|(b, _)| k <= b.as_slice())
+                {
+                    best = Some((k.to_vec(), i));
+                }
+            }
             let next_new = overlay.peek().map(|(k, _)| k.as_bytes());
-            match (next_old, next_new) {
+            let take_overlay = match (&best, next_new) {
                 (None, None) => break,
-                (Some(o), n) if n.is_none_or(|n| o < n) => {
-                    let (k, v) = old.as_mut().and_then(|c| c.pop()).unwrap_or_default();
-                    w.add(&k, &v)?;
-                }
-                (o, Some(n)) => {
-                    if o == Some(n) {
-                        old.as_mut().and_then(|c| c.pop());
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (Some((t, _)), Some(n)) => n <= t.as_slice(),
+            };
+            let k: Vec<u8> = match (take_overlay, &best) {
+                (true, _) => next_new.unwrap_or_default().to_vec(),
+                (false, Some((k, _))) => k.clone(),
+                (false, None) => break,
+            };
+            let mut winner = None;
+            for (i, c) in sources.iter_mut().enumerate() {
+                if c.peek()? == Some(k.as_slice()) {
+                    let e = c.pop();
+                    if best.as_ref().is_some_and(|(_, b)| *b == i) {
+                        winner = e;
                     }
-                    let (k, wr) = overlay.next().expect("peeked");
-                    encode_binary(&wr.value, state.seq, &mut value)?;
-                    w.add(k.as_bytes(), &value)?;
                 }
-                (Some(_), None) => unreachable!("handled by the first arm"),
+            }
+            if take_overlay {
+                let (k, wr) = overlay.next().expect("peeked");
+                encode_binary(&wr.value, state.seq, &mut value)?;
+                w.add(k.as_bytes(), &value)?;
+            } else if let Some((k, v)) = winner {
+                w.add(&k, &v)?;
             }
         }
         let mut header = Vec::new();
-        encode_binary(&state.header, state.seq, &mut header)?;
+        if parent_at.is_some() {
+            // A delta's header also carries the state's entry count (§14.2).
+            encode_binary(&(state.len, &state.header), state.seq, &mut header)?;
+        } else {
+            encode_binary(&state.header, state.seq, &mut header)?;
+        }
         w.finish(&header)
     }
 
     fn snapshot_installed(state: &mut KeyedState<M>, seq: u64, snapshot: SnapshotData<'_>) {
         if let SnapshotData::Table(t) = snapshot {
-            // The table holds every entry as of `seq`; what the overlay wrote
-            // since stays, the rest is now read from the table.
+            // The table (with the tables under it, for a delta) holds every
+            // entry as of `seq`; what the overlay wrote since stays, the rest
+            // is now read from the tables.
+            match t.parent() {
+                None => state.tables = vec![t],
+                Some(p) => {
+                    let Some(i) = state.tables.iter().position(|x| x.seq() == p) else {
+                        // Not over this state's tables: keep the overlay.
+                        return;
+                    };
+                    state.tables.truncate(i + 1);
+                    state.tables.push(t);
+                }
+            }
             state.overlay.retain(|_, w| w.seq > seq);
-            state.table = Some(t);
         }
     }
 

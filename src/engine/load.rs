@@ -4,6 +4,7 @@
 //! Shared by the writer's open, read-only opens, `verify` and compaction;
 //! `with_retries` reruns a read-only load that a concurrent compaction raced.
 
+use super::chain::{Link, MAX_DELTA_CHAIN};
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
@@ -174,6 +175,9 @@ pub struct Loaded<S> {
     /// The snapshot recovery started from.
     #[allow(dead_code)]
     pub base: BaseChoice,
+    /// Its chain (FORMAT.md §14): the full snapshot and the deltas over it,
+    /// oldest first (empty when recovery started from the empty state).
+    pub chain: Vec<Link>,
     /// Scans of `listing.segments[first_scanned..]` (segments wholly at or below
     /// the base snapshot are not read, except by [`load_every_segment`]).
     pub scans: Vec<SegmentScan>,
@@ -414,6 +418,7 @@ fn load_scoped<S: Default>(
     let snap_seqs: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
     let log_first = listing.segments.first().map(|s| s.0);
     let mut base_state: Option<S> = None;
+    let mut chain: Vec<Link> = Vec::new();
     let mut snapshot_bytes = 0u64;
     let mut io_error: Option<Error> = None;
     let mut tampered: Option<Error> = None;
@@ -437,6 +442,7 @@ fn load_scoped<S: Default>(
         let table_file = is_table((*bytes).as_ref());
         // What the file says of itself, in either shape, and whether a keyed
         // whole snapshot's tag matches (a table checked its own tags on open).
+        let mut links = Vec::new();
         let (found_seq, found_codec, found_id, tag_ok, data) = if table_file {
             let t = match Table::from_bytes(path.clone(), bytes, spec.key) {
                 Ok(t) => Arc::new(t),
@@ -447,13 +453,41 @@ fn load_scoped<S: Default>(
                 }
                 Err(e) => return Err(super::ErrorChain(&e).to_string()),
             };
-            (
-                t.seq(),
-                t.codec(),
-                t.store_id(),
-                true,
-                SnapshotData::Table(t),
-            )
+            let found = (t.seq(), t.codec(), t.store_id());
+            let data = match t.parent() {
+                None => {
+                    links.push(link_of(&t));
+                    SnapshotData::Table(t)
+                }
+                Some(_) => {
+                    let under = ChainCheck {
+                        vfs,
+                        dir,
+                        listing: &listing,
+                        key: spec.key,
+                        codec,
+                        store_id: store_id.as_ref(),
+                    };
+                    match under.tables(t.clone()) {
+                        Ok(tables) => {
+                            links = tables.iter().map(|t| link_of(t)).collect();
+                            SnapshotData::Tables(tables)
+                        }
+                        Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
+                            let why = super::ErrorChain(&e).to_string();
+                            tampered = Some(e);
+                            return Err(why);
+                        }
+                        Err(e) if is_vanished(&e) => {
+                            let why = super::ErrorChain(&e).to_string();
+                            io_error.get_or_insert(e);
+                            return Err(why);
+                        }
+                        Err(e) => return Err(super::ErrorChain(&e).to_string()),
+                    }
+                }
+            };
+            (found.0, found.1, found.2, true, data)
         } else {
             let view = decode_snapshot((*bytes).as_ref())?;
             let tag_ok = match (keying, view.keying) {
@@ -463,6 +497,12 @@ fn load_scoped<S: Default>(
                 _ => true,
             };
             let id = view.keying.map(|s| s.0);
+            links.push(Link {
+                seq: view.seq,
+                parent: None,
+                bytes: bytes_len,
+                table: false,
+            });
             (
                 view.seq,
                 view.codec,
@@ -516,6 +556,7 @@ fn load_scoped<S: Default>(
             (spec.decode_state)(codec, *seq, data)
                 .map_err(|e| format!("{what} does not decode: {e}"))?,
         );
+        chain = links;
         Ok(())
     });
     if let Some(e) = io_error.filter(is_vanished) {
@@ -693,6 +734,7 @@ fn load_scoped<S: Default>(
         state,
         listing,
         base,
+        chain,
         scans,
         first_scanned,
         unsynced,
@@ -758,6 +800,108 @@ fn check_mark(
             }
         ))),
     }
+}
+
+fn link_of(t: &Table) -> Link {
+    Link {
+        seq: t.seq(),
+        parent: t.parent(),
+        bytes: t.size(),
+        table: true,
+    }
+}
+
+/// What every table under a delta must agree on with the store, and where
+/// to find it.
+struct ChainCheck<'a> {
+    vfs: &'a dyn Vfs,
+    dir: &'a Path,
+    listing: &'a Listing,
+    key: Option<&'a Key>,
+    codec: Codec,
+    store_id: Option<&'a StoreId>,
+}
+
+impl ChainCheck<'_> {
+    /// The tables of `newest`'s chain, full table first (FORMAT.md §14.3):
+    /// each parent is the listed snapshot of that seq, a table of this store
+    /// and codec, until a full table; at most [`MAX_DELTA_CHAIN`] deltas.
+    /// Any failure is the error of the table at fault (its path, offset and
+    /// what is wrong), which makes the newest snapshot unusable.
+    fn tables(&self, newest: Arc<Table>) -> Result<Vec<Arc<Table>>> {
+        let mut chain = vec![newest];
+        while let Some(p) = chain.last().and_then(|t| t.parent()) {
+            let child = chain.last().expect("not empty").path().to_path_buf();
+            let corrupt = |reason: String| Error::Corrupt {
+                path: child.clone(),
+                offset: 0,
+                seq: Some(p),
+                reason,
+            };
+            if chain.len() > MAX_DELTA_CHAIN {
+                return Err(corrupt(format!(
+                    "a chain of more than {MAX_DELTA_CHAIN} delta tables"
+                )));
+            }
+            let Some((_, name)) = self.listing.snapshots.iter().find(|s| s.0 == p) else {
+                return Err(corrupt(format!(
+                    "delta table over {}, which is missing",
+                    snapshot_name(p)
+                )));
+            };
+            let path = self.dir.join(name);
+            let bytes = read(self.vfs, &path, true, "read snapshot")?;
+            if !is_table((*bytes).as_ref()) {
+                return Err(corrupt(format!(
+                    "delta table over {name}, which is not a table"
+                )));
+            }
+            let t = Table::from_bytes(path.clone(), bytes, self.key)?;
+            let mismatch = if t.seq() != p {
+                Some(format!(
+                    "table header says seq {}, file name says {p}",
+                    t.seq()
+                ))
+            } else if t.codec() != self.codec {
+                Some(format!(
+                    "table codec {} differs from the log's {}",
+                    t.codec().name(),
+                    self.codec.name()
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = mismatch {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: 0,
+                    seq: Some(p),
+                    reason,
+                });
+            }
+            if t.store_id().as_ref() != self.store_id {
+                return Err(Error::Tampered {
+                    path,
+                    offset: 0,
+                    seq: Some(p),
+                    what: id_mismatch("snapshot", t.store_id().as_ref(), self.store_id),
+                });
+            }
+            chain.push(Arc::new(t));
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+}
+
+/// The parent a snapshot file names in its header (FORMAT.md §14), read from
+/// its first bytes only: `None` for a full table, a whole snapshot or an
+/// unreadable file.
+pub(crate) fn snapshot_parent(vfs: &dyn Vfs, path: &Path) -> Option<u64> {
+    let head = vfs
+        .read_head(path, super::table::format::TABLE_HEADER_LEN)
+        .ok()?;
+    super::table::format::file_header_parent(&head)
 }
 
 fn corruption(dir: &Path, l: &Listing, c: Corruption) -> Error {

@@ -27,6 +27,7 @@ macro_rules! internal_mods {
 }
 
 mod append;
+mod chain;
 mod codec;
 mod compact;
 mod dir;
@@ -72,6 +73,7 @@ pub use error::{Error, ErrorChain, Result};
 pub use files::write_file_atomic;
 pub use format::Codec;
 pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
+pub(crate) use load::snapshot_parent;
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use options::{CompactionPolicy, Options, Stats, SyncPolicy};
 pub use realfs::RealFs;
@@ -117,6 +119,9 @@ pub trait Machine: Send + Sync + 'static {
                 "a table snapshot ({} entries), but this machine keeps its state whole",
                 t.len()
             )),
+            SnapshotData::Tables(_) => {
+                Err("delta tables, but this machine keeps its state whole".into())
+            }
         }
     }
 

@@ -214,8 +214,9 @@ impl<M: Machine> Store<M> {
             poisoned: None,
             segments: vec![1],
             snapshots: vec![],
+            chain: Vec::new(),
             log_bytes_since_snapshot: 0,
-            last_snapshot_bytes: 0,
+            appended_bytes: 0,
             pending: None,
         };
         Ok((
@@ -237,6 +238,7 @@ impl<M: Machine> Store<M> {
         let Loaded {
             state,
             listing,
+            chain,
             scans,
             first_scanned,
             unsynced,
@@ -313,7 +315,6 @@ impl<M: Machine> Store<M> {
             })
             .map(|s| s.0)
             .collect();
-        let last_snapshot_bytes = report.snapshot_bytes;
         let pending = Pending {
             torn,
             last,
@@ -337,10 +338,11 @@ impl<M: Machine> Store<M> {
             poisoned: None,
             segments,
             snapshots,
+            chain,
             log_bytes_since_snapshot: report
                 .bytes_scanned
                 .saturating_sub(report.bytes_below_snapshot),
-            last_snapshot_bytes,
+            appended_bytes: 0,
             pending: Some(Box::new(pending)),
         };
         report.last_seq = next_seq - 1;

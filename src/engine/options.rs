@@ -80,6 +80,13 @@ pub struct Options {
     pub preallocate: u64,
     /// When to compact automatically.
     pub compaction: CompactionPolicy,
+    /// Under [`CompactionPolicy::Auto`], a keyed state's log is flushed as a
+    /// delta table (FORMAT.md §14) once this many bytes were logged since the
+    /// newest snapshot, so that an open never replays more than about this
+    /// much; the full table is merged only under the policy's own rule, and
+    /// only by a writer that has itself appended this much (a long-lived one).
+    /// 0 (the default) writes no deltas: every compaction writes a full snapshot.
+    pub delta_bytes: u64,
     /// The filesystem; tests substitute a simulated one.
     pub vfs: Arc<dyn Vfs>,
     /// Called during replay with progress.
@@ -106,6 +113,7 @@ impl Default for Options {
             segment_bytes: 64 << 20,
             preallocate: 1 << 20,
             compaction: CompactionPolicy::default(),
+            delta_bytes: 0,
             vfs: Arc::new(RealFs),
             progress: None,
             key: None,
@@ -124,6 +132,7 @@ impl std::fmt::Debug for Options {
             .field("segment_bytes", &self.segment_bytes)
             .field("preallocate", &self.preallocate)
             .field("compaction", &self.compaction)
+            .field("delta_bytes", &self.delta_bytes)
             .field("key", &self.key)
             .finish_non_exhaustive()
     }
@@ -136,8 +145,10 @@ pub struct Stats {
     pub appends: AtomicU64,
     /// fsyncs of the log issued for acknowledgement.
     pub fsyncs: AtomicU64,
-    /// Snapshots written.
+    /// Snapshots written (full ones and deltas).
     pub snapshots: AtomicU64,
+    /// Of those, delta tables (FORMAT.md §14).
+    pub deltas: AtomicU64,
     /// Preallocations that could not be had (a nearly full disk): the zeros
     /// written were given back and appends continued plain (FORMAT.md §3.2).
     pub preallocation_fallbacks: AtomicU64,

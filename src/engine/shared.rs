@@ -7,6 +7,7 @@
 //! taking `inner`.
 
 use super::Machine;
+use super::chain::{self, Link};
 use super::format::Codec;
 use super::group::GroupCommit;
 use super::mark::{Mark, MarkWriter};
@@ -42,8 +43,12 @@ pub(crate) struct Inner<M: Machine> {
     pub(crate) segments: Vec<u64>,
     /// Seqs of the live snapshots, oldest first.
     pub(crate) snapshots: Vec<u64>,
+    /// The newest snapshot's chain (FORMAT.md §14), full snapshot first.
+    pub(crate) chain: Vec<Link>,
     pub(crate) log_bytes_since_snapshot: u64,
-    pub(crate) last_snapshot_bytes: u64,
+    /// Bytes this writer appended itself since it opened: past
+    /// `Options::delta_bytes` it is a long-lived writer, which merges.
+    pub(crate) appended_bytes: u64,
     /// The rest of the open, until the first write (`None` once done).
     pub(crate) pending: Option<Box<Pending>>,
 }
@@ -108,16 +113,43 @@ impl<M: Machine> Shared<M> {
     }
 
     pub(crate) fn wants_compaction(&self, g: &Inner<M>) -> bool {
-        match self.opts.compaction {
-            CompactionPolicy::Manual => false,
-            CompactionPolicy::Auto {
-                min_log_bytes,
-                ratio,
-            } => {
-                let log = g.log_bytes_since_snapshot;
-                log >= min_log_bytes && (log as f64) >= ratio * g.last_snapshot_bytes as f64
-            }
+        self.next_compaction(g, g.next_seq - 1).is_some()
+    }
+
+    /// What an automatic compaction at `k` writes now: `Some(None)` a full
+    /// snapshot, `Some(Some(p))` a delta over `p`, `None` nothing yet.
+    pub(crate) fn next_compaction(&self, g: &Inner<M>, k: u64) -> Option<Option<u64>> {
+        let CompactionPolicy::Auto {
+            min_log_bytes,
+            ratio,
+        } = self.opts.compaction
+        else {
+            return None;
+        };
+        let log = g.log_bytes_since_snapshot;
+        let full_due = chain::full_due(&g.chain, log, min_log_bytes, ratio);
+        let step = self.opts.delta_bytes;
+        if step == 0 {
+            return full_due.then_some(None);
         }
+        if log < step && !full_due {
+            return None;
+        }
+        let long_lived = g.appended_bytes >= step;
+        if full_due && long_lived {
+            return Some(None);
+        }
+        if log < step {
+            return None;
+        }
+        Some(chain::delta_parent(&g.chain, k, self.merges_tiers(g)))
+    }
+
+    /// Whether a delta written now also merges the newest deltas (§14.4): a
+    /// long-lived writer's does, a one-shot writer's only on a long chain.
+    pub(crate) fn merges_tiers(&self, g: &Inner<M>) -> bool {
+        g.appended_bytes >= self.opts.delta_bytes
+            || chain::deltas(&g.chain) >= chain::LIGHT_MERGE_DELTAS
     }
 }
 

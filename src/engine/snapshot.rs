@@ -21,6 +21,10 @@ pub enum SnapshotData<'a> {
     /// A table snapshot: its header, index and footer are checked; its blocks
     /// are checked when read.
     Table(Arc<Table>),
+    /// A full table and the delta tables over it (FORMAT.md §14), oldest
+    /// first, each checked as [`SnapshotData::Table`]'s; the newest's seq is
+    /// the snapshot's.
+    Tables(Vec<Arc<Table>>),
 }
 
 /// Where compaction writes a snapshot: the machine picks the shape.
@@ -33,6 +37,8 @@ pub struct SnapshotSink<'a> {
     pub(crate) keying: Option<&'a (Key, StoreId)>,
     /// The largest whole-state payload accepted ([`Options::max_snapshot_len`](super::Options)).
     pub(crate) max_len: u64,
+    /// The snapshot a delta may be written over (FORMAT.md §14).
+    pub(crate) delta_over: Option<u64>,
 }
 
 impl SnapshotSink<'_> {
@@ -77,6 +83,14 @@ impl SnapshotSink<'_> {
         Ok(bytes.len() as u64)
     }
 
+    /// The seq of the snapshot the store asks a delta table over (FORMAT.md
+    /// §14), when it does: a machine that keeps a keyed state may then write
+    /// only what changed since with [`SnapshotSink::delta_table`]; any other
+    /// shape is still correct.
+    pub fn delta_over(&self) -> Option<u64> {
+        self.delta_over
+    }
+
     /// Starts a table snapshot: add entries in key order, then
     /// [`TableWriter::finish`] installs it atomically.
     pub fn table(self) -> Result<TableWriter> {
@@ -86,6 +100,18 @@ impl SnapshotSink<'_> {
             &self.name,
             TableSpec::new(self.codec, self.seq, self.keying.cloned()),
         )
+    }
+
+    /// Starts a delta table over [`SnapshotSink::delta_over`]: only the
+    /// entries written after it, and a header that stands for the whole state.
+    pub fn delta_table(self) -> Result<TableWriter> {
+        let parent = self.delta_over.ok_or_else(|| Error::Mismatch {
+            path: self.dir.join(&self.name),
+            reason: "a delta table, but the store asked for a full snapshot".into(),
+        })?;
+        let mut spec = TableSpec::new(self.codec, self.seq, self.keying.cloned());
+        spec.parent = Some(parent);
+        TableWriter::create(self.vfs.clone(), self.dir, &self.name, spec)
     }
 }
 

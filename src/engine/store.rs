@@ -90,7 +90,18 @@ impl<M: Machine> Store<M> {
     pub fn compact(&self) -> Result<CompactReport> {
         self.shared
             .prepare_or_poison(&mut lock(&self.shared.inner))?;
-        compact::run(&self.shared)
+        compact::run(&self.shared, compact::Kind::Full)
+    }
+
+    /// Writes the log since the newest snapshot as a delta table over it
+    /// (FORMAT.md §14), on the calling thread: an open then replays none of
+    /// it. A state with no table to write it over (a whole-state machine, or
+    /// no snapshot yet) gets a full snapshot instead. Deletes what the
+    /// previous snapshot made redundant, as [`Store::compact`] does.
+    pub fn flush(&self) -> Result<CompactReport> {
+        self.shared
+            .prepare_or_poison(&mut lock(&self.shared.inner))?;
+        compact::run(&self.shared, compact::Kind::Delta)
     }
 
     /// The error of the last background compaction, if it failed.

@@ -1,11 +1,13 @@
 //! Read-only verification: [`verify`] and its variants classify every byte of
 //! a store ([`Integrity`]) without a lock and without changing anything.
 
+use super::chain::MAX_DELTA_CHAIN;
 use super::dir::check_dir;
 use super::error::{Error, Result};
 use super::format::*;
 use super::load::{
-    LoadSpec, RecoveryReport, TornTailReport, list_store, load_every_segment, with_retries,
+    LoadSpec, RecoveryReport, TornTailReport, list_store, load_every_segment, snapshot_parent,
+    with_retries,
 };
 use super::snapshot::SnapshotData;
 use super::table::Table;
@@ -90,7 +92,7 @@ pub struct VerifyReport {
 }
 
 /// The files FORMAT.md §5.4 step 5 deletes that are still listed: snapshots
-/// older than the previous one, segments wholly at or below the previous
+/// older than the previous one and in neither its chain nor the newest's, segments wholly at or below the previous
 /// snapshot, and temp files of an unfinished install.
 fn leftovers(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
     let Ok(l) = list_store(vfs, dir) else {
@@ -99,8 +101,23 @@ fn leftovers(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if l.snapshots.len() >= 2 {
         let prev = l.snapshots[l.snapshots.len() - 2].0;
-        for (_, name) in &l.snapshots[..l.snapshots.len() - 2] {
-            out.push(dir.join(name));
+        // The chains of the newest and the previous snapshot stay (§14.5).
+        let parent_of = |seq: u64| {
+            let (_, name) = l.snapshots.iter().find(|s| s.0 == seq)?;
+            snapshot_parent(vfs, &dir.join(name))
+        };
+        let mut live = Vec::new();
+        for top in [l.snapshots[l.snapshots.len() - 1].0, prev] {
+            let mut at = Some(top);
+            while let Some(seq) = at.filter(|_| live.len() <= 2 * (MAX_DELTA_CHAIN + 1)) {
+                live.push(seq);
+                at = parent_of(seq);
+            }
+        }
+        for (seq, name) in &l.snapshots[..l.snapshots.len() - 2] {
+            if !live.contains(seq) {
+                out.push(dir.join(name));
+            }
         }
         for w in l.segments.windows(2) {
             if w[1].0 <= prev + 1 {
@@ -142,16 +159,17 @@ pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
 pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<VerifyReport> {
     check_dir(vfs, dir)?;
     let r = with_retries(|| {
-        // The base table is kept to check every block below; a whole snapshot
-        // was checked whole when it was chosen.
+        // The base's tables (a full table and its deltas) are kept to check
+        // every block below; a whole snapshot was checked whole when it was chosen.
         let mut decode_state = |_: Codec, _: u64, s: SnapshotData<'_>| {
             Ok(match s {
-                SnapshotData::Table(t) => Some(t),
-                SnapshotData::Whole(_) => None,
+                SnapshotData::Table(t) => vec![t],
+                SnapshotData::Tables(ts) => ts,
+                SnapshotData::Whole(_) => vec![],
             })
         };
-        let mut apply = |_: &mut Option<Arc<Table>>, _: Codec, _: &[u8]| Ok(());
-        load_every_segment::<Option<Arc<Table>>>(
+        let mut apply = |_: &mut Vec<Arc<Table>>, _: Codec, _: &[u8]| Ok(());
+        load_every_segment::<Vec<Arc<Table>>>(
             vfs,
             dir,
             LoadSpec {
@@ -165,9 +183,11 @@ pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<V
         )
     });
     // Open reads a table's blocks only when it looks a key up; verify reads them all.
-    let r = r.and_then(|l| match &l.state {
-        Some(t) => t.verify().map(|()| l),
-        None => Ok(l),
+    let r = r.and_then(|l| {
+        for t in &l.state {
+            t.verify()?;
+        }
+        Ok(l)
     });
     let mut report = match r {
         Ok(l) => integrity_of_report(vfs, l.report),

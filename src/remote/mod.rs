@@ -44,6 +44,8 @@ pub use error::{RemoteError, Result};
 pub use gc::{RemoteGcReport, gc};
 pub use replica::{RemoteStats, Replicated, Replication, error_chain};
 pub use restore::{RestoreReport, restore, verify_remote};
-pub use rootenv::{ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, attach_env, env_config, restore_if_missing};
+pub use rootenv::{
+    ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, attach_env, configured, env_config, restore_if_missing,
+};
 pub use runhook::{RemoteLag, RunRemote};
 pub use shipper::{ShipState, Shipper, latest_manifest, read_manifest};

@@ -56,6 +56,12 @@ pub fn restore_if_missing(dir: &Path, id: &str, key: Option<&Key>) -> Result<boo
     Ok(true)
 }
 
+/// Whether run `id` in `dir` ships to a remote: its `REMOTE` file, or one
+/// `$RUNLOG_REMOTE_ROOT` would give it (an unreadable setting counts as one).
+pub fn configured(dir: &Path, id: &str) -> bool {
+    dir.join(REMOTE_FILE).exists() || !matches!(env_config(id), Ok(None))
+}
+
 /// After run `id` was opened at `dir`: attaches the environment's remote when
 /// the run has none yet.
 pub fn attach_env(dir: &Path, id: &str) -> Result<()> {

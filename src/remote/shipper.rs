@@ -373,7 +373,17 @@ impl Shipper {
 
         // A newer local snapshot: upload it; chunks it covers leave the live set.
         let remote_snap = self.head.snapshot.as_ref().map_or(0, |s| s.seq);
-        if let Some((k, name)) = local.snapshots.last().cloned()
+        // Only a full snapshot: a delta table (FORMAT.md §14) is read with
+        // its chain, which a restore of one snapshot would not have.
+        let full = local
+            .snapshots
+            .iter()
+            .rev()
+            .find(|(_, name)| {
+                crate::engine::snapshot_parent(self.vfs.as_ref(), &self.dir.join(name)).is_none()
+            })
+            .cloned();
+        if let Some((k, name)) = full
             && k > remote_snap
             && k <= upto.max(self.head.shipped)
         {

@@ -42,8 +42,8 @@ pub use open::{
 pub use resume::{ResumeSet, blocking_roots, resume_set, resume_set_from_rows};
 pub use runs::{
     ARCHIVE_SUBDIR, ArchivedRun, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport,
-    MAX_RUN_ID_BYTES, RUN_COMPACTION, RUNS_SUBDIR, RunSummary, Runs, Unreadable, check_run_id,
-    locate_root,
+    MAX_RUN_ID_BYTES, RUN_COMPACTION, RUN_DELTA_BYTES, RUNS_SUBDIR, RunSummary, Runs, Unreadable,
+    check_run_id, locate_root,
 };
 pub use transition::{
     BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, RuleError, RunKeyed, RunMachine, Transition,

@@ -617,6 +617,7 @@ impl Runs {
             sync: self.sync,
             key: self.key.clone(),
             compaction: self.compaction,
+            delta_bytes: RUN_DELTA_BYTES,
             vfs: self.vfs.clone(),
             ..engine::Options::default()
         }
@@ -699,6 +700,13 @@ pub const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPolicy::A
     min_log_bytes: 4 << 20,
     ratio: 0.1,
 };
+
+/// A run's log is flushed as a delta table once 64 KiB (a few hundred
+/// transitions) were logged since its newest snapshot: every process that
+/// opens a live run replays at most about that much, whatever the run's size
+/// (FORMAT.md §14). The full table is merged under [`RUN_COMPACTION`], by
+/// long-lived writers only.
+pub const RUN_DELTA_BYTES: u64 = 64 << 10;
 
 fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)

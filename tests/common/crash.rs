@@ -80,6 +80,9 @@ pub enum Step {
     Threads(Vec<usize>),
     /// A manual compaction (snapshot and log trim).
     Compact,
+    /// A delta flush of the tail (`Store::flush`, FORMAT.md §14; a full
+    /// snapshot for a whole-state machine or before the first table).
+    Flush,
     /// Close and open again.
     Reopen,
 }
@@ -182,6 +185,9 @@ pub fn run_workload_as<S: Subject>(fs: &SimFs, x: &Explore, steps: &[Step], tall
             }),
             Step::Compact => {
                 s.compact().expect("compact");
+            }
+            Step::Flush => {
+                s.flush().expect("flush");
             }
             Step::Reopen => {
                 drop(store.take());
@@ -700,7 +706,8 @@ pub fn explore_as<S: Subject>(steps: &[Step], x: Explore) -> Result<Figures, Str
 }
 
 /// The workload `w` of the exhaustive enumeration: `w` in base 4, `len` digits,
-/// over append / batch / compact / reopen; pads and batch sizes vary with `w`.
+/// over append / batch / compact-or-flush / reopen; pads, batch sizes and
+/// whether a snapshot step is a full compaction or a delta flush vary with `w`.
 pub fn short_workload(w: usize, len: u32) -> Vec<Step> {
     (0..len as usize)
         .map(|i| {
@@ -713,7 +720,8 @@ pub fn short_workload(w: usize, len: u32) -> Vec<Step> {
                         .map(|j| (j != 1 || !r.is_multiple_of(3)).then_some(PADS[(r + j) % 4]))
                         .collect(),
                 ),
-                2 => Step::Compact,
+                2 if r.is_multiple_of(2) => Step::Compact,
+                2 => Step::Flush,
                 _ => Step::Reopen,
             }
         })
@@ -742,7 +750,8 @@ pub fn random_workload(seed: u64, n: usize) -> Vec<Step> {
                     .collect(),
             ),
             70..78 => Step::Threads((0..2 + r.below(7)).map(|_| pad(&mut r)).collect()),
-            78..90 => Step::Compact,
+            78..84 => Step::Compact,
+            84..90 => Step::Flush,
             _ => Step::Reopen,
         })
         .collect()

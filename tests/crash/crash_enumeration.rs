@@ -245,7 +245,10 @@ fn keyed_random_workloads_every_boundary() {
     let mut compactions = 0;
     for seed in 0..n {
         let steps = random_workload(seed ^ 0x6b65_7964, 60);
-        compactions += steps.iter().filter(|s| matches!(s, Step::Compact)).count();
+        compactions += steps
+            .iter()
+            .filter(|s| matches!(s, Step::Compact | Step::Flush))
+            .count();
         let x = Explore {
             model: if seed % 2 == 0 {
                 Persistence::Weak

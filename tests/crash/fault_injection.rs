@@ -27,9 +27,12 @@ fn workload() -> Vec<Step> {
         Step::Append(4095),
         Step::Compact,
         Step::Append(64 << 10),
+        Step::Flush,
         Step::Append(512),
         Step::Reopen,
         Step::Batch(vec![Some(1), Some(4097)]),
+        Step::Flush,
+        Step::Append(7),
         Step::Compact,
         Step::Append(511),
     ]
@@ -134,9 +137,14 @@ fn run<S: Subject>(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result
                     }
                 }
             }
-            Step::Compact => {
+            Step::Compact | Step::Flush => {
                 let segs = segments(&fs);
-                if s.compact().is_err() {
+                let r = if matches!(step, Step::Flush) {
+                    s.flush()
+                } else {
+                    s.compact()
+                };
+                if r.is_err() {
                     failed = true;
                     let after = segments(&fs);
                     if let Some(p) = segs.iter().find(|p| !after.contains(p)) {

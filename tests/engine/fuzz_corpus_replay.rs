@@ -277,6 +277,7 @@ fn table_seeds(out: &Path) {
             seq: 9,
             keying: keyed.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
             block_bytes,
+            parent: None,
         };
         let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec).unwrap();
         for (k, v) in entries {

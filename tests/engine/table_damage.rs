@@ -51,6 +51,7 @@ fn table_of(m: &Model, keyed: bool) -> Vec<u8> {
         seq: SEQ,
         keying: keyed.then(|| (key(), STORE_ID)),
         block_bytes: 64,
+        parent: delta_parent(),
     };
     let mut w = TableWriter::create(vfs, Path::new("/mem"), NAME, spec).unwrap();
     for (k, v) in m {
@@ -58,6 +59,26 @@ fn table_of(m: &Model, keyed: bool) -> Vec<u8> {
     }
     w.finish(b"the machine's header").unwrap();
     fs.get(&Path::new("/mem").join(NAME)).unwrap()
+}
+
+/// Every sweep here runs on a full table and again on a delta table (FORMAT.md
+/// §14: version 3, the delta flag and a parent seq in the file header), chosen
+/// by `RUNLOG_TABLE_DAMAGE_DELTA` for the second pass of each test.
+fn delta_parent() -> Option<u64> {
+    DELTA.with(|d| d.get()).then_some(SEQ - 4)
+}
+
+thread_local! {
+    static DELTA: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` on a full table, then on a delta.
+fn full_and_delta(f: impl Fn()) {
+    for delta in [false, true] {
+        DELTA.with(|d| d.set(delta));
+        f();
+    }
+    DELTA.with(|d| d.set(false));
 }
 
 fn path() -> PathBuf {
@@ -146,65 +167,71 @@ fn check_damaged(bytes: Vec<u8>, keyed: bool, what: &str, out: &mut Outcomes) {
 
 #[test]
 fn every_bit_flipped_is_detected() {
-    for keyed in [false, true] {
-        let clean = table_bytes(keyed);
-        let t = open(clean.clone(), keyed).unwrap();
-        assert!(t.blocks() >= 4, "{} blocks", t.blocks());
-        let mut out = Outcomes::default();
-        for i in 0..clean.len() {
-            for bit in 0..8 {
-                let mut b = clean.clone();
-                b[i] ^= 1 << bit;
-                check_damaged(
-                    b,
-                    keyed,
-                    &format!("keyed={keyed} byte {i} bit {bit}"),
-                    &mut out,
-                );
+    full_and_delta(|| {
+        for keyed in [false, true] {
+            let clean = table_bytes(keyed);
+            let t = open(clean.clone(), keyed).unwrap();
+            assert!(t.blocks() >= 4, "{} blocks", t.blocks());
+            let mut out = Outcomes::default();
+            for i in 0..clean.len() {
+                for bit in 0..8 {
+                    let mut b = clean.clone();
+                    b[i] ^= 1 << bit;
+                    check_damaged(
+                        b,
+                        keyed,
+                        &format!("keyed={keyed} byte {i} bit {bit}"),
+                        &mut out,
+                    );
+                }
             }
+            // Both kinds of detection happened: data blocks are checked lazily.
+            assert!(out.refused_at_open > 0 && out.refused_later > 0, "{out:?}");
+            assert!(out.lookups_failed > 0, "{out:?}");
+            assert_eq!(out.refused_at_open + out.refused_later, clean.len() * 8);
         }
-        // Both kinds of detection happened: data blocks are checked lazily.
-        assert!(out.refused_at_open > 0 && out.refused_later > 0, "{out:?}");
-        assert!(out.lookups_failed > 0, "{out:?}");
-        assert_eq!(out.refused_at_open + out.refused_later, clean.len() * 8);
-    }
+    });
 }
 
 #[test]
 fn every_truncation_fails_at_open() {
-    for keyed in [false, true] {
-        let clean = table_bytes(keyed);
-        for len in 0..clean.len() {
-            let e = open(clean[..len].to_vec(), keyed).expect_err("truncated table opened");
-            assert!(
-                matches!(&e, Error::Corrupt { path: p, .. } if *p == path()),
-                "len {len}: {e}"
-            );
+    full_and_delta(|| {
+        for keyed in [false, true] {
+            let clean = table_bytes(keyed);
+            for len in 0..clean.len() {
+                let e = open(clean[..len].to_vec(), keyed).expect_err("truncated table opened");
+                assert!(
+                    matches!(&e, Error::Corrupt { path: p, .. } if *p == path()),
+                    "len {len}: {e}"
+                );
+            }
         }
-    }
+    });
 }
 
 #[test]
 fn appended_garbage_fails_at_open() {
-    for keyed in [false, true] {
-        let clean = table_bytes(keyed);
-        let footer = clean[clean.len() - TABLE_FOOTER_LEN..].to_vec();
-        let tails: Vec<Vec<u8>> = (1..=2 * TABLE_FOOTER_LEN)
-            .map(|n| vec![0u8; n])
-            .chain((1..=2 * TABLE_FOOTER_LEN).map(|n| vec![0xa5; n]))
-            // A second copy of the valid footer: its offsets no longer fit.
-            .chain([footer.clone(), [&[0u8][..], &footer].concat()])
-            .collect();
-        for tail in tails {
-            let b = [&clean[..], &tail].concat();
-            let e = open(b, keyed).expect_err("table with garbage opened");
-            assert!(
-                matches!(&e, Error::Corrupt { path: p, .. } if *p == path()),
-                "{} bytes appended: {e}",
-                tail.len()
-            );
+    full_and_delta(|| {
+        for keyed in [false, true] {
+            let clean = table_bytes(keyed);
+            let footer = clean[clean.len() - TABLE_FOOTER_LEN..].to_vec();
+            let tails: Vec<Vec<u8>> = (1..=2 * TABLE_FOOTER_LEN)
+                .map(|n| vec![0u8; n])
+                .chain((1..=2 * TABLE_FOOTER_LEN).map(|n| vec![0xa5; n]))
+                // A second copy of the valid footer: its offsets no longer fit.
+                .chain([footer.clone(), [&[0u8][..], &footer].concat()])
+                .collect();
+            for tail in tails {
+                let b = [&clean[..], &tail].concat();
+                let e = open(b, keyed).expect_err("table with garbage opened");
+                assert!(
+                    matches!(&e, Error::Corrupt { path: p, .. } if *p == path()),
+                    "{} bytes appended: {e}",
+                    tail.len()
+                );
+            }
         }
-    }
+    });
 }
 
 fn u16_at(b: &[u8], at: usize) -> usize {

@@ -34,6 +34,7 @@ fn spec(keyed: bool, block_bytes: usize) -> TableSpec {
         seq: 7,
         keying: keyed.then(|| (key(), STORE_ID)),
         block_bytes,
+        parent: None,
     }
 }
 

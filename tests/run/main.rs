@@ -5,6 +5,8 @@
 mod cli_support;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../open_counting_vfs/mod.rs"]
+mod open_counting_vfs;
 #[path = "../skip_support/mod.rs"]
 mod skip_support;
 
@@ -14,6 +16,7 @@ mod integrity_retryable_create;
 mod integrity_schema_version;
 mod run_archive_lock;
 mod run_checkpoint_undecodable;
+mod run_delta_tail;
 mod run_model_rules;
 mod run_resume_set;
 mod run_start_units;

@@ -9,10 +9,16 @@ use crate::engine::tag::{STORE_ID_LEN, StoreId, TAG_LEN, Tag};
 pub const TABLE_MAGIC: [u8; 8] = *b"RUNLOGtb";
 /// Magic at the start of a table snapshot's footer.
 pub const TABLE_FOOTER_MAGIC: [u8; 8] = *b"RUNLOGtf";
-/// The format version of a table snapshot (format v2).
+/// The format version of a full table snapshot (format v2).
 pub const TABLE_FORMAT_VERSION: u16 = 2;
+/// The format version of a delta table (format v3, FORMAT.md §14): a table that
+/// holds only what changed since its parent snapshot.
+pub const TABLE_DELTA_VERSION: u16 = 3;
 /// File header flag: the table is keyed (block tags in the index, a table tag in the footer).
 pub const TABLE_FLAG_KEYED: u8 = 1;
+/// File header flag: the table is a delta (version 3 only); bytes 20..28 hold
+/// its parent's seq.
+pub const TABLE_FLAG_DELTA: u8 = 2;
 
 /// Default target size of a data block body.
 pub const TABLE_BLOCK_BYTES: usize = 4096;
@@ -28,7 +34,8 @@ pub const MAX_TABLE_HEADER_LEN: usize = 16 << 20;
 pub const MAX_TABLE_INDEX_LEN: usize = 1 << 30;
 
 // ---- file header (32 bytes at offset 0) ---------------------------------------
-// magic | version u16 | codec u8 | flags u8 | seq u64 | reserved [8] | header_crc u32
+// magic | version u16 | codec u8 | flags u8 | seq u64 | reserved [8] (a delta's
+// parent seq) | header_crc u32
 pub(crate) const TH_VERSION_AT: usize = TABLE_MAGIC.len();
 pub(crate) const TH_CODEC_AT: usize = TH_VERSION_AT + size_of::<u16>();
 pub(crate) const TH_FLAGS_AT: usize = TH_CODEC_AT + size_of::<u8>();
@@ -84,15 +91,31 @@ pub(crate) struct FileHeader {
     pub codec: u8,
     pub flags: u8,
     pub seq: u64,
+    /// A delta's parent seq (`None`: a full table).
+    pub parent: Option<u64>,
 }
 
-pub(crate) fn encode_file_header(codec: u8, flags: u8, seq: u64) -> [u8; TABLE_HEADER_LEN] {
+/// A full table's file header (version 2), or with `parent` a delta's
+/// (version 3, the delta flag set, the parent's seq in bytes 20..28).
+pub(crate) fn encode_file_header(
+    codec: u8,
+    flags: u8,
+    seq: u64,
+    parent: Option<u64>,
+) -> [u8; TABLE_HEADER_LEN] {
     let mut h = [0u8; TABLE_HEADER_LEN];
+    let (version, flags) = match parent {
+        None => (TABLE_FORMAT_VERSION, flags),
+        Some(_) => (TABLE_DELTA_VERSION, flags | TABLE_FLAG_DELTA),
+    };
     h[..TH_VERSION_AT].copy_from_slice(&TABLE_MAGIC);
-    h[TH_VERSION_AT..TH_CODEC_AT].copy_from_slice(&TABLE_FORMAT_VERSION.to_le_bytes());
+    h[TH_VERSION_AT..TH_CODEC_AT].copy_from_slice(&version.to_le_bytes());
     h[TH_CODEC_AT] = codec;
     h[TH_FLAGS_AT] = flags;
     h[TH_SEQ_AT..TH_RESERVED_AT].copy_from_slice(&seq.to_le_bytes());
+    if let Some(p) = parent {
+        h[TH_RESERVED_AT..TH_CRC_AT].copy_from_slice(&p.to_le_bytes());
+    }
     let crc = masked_crc(&[&h[..TH_CRC_AT]]);
     h[TH_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
     h
@@ -109,25 +132,50 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
     if le_u32(h, TH_CRC_AT) != masked_crc(&[&h[..TH_CRC_AT]]) {
         return Err("checksum mismatch".into());
     }
-    let v = FileHeader {
+    let mut v = FileHeader {
         version: le_u16(h, TH_VERSION_AT),
         codec: h[TH_CODEC_AT],
         flags: h[TH_FLAGS_AT],
         seq: le_u64(h, TH_SEQ_AT),
+        parent: None,
     };
-    if v.version != TABLE_FORMAT_VERSION {
-        return Err(format!(
-            "format version {} is not supported (this build reads table version {TABLE_FORMAT_VERSION})",
-            v.version
-        ));
-    }
-    if v.flags & !TABLE_FLAG_KEYED != 0 {
-        return Err(format!("unknown flags {:#04x}", v.flags));
-    }
-    if h[TH_RESERVED_AT..TH_CRC_AT].iter().any(|&x| x != 0) {
-        return Err("reserved bytes are not zero".into());
+    match v.version {
+        TABLE_FORMAT_VERSION => {
+            if v.flags & !TABLE_FLAG_KEYED != 0 {
+                return Err(format!("unknown flags {:#04x}", v.flags));
+            }
+            if h[TH_RESERVED_AT..TH_CRC_AT].iter().any(|&x| x != 0) {
+                return Err("reserved bytes are not zero".into());
+            }
+        }
+        TABLE_DELTA_VERSION => {
+            if v.flags & !(TABLE_FLAG_KEYED | TABLE_FLAG_DELTA) != 0 {
+                return Err(format!("unknown flags {:#04x}", v.flags));
+            }
+            if v.flags & TABLE_FLAG_DELTA == 0 {
+                return Err("a version 3 table without the delta flag".into());
+            }
+            let parent = le_u64(h, TH_RESERVED_AT);
+            if parent >= v.seq {
+                return Err(format!(
+                    "a delta at seq {} names parent seq {parent}, not an earlier one",
+                    v.seq
+                ));
+            }
+            v.parent = Some(parent);
+        }
+        other => {
+            return Err(format!(
+                "format version {other} is not supported (this build reads table versions {TABLE_FORMAT_VERSION} and {TABLE_DELTA_VERSION})"
+            ));
+        }
     }
     Ok(v)
+}
+
+/// The parent a table's file header names, if it decodes as a delta's.
+pub(crate) fn file_header_parent(b: &[u8]) -> Option<u64> {
+    decode_file_header(b).ok()?.parent
 }
 
 /// The decoded footer.
@@ -312,9 +360,31 @@ mod tests {
 
     #[test]
     fn header_and_footer_round_trip() {
-        let h = encode_file_header(1, TABLE_FLAG_KEYED, 77);
+        let h = encode_file_header(1, TABLE_FLAG_KEYED, 77, None);
         let d = decode_file_header(&h).unwrap();
-        assert_eq!((d.codec, d.flags, d.seq), (1, TABLE_FLAG_KEYED, 77));
+        assert_eq!((d.codec, d.flags, d.seq, d.parent), (1, TABLE_FLAG_KEYED, 77, None));
+        let h = encode_file_header(1, TABLE_FLAG_KEYED, 77, Some(70));
+        let d = decode_file_header(&h).unwrap();
+        assert_eq!(
+            (d.version, d.flags, d.seq, d.parent),
+            (TABLE_DELTA_VERSION, TABLE_FLAG_KEYED | TABLE_FLAG_DELTA, 77, Some(70))
+        );
+    }
+
+    #[test]
+    fn a_delta_header_must_name_an_earlier_parent_and_carry_its_flag() {
+        let mut h = encode_file_header(1, 0, 77, Some(77));
+        assert!(decode_file_header(&h).unwrap_err().contains("not an earlier one"));
+        h = encode_file_header(1, 0, 77, Some(3));
+        h[TH_FLAGS_AT] = 0;
+        let crc = masked_crc(&[&h[..TH_CRC_AT]]);
+        h[TH_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+        assert!(decode_file_header(&h).unwrap_err().contains("without the delta flag"));
+        h = encode_file_header(1, 0, 77, None);
+        h[TH_FLAGS_AT] = TABLE_FLAG_DELTA;
+        let crc = masked_crc(&[&h[..TH_CRC_AT]]);
+        h[TH_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+        assert!(decode_file_header(&h).unwrap_err().contains("unknown flags"));
         let f = Footer {
             entries: 3,
             blocks: 2,

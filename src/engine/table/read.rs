@@ -18,6 +18,8 @@ pub struct Table {
     path: PathBuf,
     bytes: FileBytes,
     seq: u64,
+    /// A delta's parent seq.
+    parent: Option<u64>,
     codec: Codec,
     /// A keyed table's key and store id.
     keying: Option<(Key, StoreId)>,
@@ -203,6 +205,7 @@ impl Table {
             path,
             bytes,
             seq: fh.seq,
+            parent: fh.parent,
             codec,
             keying,
             entries: f.entries,
@@ -227,6 +230,11 @@ impl Table {
     /// The seq the snapshot covers.
     pub fn seq(&self) -> u64 {
         self.seq
+    }
+
+    /// A delta table's parent seq (FORMAT.md §14); `None` for a full table.
+    pub fn parent(&self) -> Option<u64> {
+        self.parent
     }
 
     /// The codec byte recorded by the writer.

@@ -29,6 +29,9 @@ pub struct TableSpec {
     /// at most `MAX_TABLE_BLOCK_BYTES`, 64 KiB, else `Error::TooLarge`); an entry larger
     /// than it gets a block of its own (so 0 puts every entry in its own block).
     pub block_bytes: usize,
+    /// A delta table's parent seq (FORMAT.md §14): the table then holds only
+    /// the entries written after it. `None` (the default): a full table.
+    pub parent: Option<u64>,
 }
 
 impl TableSpec {
@@ -39,6 +42,7 @@ impl TableSpec {
             seq,
             keying,
             block_bytes: TABLE_BLOCK_BYTES,
+            parent: None,
         }
     }
 }
@@ -106,7 +110,7 @@ impl TableWriter {
         } else {
             0
         };
-        let file_header = encode_file_header(spec.codec.id(), flags, spec.seq);
+        let file_header = encode_file_header(spec.codec.id(), flags, spec.seq, spec.parent);
         let mut buf = Vec::with_capacity(WRITE_BUFFER_BYTES);
         buf.extend_from_slice(&file_header);
         Ok(TableWriter {

@@ -1,0 +1,157 @@
+//! Proves a live run's tail stays small (FORMAT.md §14): one-shot changes and
+//! a long-lived writer flush delta tables, and every open, writer or reader,
+//! reads at most about `RUN_DELTA_BYTES` of log through the Vfs seam and
+//! replays at most that many records, whatever the run's size or age; the
+//! run read through its deltas is the run its changes made, unit by unit;
+//! the long-lived writer merges the full table and a one-shot one never does.
+
+use crate::open_counting_vfs::CountingFs;
+use runlog::engine::Vfs;
+use runlog::run::{Change, InitSpec, ManualClock, RUN_DELTA_BYTES, Runs, UnitStatus};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const UNITS: usize = 2_000;
+
+fn name(i: usize) -> String {
+    format!("u{i:05}")
+}
+
+/// Seg bytes read and records replayed by a lock-free read of the run, with
+/// the run's done count.
+fn read_cost(runs: &Runs, fs: &CountingFs) -> (u64, u64, u64) {
+    fs.reset();
+    let r = runs.read_run("live").unwrap();
+    let seg: u64 = fs
+        .counts()
+        .reads
+        .iter()
+        .filter(|(p, _)| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
+        .map(|(_, n)| *n as u64)
+        .sum();
+    (seg, r.recovery().records_replayed, r.view().counts().done)
+}
+
+/// Snapshot files by kind: (full tables, delta tables).
+fn snapshot_kinds(dir: &std::path::Path) -> (usize, usize) {
+    let mut kinds = (0, 0);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let n = e.unwrap().file_name().to_string_lossy().into_owned();
+        if n.starts_with("snap-") && n.ends_with(".snap") {
+            let b = std::fs::read(dir.join(&n)).unwrap();
+            match u16::from_le_bytes([b[8], b[9]]) {
+                3 => kinds.1 += 1,
+                _ => kinds.0 += 1,
+            }
+        }
+    }
+    kinds
+}
+
+/// A segment read at open is bounded by the deltas: the flush bound, plus
+/// one segment header and the record that crossed it.
+const READ_BOUND: u64 = RUN_DELTA_BYTES + 4096;
+
+#[test]
+fn one_shot_changes_and_a_long_lived_writer_keep_every_open_to_the_delta_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = CountingFs::new();
+    let clock = Arc::new(ManualClock::at("2030-01-02T03:04:05.000Z").unwrap());
+    let runs = Runs::new(dir.path())
+        .with_clock(clock)
+        .with_lock_wait(Some(std::time::Duration::from_secs(2)))
+        .with_vfs(Arc::new(fs.clone()) as Arc<dyn Vfs>);
+    let run_dir = runs.run_dir("live").unwrap();
+    drop(
+        runs.init(InitSpec {
+            id: "live".into(),
+            task: "delta".into(),
+            units: (0..UNITS).map(name).collect(),
+            ..InitSpec::default()
+        })
+        .unwrap(),
+    );
+    let mut model: BTreeMap<String, UnitStatus> = BTreeMap::new();
+    let mut worst = (0u64, 0u64);
+
+    // One-shot changes, each its own open, append and drop.
+    let one_shots = std::env::var("RUNLOG_DELTA_ONE_SHOTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(900usize);
+    for i in 0..one_shots {
+        let unit = name((i * 7919) % UNITS);
+        let status = if i % 2 == 0 {
+            UnitStatus::InProgress
+        } else {
+            UnitStatus::Done
+        };
+        fs.reset();
+        runs.change(
+            "live",
+            Change::Unit {
+                unit: unit.clone(),
+                status,
+                note: Some(format!("one-shot {i}")),
+                deps: None,
+            },
+        )
+        .unwrap();
+        model.insert(unit, status);
+        if i % 25 == 0 {
+            let (seg, replayed, _) = read_cost(&runs, &fs);
+            worst = (worst.0.max(seg), worst.1.max(replayed));
+        }
+    }
+    let (full, deltas) = snapshot_kinds(&run_dir);
+    assert!(
+        deltas >= 1,
+        "no delta table after {one_shots} one-shot changes"
+    );
+    assert!(full >= 1, "no full table under the deltas");
+    assert!(
+        worst.0 <= READ_BOUND,
+        "an open read {} log bytes, more than {READ_BOUND}",
+        worst.0
+    );
+
+    // A long-lived writer: many changes through one open.
+    let run = runs.open("live").unwrap();
+    for i in 0..3_000usize {
+        let unit = name((i * 104_729) % UNITS);
+        run.apply(Change::Unit {
+            unit: unit.clone(),
+            status: UnitStatus::Done,
+            note: Some(format!("long-lived {i}")),
+            deps: None,
+        })
+        .unwrap();
+        model.insert(unit, UnitStatus::Done);
+    }
+    let stats = run.store().stats();
+    let written = stats.snapshots.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        written >= 2,
+        "the long-lived writer flushed {written} snapshots"
+    );
+    drop(run);
+
+    let (seg, replayed, done) = read_cost(&runs, &fs);
+    worst = (worst.0.max(seg), worst.1.max(replayed));
+    assert!(worst.0 <= READ_BOUND, "{worst:?}");
+    // A record is at least ~100 bytes of JSONL: the bound in records follows.
+    assert!(worst.1 <= READ_BOUND / 100, "{worst:?}");
+    let want_done = model.values().filter(|s| **s == UnitStatus::Done).count() as u64;
+    assert_eq!(done, want_done);
+
+    // Every unit is what its last change made it, read through the chain.
+    let r = runs.read_run("live").unwrap();
+    let view = r.view();
+    for i in 0..UNITS {
+        let u = view.unit(&name(i)).unwrap().unwrap();
+        let want = model.get(&name(i)).copied().unwrap_or(UnitStatus::Pending);
+        assert_eq!(u.status, want, "unit {}", name(i));
+    }
+    let iterated = view.units().filter(|u| u.is_ok()).count();
+    assert_eq!(iterated, UNITS, "iteration through the deltas");
+}
