@@ -122,6 +122,8 @@ fn generated_fixtures_read_like_the_committed_ones() {
     v3::generate(&root);
     v3::check_clean(&root);
     v3::check_flipped_last(&root);
+    v3_delta::generate(&root);
+    v3_delta::check(&root);
     // Nothing was written under the committed fixtures.
     assert!(!committed().join("generated").exists());
 }
@@ -147,6 +149,7 @@ fn generate_fixtures() {
     generate_v1(&out);
     v2::generate(&out);
     v3::generate(&out);
+    v3_delta::generate(&out);
     eprintln!("fixtures written under {}", out.display());
 }
 
@@ -564,5 +567,86 @@ mod v3 {
     #[test]
     fn flipped_last_record_of_a_v3_store_is_corruption_not_a_torn_tail() {
         check_flipped_last(&committed());
+    }
+}
+
+/// Format v3's delta tables (FORMAT.md §14): a keyed store with a full table
+/// at 30, a delta at 50 over it, and a delta at 70 that absorbed the one at 50
+/// (a tier merge: its parent is 30; 50 stays as the previous chain), and a
+/// log tail.
+mod v3_delta {
+    use super::common::keyed::{Tab, TabModel, tab_model, tab_observe};
+    use super::common::*;
+    use super::{committed, copy_store, write_new};
+    use runlog::engine::{Codec, Keyed, Options, RealFs, Store, read_state, verify};
+    use std::path::{Path, PathBuf};
+
+    const RECORDS: u64 = 90;
+
+    fn pad(v: u64) -> usize {
+        (v * 5 % 37) as usize * 8
+    }
+
+    fn expected() -> TabModel {
+        let h: Vec<(u64, usize)> = (1..=RECORDS).map(|v| (v, pad(v))).collect();
+        tab_model(&h)
+    }
+
+    fn fixture(root: &Path, codec: Codec) -> PathBuf {
+        root.join("v3").join(codec.name()).join("delta")
+    }
+
+    pub fn generate(root: &Path) {
+        for codec in codecs() {
+            let t = tempfile::tempdir().unwrap();
+            let dir = t.path().join("s");
+            let o = Options {
+                create: true,
+                preallocate: 0,
+                ..opts(codec)
+            };
+            let s = Store::<Keyed<Tab>>::open(&dir, o).unwrap();
+            for v in 1..=RECORDS {
+                s.append(&entry(v, pad(v))).unwrap();
+                match v {
+                    30 => drop(s.compact().unwrap()),
+                    50 | 70 => drop(s.flush().unwrap()),
+                    _ => {}
+                }
+            }
+            drop(s);
+            let mut files = dir_bytes(&dir);
+            files.retain(|f| f.0 != "LOCK");
+            write_new(&fixture(root, codec), &files);
+        }
+    }
+
+    pub fn check(root: &Path) {
+        for codec in codecs() {
+            let (_t, dir) = copy_store(&fixture(root, codec));
+            let version = |seq: u64| {
+                let b = std::fs::read(dir.join(format!("snap-{seq:020}.snap"))).unwrap();
+                u16::from_le_bytes([b[8], b[9]])
+            };
+            assert_eq!((version(30), version(50), version(70)), (2, 3, 3));
+            let b = std::fs::read(dir.join(format!("snap-{:020}.snap", 70))).unwrap();
+            assert_eq!(u64::from_le_bytes(b[20..28].try_into().unwrap()), 30);
+            assert!(
+                verify(&RealFs, &dir).unwrap().integrity.is_clean(),
+                "{codec:?}"
+            );
+            let (st, r) = read_state::<Keyed<Tab>>(&RealFs, &dir).unwrap();
+            assert_eq!(r.snapshot_seq, Some(70), "{codec:?}");
+            assert_eq!(r.records_replayed, RECORDS - 70, "{codec:?}");
+            assert_eq!(st.deltas(), 1, "{codec:?}");
+            assert_eq!(tab_observe(&st).unwrap(), expected(), "{codec:?}");
+            let s = Store::<Keyed<Tab>>::open(&dir, opts(codec)).unwrap();
+            assert_eq!(s.append(&entry(RECORDS + 1, 0)).unwrap(), RECORDS + 1);
+        }
+    }
+
+    #[test]
+    fn v3_store_with_delta_tables_opens_to_the_model_reading_only_its_tail() {
+        check(&committed());
     }
 }
