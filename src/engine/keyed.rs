@@ -364,7 +364,6 @@ impl<'a, M: KeyedMachine> Iterator for Entries<'a, M> {
         let mut best: Option<(&[u8], usize)> = None;
         for (i, (it, _)) in self.tables.iter_mut().enumerate() {
             match it.peek() {
-                None => {}
                 Some(Err(_)) => {
                     self.done = true;
                     return match it.next() {
@@ -372,11 +371,8 @@ impl<'a, M: KeyedMachine> Iterator for Entries<'a, M> {
                         _ => None,
                     };
                 }
-                Some(Ok((k, _))) => {
-                    if best.is_none_or(|(b, _)| *k <= b) {
-                        best = Some((k, i));
-                    }
-                }
+                Some(Ok((k, _))) if best.is_none_or(|(b, _)| *k <= b) => best = Some((k, i)),
+                _ => {}
             }
         }
         let overlay_key = self.overlay.peek().map(|&(k, _)| k.as_bytes());
