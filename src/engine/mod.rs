@@ -73,6 +73,7 @@ pub use error::{Error, ErrorChain, Result};
 pub use files::write_file_atomic;
 pub use format::Codec;
 pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
+#[cfg(feature = "remote")]
 pub(crate) use load::snapshot_parent;
 pub use load::{Progress, RecoveryReport, TornTailReport};
 pub use options::{CompactionPolicy, Options, Stats, SyncPolicy};

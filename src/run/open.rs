@@ -61,13 +61,18 @@ impl Runs {
         #[cfg(feature = "remote")]
         crate::remote::restore_if_missing(&dir, id, self.key())
             .map_err(|e| remote_err("restore the run from its remote", &dir, e))?;
-        let mut opts = self.store_options(create, None);
+        let opts = self.store_options(create, None);
         // A shipped run keeps full snapshots only: the remote restores one
         // snapshot and the log after it, never a delta without its chain.
         #[cfg(feature = "remote")]
-        if crate::remote::configured(&dir, id) {
-            opts.delta_bytes = 0;
-        }
+        let opts = engine::Options {
+            delta_bytes: if crate::remote::configured(&dir, id) {
+                0
+            } else {
+                opts.delta_bytes
+            },
+            ..opts
+        };
         let opened = if deferred {
             Store::<Keyed<RunKeyed>>::open_deferred(&dir, opts)
         } else {
