@@ -274,7 +274,9 @@ fn run_demo_in(
 ) -> Result<DemoReport, RunError> {
     // The runs root of the host the worker runs on (a new one after `--lose-host`).
     let mut root = first_root.to_path_buf();
-    let mut runs = Runs::new(&root);
+    // Never compacted (the check reads every record): see `run_worker`.
+    let demo_runs = |root: &Path| Runs::new(root).with_compaction(engine::CompactionPolicy::Manual);
+    let mut runs = demo_runs(&root);
     let plan: Vec<String> = (1..=o.units).map(unit_name).collect();
     let deps = (1..=o.units)
         .filter(|&i| i >= 2)
@@ -403,7 +405,7 @@ fn run_demo_in(
                 ));
                 host_loss = Some(loss);
                 root = new_root;
-                runs = Runs::new(&root);
+                runs = demo_runs(&root);
             }
             continue;
         }
