@@ -20,12 +20,17 @@ pub struct Config {
     pub concurrent_budget: f64,
     pub tail: u64,
     pub batch: usize,
+    /// Live-cycle rounds (0: the usual measurements instead).
+    pub live: usize,
+    pub live_batch: usize,
+    pub live_secs: f64,
 }
 
 pub const USAGE: &str =
     "usage: scale [--units 1000,100000,1000000] [--reps 5] [--json] [--out FILE]
     [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency] [--writers 8] [--spawns 400]
-    [--concurrent-budget SECS] [--tail 1000] [--batch 10000]";
+    [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
+    [--live ROUNDS] [--live-batch 2000] [--live-secs SECS]";
 
 fn default_bin() -> PathBuf {
     // target/<profile>/examples/scale -> target/<profile>/runlog
@@ -50,6 +55,9 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
         concurrent_budget: 60.0,
         tail: 1_000,
         batch: 10_000,
+        live: 0,
+        live_batch: 2_000,
+        live_secs: 0.0,
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, flag: &str| -> Result<u64, String> {
@@ -91,6 +99,15 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
             }
             "--tail" => c.tail = num(it.next(), a)?,
             "--batch" => c.batch = num(it.next(), a)?.max(1) as usize,
+            "--live" => c.live = num(it.next(), a)? as usize,
+            "--live-batch" => c.live_batch = num(it.next(), a)?.max(1) as usize,
+            "--live-secs" => {
+                c.live_secs = it
+                    .next()
+                    .ok_or("--live-secs needs seconds")?
+                    .parse()
+                    .map_err(|e| format!("--live-secs: {e}"))?
+            }
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }

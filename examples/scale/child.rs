@@ -214,3 +214,32 @@ pub fn parse_strace_counts(text: &str) -> Result<u64, String> {
     }
     Ok(total)
 }
+
+/// Runs `cmd` to its end with `input` written to its stdin (on a thread, so a
+/// child that answers as it reads never blocks on a full stdout pipe), then
+/// closed.
+pub fn run_with_input(cmd: &mut Command, input: Vec<u8>) -> Result<Finished, String> {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("spawn {:?}: {e}", cmd.get_program()))?;
+    let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let err = stderr_reader(&mut child);
+    let out = match child.stdout.take() {
+        Some(o) => drain_capped(o, MAX_KEPT_STDOUT),
+        None => (Vec::new(), 0),
+    };
+    let done = reap(child, started, out, err)?;
+    match writer.join() {
+        Ok(Ok(())) => Ok(done),
+        Ok(Err(e)) => Err(format!(
+            "write to the child's stdin: {e}: {}",
+            done.stderr.trim()
+        )),
+        Err(_) => Err("the stdin writer thread panicked".into()),
+    }
+}

@@ -5,11 +5,17 @@
 //! first ack, `resume`, a compaction, and eight one-shot writers at once beside
 //! the bare cost of spawning `runlog --version`.
 //!
+//! With `--live ROUNDS` it measures the live cycle instead (`live.rs`): after
+//! the build, ROUNDS times one `runlog apply` of `--live-batch` random
+//! transitions, then a one-shot `runlog unit` and a `status`, each a whole
+//! process; medians, p90 and worst, against the smallest size's medians.
+//!
 //! ```text
 //! cargo build --release
 //! cargo run --release --example scale -- [--units 1000,100000,1000000] [--reps 5]
 //!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
+//!     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS]
 //! ```
 //!
 //! Times are wall clock from the parent (spawn to reap); peak RSS is the
@@ -26,6 +32,7 @@ mod atomic;
 mod build;
 mod child;
 mod latency;
+mod live;
 #[path = "../shared/machine.rs"]
 mod machine;
 mod measure;
@@ -155,6 +162,61 @@ fn concurrent_spawns(cfg: &Config, oneshot_secs: Option<f64>) -> u64 {
         _ => cfg.spawns,
     };
     n - n % 2
+}
+
+/// The live cycle at one size, in a fresh temp root.
+fn live_size(cfg: &Config, me: &Path, n: u64) -> Value {
+    let tmp = match tempfile::tempdir() {
+        Ok(t) => t,
+        Err(e) => return json!({"units": n, "error": format!("tempdir: {e}")}),
+    };
+    let root = tmp.path().join("root");
+    eprintln!("{n} units: building");
+    let build_args = [
+        n.to_string(),
+        codec_name(cfg.codec).into(),
+        cfg.batch.to_string(),
+        cfg.tail.to_string(),
+    ];
+    let built = match in_child(me, "build", &root, &build_args) {
+        Ok(b) => b,
+        Err(e) => return json!({"units": n, "error": format!("build: {e}")}),
+    };
+    eprintln!(
+        "{n} units: built in {:.1} s; live cycle",
+        built["secs"].as_f64().unwrap_or(0.0)
+    );
+    let ctx = Ctx {
+        bin: &cfg.bin,
+        me,
+        root: &root,
+    };
+    let plan = live::Plan {
+        batches: cfg.live,
+        batch: cfg.live_batch,
+        min_secs: cfg.live_secs,
+    };
+    json!({"units": n, "build": built, "live": live::cycle(&ctx, n, built["next"].as_u64().unwrap_or(0), plan)})
+}
+
+/// Each live call's median, p90 and worst over the smallest size's median.
+fn live_ratios(sizes: &mut [Value]) {
+    let base = sizes.first().map(|s| s["live"].clone()).unwrap_or_default();
+    for s in sizes.iter_mut() {
+        let mut r = serde_json::Map::new();
+        for call in ["oneshot", "status", "apply"] {
+            let b = base[call]["secs"].as_f64();
+            let of = |k: &str| match (s["live"][call][k].as_f64(), b) {
+                (Some(x), Some(b)) if b > 0.0 => json!(x / b),
+                _ => Value::Null,
+            };
+            r.insert(
+                call.into(),
+                json!({"median": of("secs"), "p90": of("secs_p90"), "worst": of("secs_max")}),
+            );
+        }
+        s["live"]["vs_smallest_median"] = Value::Object(r);
+    }
 }
 
 /// Every measurement at one size, in a fresh temp root.
@@ -310,11 +372,17 @@ fn main() -> ExitCode {
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .ok();
     let started = std::time::Instant::now();
-    let sizes: Vec<Value> = cfg
+    let mut sizes: Vec<Value> = cfg
         .units
         .iter()
-        .map(|&n| measure_size(&cfg, &me, n))
+        .map(|&n| match cfg.live {
+            0 => measure_size(&cfg, &me, n),
+            _ => live_size(&cfg, &me, n),
+        })
         .collect();
+    if cfg.live > 0 {
+        live_ratios(&mut sizes);
+    }
     let out = json!({
         "machine": machine::machine(),
         "loadavg_at_start": loadavg,
@@ -322,6 +390,7 @@ fn main() -> ExitCode {
         "parent_peak_rss_mib": parent_peak_mib(),
         "reps": cfg.reps,
         "tail": cfg.tail,
+        "live_rounds": cfg.live,
         "elapsed_secs": started.elapsed().as_secs_f64(),
         "sizes": sizes,
     });
@@ -334,6 +403,8 @@ fn main() -> ExitCode {
     }
     if cfg.json {
         println!("{text}");
+    } else if cfg.live > 0 {
+        report::print_live(&out);
     } else {
         report::print(&out);
     }

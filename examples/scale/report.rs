@@ -96,6 +96,65 @@ pub fn print(out: &Value) {
     }
 }
 
+/// The live cycle: one row per size; ratios are over the smallest size's median.
+pub fn print_live(out: &Value) {
+    let m = &out["machine"];
+    println!(
+        "machine: {} cores ({}), temp dir on {}; codec {}; live cycle, {} rounds at least",
+        m["cores"],
+        m["cpu"].as_str().unwrap_or("?"),
+        m["temp_fs"].as_str().unwrap_or("?"),
+        out["codec"].as_str().unwrap_or("?"),
+        out["live_rounds"]
+    );
+    println!(
+        "| units | rounds | apply ms | unit ms med / p90 / worst | (× smallest med) | MiB max | status ms med / p90 / worst | (× smallest med) | MiB max | disk B/unit | snaps |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut errors = vec![];
+    for s in out["sizes"].as_array().into_iter().flatten() {
+        let n = s["units"].clone();
+        collect_errors(s, &format!("{n} units"), &mut errors);
+        let l = &s["live"];
+        if s.get("error").is_some() || l.is_null() {
+            continue;
+        }
+        let three = |c: &Value| {
+            format!(
+                "{} / {} / {}",
+                ms(&c["secs"]),
+                ms(&c["secs_p90"]),
+                ms(&c["secs_max"])
+            )
+        };
+        let x = |c: &Value| {
+            format!(
+                "{} / {} / {}",
+                num(&c["median"], 2),
+                num(&c["p90"], 2),
+                num(&c["worst"], 2)
+            )
+        };
+        let r = &l["vs_smallest_median"];
+        println!(
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            l["rounds"],
+            ms(&l["apply"]["secs"]),
+            three(&l["oneshot"]),
+            x(&r["oneshot"]),
+            mib(&l["oneshot"]["rss_mib_max"]),
+            three(&l["status"]),
+            x(&r["status"]),
+            mib(&l["status"]["rss_mib_max"]),
+            num(&l["disk_bytes_per_unit"], 1),
+            l["snapshot_files"],
+        );
+    }
+    for e in errors {
+        println!("{e}");
+    }
+}
+
 /// Every `"error"` string anywhere under `v`, with where it was.
 fn collect_errors(v: &Value, at: &str, out: &mut Vec<String>) {
     if let Value::Object(map) = v {

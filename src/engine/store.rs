@@ -152,6 +152,7 @@ impl<M: Machine> Drop for Store<M> {
             let _ = h.join();
         }
         compact::wait_idle(&self.shared);
+        self.flush_due_delta();
         // A deferred open that wrote nothing leaves the store as it found it.
         if self.needs_final_sync() && self.sync().is_err() {
             // Drop cannot return it: counted, and `close` returns it instead.
@@ -164,6 +165,27 @@ impl<M: Machine> Drop for Store<M> {
 }
 
 impl<M: Machine> Store<M> {
+    /// A closing writer leaves its tail flushed (FORMAT.md §14.4): when a
+    /// delta is due, because the background compaction that ended last began
+    /// before the last appends, it is written now, after every acknowledgement,
+    /// so the next process to open the store does not pay for it. A full merge
+    /// that is due is left to the next long-lived writer. A failure is kept for
+    /// `last_compaction_error` and loses nothing (the log still holds the tail).
+    fn flush_due_delta(&self) {
+        let due = {
+            let g = lock(&self.shared.inner);
+            g.poisoned.is_none()
+                && g.pending.is_none()
+                && matches!(
+                    self.shared.next_compaction(&g, g.next_seq - 1),
+                    Some(Some(_))
+                )
+        };
+        if !self.closed && due {
+            let _ = compact::run(&self.shared, compact::Kind::Policy);
+        }
+    }
+
     fn needs_final_sync(&self) -> bool {
         !self.closed
             && matches!(
@@ -184,6 +206,7 @@ impl<M: Machine> Store<M> {
             let _ = h.join();
         }
         compact::wait_idle(&self.shared);
+        self.flush_due_delta();
         let r = if self.needs_final_sync() {
             self.sync()
         } else {

@@ -5,8 +5,10 @@
 //! run read through its deltas is the run its changes made, unit by unit;
 //! the long-lived writer merges the full table and a one-shot one never does.
 
+use crate::common::hooked::{HookedFs, Hooks};
 use crate::open_counting_vfs::CountingFs;
-use runlog::engine::Vfs;
+use runlog::engine::vfs::VfsFile;
+use runlog::engine::{RealFs, Vfs};
 use runlog::run::{Change, InitSpec, ManualClock, RUN_DELTA_BYTES, Runs, UnitStatus};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -154,4 +156,95 @@ fn one_shot_changes_and_a_long_lived_writer_keep_every_open_to_the_delta_bound()
     }
     let iterated = view.units().filter(|u| u.is_ok()).count();
     assert_eq!(iterated, UNITS, "iteration through the deltas");
+}
+
+/// Holds the first table a compaction creates until the test opens the gate.
+#[derive(Debug, Clone, Default)]
+struct HeldFlush(Arc<(std::sync::Mutex<(bool, bool)>, std::sync::Condvar)>);
+
+impl HeldFlush {
+    /// Waits until a flush is held at its table (true) or `secs` passed (false).
+    fn wait_held(&self, secs: u64) -> bool {
+        let (m, cv) = &*self.0;
+        let g = m.lock().unwrap();
+        let (g, _) = cv
+            .wait_timeout_while(g, std::time::Duration::from_secs(secs), |s| !s.0)
+            .unwrap();
+        g.0
+    }
+
+    fn release(&self) {
+        let (m, cv) = &*self.0;
+        m.lock().unwrap().1 = true;
+        cv.notify_all();
+    }
+}
+
+impl Hooks for HeldFlush {
+    fn create_new(&self, path: &std::path::Path) -> std::io::Result<Box<dyn VfsFile>> {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("snap-") && name.contains(".tmp") {
+            let (m, cv) = &*self.0;
+            let mut g = m.lock().unwrap();
+            g.0 = true;
+            cv.notify_all();
+            while !g.1 {
+                g = cv.wait(g).unwrap();
+            }
+        }
+        RealFs.create_new(path)
+    }
+}
+
+#[test]
+fn a_writer_closing_while_its_flush_ran_flushes_the_tail_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::at("2030-01-02T03:04:05.000Z").unwrap());
+    drop(
+        Runs::new(dir.path())
+            .with_clock(clock)
+            .init(InitSpec {
+                id: "live".into(),
+                task: "delta".into(),
+                units: (0..UNITS).map(name).collect(),
+                ..InitSpec::default()
+            })
+            .unwrap(),
+    );
+    let held = HeldFlush::default();
+    let runs = Runs::new(dir.path()).with_vfs(Arc::new(HookedFs(held.clone())) as Arc<dyn Vfs>);
+    let run = runs.open("live").unwrap();
+    let change = |i: usize| Change::Unit {
+        unit: name(i % UNITS),
+        status: UnitStatus::Done,
+        note: Some(format!(
+            "long-lived change {i} with a note long enough to count"
+        )),
+        deps: None,
+    };
+    // Appends until a background flush is due and held at its table.
+    let mut i = 0;
+    while !held.wait_held(0) {
+        run.apply(change(i)).unwrap();
+        i += 1;
+        assert!(i < 20_000, "no flush was started after {i} changes");
+    }
+    // Twice as much again while it is held: the tail passes the bound a
+    // second time, and no second flush can start beside the held one.
+    let more = 2 * i;
+    for _ in 0..more {
+        run.apply(change(i)).unwrap();
+        i += 1;
+    }
+    held.release();
+    drop(run);
+
+    let fs = CountingFs::new();
+    let counted = Runs::new(dir.path()).with_vfs(Arc::new(fs.clone()) as Arc<dyn Vfs>);
+    let (seg, replayed, done) = read_cost(&counted, &fs);
+    assert!(
+        seg <= READ_BOUND,
+        "the closed writer left {seg} bytes of log ({replayed} records) after the newest snapshot"
+    );
+    assert_eq!(done as usize, i.min(UNITS), "every unit changed is done");
 }
