@@ -12,6 +12,7 @@ use super::Machine;
 use super::codec::decode_payload;
 use super::error::{Error, Result};
 use super::format::Codec;
+use super::merge::{Source, pop_newest};
 use super::snapshot::{SnapshotData, SnapshotSink};
 use super::table::{Table, TableIter};
 use serde::de::DeserializeOwned;
@@ -218,7 +219,7 @@ impl<M: KeyedMachine> KeyedState<M> {
             Some(s) => Bound::Included(s.to_string()),
             None => Bound::Unbounded,
         };
-        let tables = self
+        let mut sources: Sources<'_, M::Value> = self
             .tables
             .iter()
             .map(|t| {
@@ -226,15 +227,13 @@ impl<M: KeyedMachine> KeyedState<M> {
                     Some(s) => t.iter_from(s.as_bytes()),
                     None => t.iter(),
                 };
-                (it.peekable(), t.as_ref())
+                Box::new(Mapped(it.peekable(), t.as_ref(), PhantomData)) as _
             })
             .collect();
+        let overlay = self.overlay.range::<String, _>((lower, Bound::Unbounded));
+        sources.push(Box::new(Overlaid(overlay.peekable(), PhantomData)));
         Entries {
-            tables,
-            overlay: self
-                .overlay
-                .range::<String, _>((lower, Bound::Unbounded))
-                .peekable(),
+            sources,
             done: false,
         }
     }
@@ -345,11 +344,75 @@ fn clone_error(e: &Error) -> Error {
     }
 }
 
+/// An entry a merge source yields (`merge.rs`).
+enum Got<'a, V> {
+    /// A table's key and encoded value, borrowed from its map.
+    Mapped(&'a [u8], &'a [u8], &'a Table),
+    /// A table's key and encoded value, copied out of one chunk of it.
+    Copied(Vec<u8>, Vec<u8>),
+    /// An entry the overlay holds.
+    Overlay(&'a str, &'a Written<V>),
+}
+
+/// The sources of a merge, oldest first: the tables, then the overlay.
+type Sources<'a, V> = Vec<Box<dyn Source<Entry = Got<'a, V>> + 'a>>;
+
+/// A table read through its map.
+struct Mapped<'a, V>(
+    std::iter::Peekable<TableIter<'a>>,
+    &'a Table,
+    PhantomData<fn() -> V>,
+);
+
+impl<'a, V: 'a> Source for Mapped<'a, V> {
+    type Entry = Got<'a, V>;
+    fn peek_key(&mut self) -> Result<Option<&[u8]>> {
+        if let Some(Err(_)) = self.0.peek() {
+            return match self.0.next() {
+                Some(Err(e)) => Err(e),
+                _ => Ok(None),
+            };
+        }
+        Ok(self.0.peek().and_then(|r| r.as_ref().ok()).map(|(k, _)| *k))
+    }
+    fn pop(&mut self) -> Option<Got<'a, V>> {
+        match self.0.next() {
+            Some(Ok((k, v))) => Some(Got::Mapped(k, v, self.1)),
+            _ => None,
+        }
+    }
+}
+
+/// A table read a chunk at a time (a merge that writes a table).
+struct Chunked<'a, V>(TableChunks<'a>, PhantomData<fn() -> V>);
+
+impl<'a, V: 'a> Source for Chunked<'a, V> {
+    type Entry = Got<'a, V>;
+    fn peek_key(&mut self) -> Result<Option<&[u8]>> {
+        self.0.peek()
+    }
+    fn pop(&mut self) -> Option<Got<'a, V>> {
+        self.0.pop().map(|(k, v)| Got::Copied(k, v))
+    }
+}
+
+/// The overlay, or a range of it.
+/// (`'a` in the type: its keys outlive every borrow of it.)
+struct Overlaid<'a, V, I: Iterator>(std::iter::Peekable<I>, PhantomData<&'a Written<V>>);
+
+impl<'a, V: 'a, I: Iterator<Item = (&'a String, &'a Written<V>)>> Source for Overlaid<'a, V, I> {
+    type Entry = Got<'a, V>;
+    fn peek_key(&mut self) -> Result<Option<&[u8]>> {
+        Ok(self.0.peek().map(|(k, _)| k.as_bytes()))
+    }
+    fn pop(&mut self) -> Option<Got<'a, V>> {
+        self.0.next().map(|(k, w)| Got::Overlay(k.as_str(), w))
+    }
+}
+
 /// The merged entries of a [`KeyedState`], in key order.
 pub struct Entries<'a, M: KeyedMachine> {
-    /// Each table's entries, oldest table first (a later one wins on a key).
-    tables: Vec<(std::iter::Peekable<TableIter<'a>>, &'a Table)>,
-    overlay: std::iter::Peekable<std::collections::btree_map::Range<'a, String, Written<M::Value>>>,
+    sources: Sources<'a, M::Value>,
     done: bool,
 }
 
@@ -360,60 +423,20 @@ impl<'a, M: KeyedMachine> Iterator for Entries<'a, M> {
         if self.done {
             return None;
         }
-        // The smallest key any source holds, and the newest source holding it.
-        let mut best: Option<(&[u8], usize)> = None;
-        for (i, (it, _)) in self.tables.iter_mut().enumerate() {
-            match it.peek() {
-                Some(Err(_)) => {
-                    self.done = true;
-                    return match it.next() {
-                        Some(Err(e)) => Some(Err(e)),
-                        _ => None,
-                    };
-                }
-                Some(Ok((k, _))) if best.is_none_or(|(b, _)| *k <= b) => best = Some((k, i)),
-                _ => {}
-            }
-        }
-        let overlay_key = self.overlay.peek().map(|&(k, _)| k.as_bytes());
-        let take_overlay = match (best, overlay_key) {
-            (None, None) => return None,
-            (None, Some(_)) => true,
-            (Some(_), None) => false,
-            (Some((t, _)), Some(o)) => o <= t,
+        let r = match pop_newest(&mut self.sources) {
+            Ok(None) => return None,
+            Ok(Some((_, Got::Overlay(k, w)))) => Ok((Cow::Borrowed(k), w.value.clone())),
+            Ok(Some((_, Got::Mapped(k, v, table)))) => std::str::from_utf8(k)
+                .map_err(|_| Error::Corrupt {
+                    path: table.path().to_path_buf(),
+                    offset: 0,
+                    seq: Some(table.seq()),
+                    reason: "table key is not UTF-8".into(),
+                })
+                .and_then(|key| Ok((Cow::Borrowed(key), decode_value::<M>(table, key, v)?))),
+            Ok(Some((_, Got::Copied(..)))) => return None, // iteration reads maps only
+            Err(e) => Err(e),
         };
-        let key: Vec<u8> = match (take_overlay, best) {
-            (true, _) => overlay_key.unwrap_or_default().to_vec(),
-            (false, Some((k, _))) => k.to_vec(),
-            (false, None) => return None,
-        };
-        // Every older copy of this key is skipped.
-        let mut winner = None;
-        for (i, (it, _)) in self.tables.iter_mut().enumerate() {
-            if matches!(it.peek(), Some(Ok((k, _))) if *k == key.as_slice()) {
-                let e = it.next();
-                if !take_overlay && best.is_some_and(|(_, b)| b == i) {
-                    winner = e;
-                }
-            }
-        }
-        if take_overlay {
-            let (k, w) = self.overlay.next()?;
-            return Some(Ok((Cow::Borrowed(k.as_str()), w.value.clone())));
-        }
-        let (k, v) = match winner {
-            Some(Ok(kv)) => kv,
-            _ => return None,
-        };
-        let table = self.tables[best?.1].1;
-        let r = std::str::from_utf8(k)
-            .map_err(|_| Error::Corrupt {
-                path: table.path().to_path_buf(),
-                offset: 0,
-                seq: Some(table.seq()),
-                reason: "table key is not UTF-8".into(),
-            })
-            .and_then(|key| Ok((Cow::Borrowed(key), decode_value::<M>(table, key, v)?)));
         if r.is_err() {
             self.done = true;
         }
@@ -463,51 +486,29 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
             Some(i) => (sink.delta_table()?, &state.tables[i + 1..]),
             None => (sink.table()?, &state.tables[..]),
         };
-        let mut sources: Vec<TableChunks<'_>> = merged
+        let mut sources: Sources<'_, M::Value> = merged
             .iter()
-            .map(|t| TableChunks::new(vfs.as_ref(), t.path(), key.as_ref()))
+            .map(|t| {
+                let c = TableChunks::new(vfs.as_ref(), t.path(), key.as_ref());
+                Box::new(Chunked(c, PhantomData)) as _
+            })
             .collect();
-        let mut overlay = state.overlay.iter().peekable();
+        sources.push(Box::new(Overlaid(
+            state.overlay.iter().peekable(),
+            PhantomData,
+        )));
         let mut value = Vec::new();
         // A merge in key order: the tables' entries are copied as they are
         // (never decoded), the overlay's encoded; on an equal key the newest
         // source wins (the overlay, then the later table).
-        loop {
-            let mut best: Option<(Vec<u8>, usize)> = None;
-            for (i, c) in sources.iter_mut().enumerate() {
-                if let Some(k) = c.peek()?
-                    && best.as_ref().is_none_or(|(b, _)| k <= b.as_slice())
-                {
-                    best = Some((k.to_vec(), i));
+        while let Some((_, got)) = pop_newest(&mut sources)? {
+            match got {
+                Got::Overlay(k, wr) => {
+                    encode_binary(&wr.value, state.seq, &mut value)?;
+                    w.add(k.as_bytes(), &value)?;
                 }
-            }
-            let next_new = overlay.peek().map(|(k, _)| k.as_bytes());
-            let take_overlay = match (&best, next_new) {
-                (None, None) => break,
-                (None, Some(_)) => true,
-                (Some(_), None) => false,
-                (Some((t, _)), Some(n)) => n <= t.as_slice(),
-            };
-            let k: Vec<u8> = match (take_overlay, &best) {
-                (true, _) => next_new.unwrap_or_default().to_vec(),
-                (false, Some((k, _))) => k.clone(),
-                (false, None) => break,
-            };
-            let mut winner = None;
-            for (i, c) in sources.iter_mut().enumerate() {
-                if c.peek()? == Some(k.as_slice()) {
-                    let e = c.pop();
-                    if best.as_ref().is_some_and(|(_, b)| *b == i) {
-                        winner = e;
-                    }
-                }
-            }
-            if take_overlay {
-                let (k, wr) = overlay.next().expect("peeked");
-                encode_binary(&wr.value, state.seq, &mut value)?;
-                w.add(k.as_bytes(), &value)?;
-            } else if let Some((k, v)) = winner {
-                w.add(&k, &v)?;
+                Got::Copied(k, v) => w.add(&k, &v)?,
+                Got::Mapped(k, v, _) => w.add(k, v)?,
             }
         }
         let mut header = Vec::new();

@@ -516,30 +516,14 @@ fn load_scoped<S: Default>(
         } else {
             ("snapshot", "header")
         };
-        if found_seq != *seq {
-            return Err(format!(
-                "{header} says seq {found_seq}, file name says {seq}"
-            ));
-        }
-        if found_codec != codec {
-            return Err(format!(
-                "{kind} codec {} differs from the log's {}",
-                found_codec.name(),
-                codec.name()
-            ));
-        }
         // Checksums passed: a wrong store id or tag is not damage but tampering,
         // never a reason to fall back quietly to an older snapshot.
-        let what = if found_id != store_id {
-            Some(id_mismatch(
-                "snapshot",
-                found_id.as_ref(),
-                store_id.as_ref(),
-            ))
-        } else if !tag_ok {
-            Some("snapshot tag mismatch".to_string())
-        } else {
-            None
+        let found = (found_seq, found_codec, found_id.as_ref());
+        let what = match misfit(kind, header, found, (*seq, codec, store_id.as_ref())) {
+            Some(Misfit::Damaged(why)) => return Err(why),
+            Some(Misfit::Tampered(what)) => Some(what),
+            None if !tag_ok => Some("snapshot tag mismatch".to_string()),
+            None => None,
         };
         if let Some(what) = what {
             tampered = Some(Error::Tampered {
@@ -811,6 +795,40 @@ fn link_of(t: &Table) -> Link {
     }
 }
 
+/// A snapshot file's identity, as its header states it or as the store
+/// expects it: its seq, codec and store id.
+type Identity<'a> = (u64, Codec, Option<&'a StoreId>);
+
+/// What is wrong with a snapshot whose checksums passed but whose identity
+/// differs from the one its name and the store give it.
+enum Misfit {
+    /// A wrong seq or codec: damage, the snapshot is skipped.
+    Damaged(String),
+    /// Another store's file: tampering, never a quiet fallback.
+    Tampered(String),
+}
+
+/// Compares a snapshot's `found` identity with the `want`ed one; `kind` and
+/// `header` name the file's shape in the message ("table", "table header").
+fn misfit(kind: &str, header: &str, found: Identity, want: Identity) -> Option<Misfit> {
+    if found.0 != want.0 {
+        Some(Misfit::Damaged(format!(
+            "{header} says seq {}, file name says {}",
+            found.0, want.0
+        )))
+    } else if found.1 != want.1 {
+        Some(Misfit::Damaged(format!(
+            "{kind} codec {} differs from the log's {}",
+            found.1.name(),
+            want.1.name()
+        )))
+    } else if found.2 != want.2 {
+        Some(Misfit::Tampered(id_mismatch("snapshot", found.2, want.2)))
+    } else {
+        None
+    }
+}
+
 /// What every table under a delta must agree on with the store, and where
 /// to find it.
 struct ChainCheck<'a> {
@@ -857,35 +875,31 @@ impl ChainCheck<'_> {
                 )));
             }
             let t = Table::from_bytes(path.clone(), bytes, self.key)?;
-            let mismatch = if t.seq() != p {
-                Some(format!(
-                    "table header says seq {}, file name says {p}",
-                    t.seq()
-                ))
-            } else if t.codec() != self.codec {
-                Some(format!(
-                    "table codec {} differs from the log's {}",
-                    t.codec().name(),
-                    self.codec.name()
-                ))
-            } else {
-                None
-            };
-            if let Some(reason) = mismatch {
-                return Err(Error::Corrupt {
-                    path,
-                    offset: 0,
-                    seq: Some(p),
-                    reason,
-                });
-            }
-            if t.store_id().as_ref() != self.store_id {
-                return Err(Error::Tampered {
-                    path,
-                    offset: 0,
-                    seq: Some(p),
-                    what: id_mismatch("snapshot", t.store_id().as_ref(), self.store_id),
-                });
+            let found = (t.seq(), t.codec(), t.store_id());
+            let want = (p, self.codec, self.store_id);
+            match misfit(
+                "table",
+                "table header",
+                (found.0, found.1, found.2.as_ref()),
+                want,
+            ) {
+                None => {}
+                Some(Misfit::Damaged(reason)) => {
+                    return Err(Error::Corrupt {
+                        path,
+                        offset: 0,
+                        seq: Some(p),
+                        reason,
+                    });
+                }
+                Some(Misfit::Tampered(what)) => {
+                    return Err(Error::Tampered {
+                        path,
+                        offset: 0,
+                        seq: Some(p),
+                        what,
+                    });
+                }
             }
             chain.push(Arc::new(t));
         }

@@ -36,6 +36,7 @@ mod files;
 mod keyed;
 mod load;
 mod lock;
+mod merge;
 mod open;
 mod options;
 mod pending;
