@@ -1,5 +1,5 @@
 //! Proves that damage to the newest table snapshot of a keyed store (format
-//! v2) is never silent, for flipped bits (every 5th by default, every one with
+//! v3), a full table or a delta table over one (FORMAT.md §14), is never silent, for flipped bits (every 5th by default, every one with
 //! `RUNLOG_DAMAGE_STRIDE=1`), every cut and bytes appended, both codecs, with and without a
 //! log tail after the table: the
 //! open either falls back LOUDLY (`snapshot_fallbacks` names the table) to the
@@ -34,10 +34,11 @@ fn stride() -> usize {
         .max(1)
 }
 
-/// A keyed store in memory: two rounds of appends each ended by a compaction
-/// (two table snapshots), then a tail of `tail`. Returns its files, the model
-/// and the newest table's name.
-fn build(codec: Codec, tail: u64) -> (Vec<(String, Vec<u8>)>, TabModel, String) {
+/// A keyed store in memory: two rounds of appends, the first ended by a
+/// compaction (a full table) and the second by another (`delta` false) or by
+/// a flush (`delta` true: a delta table over the first), then a tail of
+/// `tail`. Returns its files, the model and the newest table's name.
+fn build(codec: Codec, tail: u64, delta: bool) -> (Vec<(String, Vec<u8>)>, TabModel, String) {
     let fs = mem_fs();
     let s = KStore::open(Path::new(MEM_DIR), mem_opts(codec, &fs)).unwrap();
     let mut h = vec![];
@@ -49,8 +50,10 @@ fn build(codec: Codec, tail: u64) -> (Vec<(String, Vec<u8>)>, TabModel, String) 
             h.push((v, pad(v)));
             n += 1;
         }
-        if round < 2 {
-            s.compact().unwrap();
+        match round {
+            1 if delta => drop(s.flush().unwrap()),
+            0 | 1 => drop(s.compact().unwrap()),
+            _ => {}
         }
     }
     drop(s);
@@ -68,6 +71,8 @@ fn build(codec: Codec, tail: u64) -> (Vec<(String, Vec<u8>)>, TabModel, String) 
         b"RUNLOGtb",
         "a keyed compaction writes a table"
     );
+    let version = u16::from_le_bytes([table[8], table[9]]);
+    assert_eq!(version == 3, delta, "{newest}: table version {version}");
     (files, tab_model(&h), newest)
 }
 
@@ -192,6 +197,10 @@ fn check(
     out.corrupt_at_lookup += 1;
 }
 
+fn kind(delta: bool) -> &'static str {
+    if delta { "delta" } else { "full table" }
+}
+
 /// A key no transition sets ([`key_of`] gives `k000`..`k036`), between two that are.
 const ABSENT: &str = "k010x";
 
@@ -222,8 +231,8 @@ fn every_bit_flip_of_the_newest_table_under_a_tail_is_loud() {
 }
 
 fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
-    for codec in codecs() {
-        let (files, model, newest) = build(codec, tail);
+    for (codec, delta) in codecs().into_iter().flat_map(|c| [(c, false), (c, true)]) {
+        let (files, model, newest) = build(codec, tail, delta);
         assert!(!model.map.contains_key(ABSENT) && model.map.contains_key(&key_of(10)));
         let table = files.iter().find(|f| f.0 == newest).unwrap().1.clone();
         let mut out = Outcomes::default();
@@ -234,7 +243,11 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
         for bit in (0..table.len() * 8).step_by(stride()) {
             let mut d = table.clone();
             d[bit / 8] ^= 1 << (bit % 8);
-            let what = format!("{codec:?} {newest} bit {bit} (byte {})", bit / 8);
+            let what = format!(
+                "{codec:?} {} {newest} bit {bit} (byte {})",
+                kind(delta),
+                bit / 8
+            );
             let in_block = (32..index_offset).contains(&(bit / 8));
             check(
                 (&files, &model, &newest),
@@ -246,7 +259,8 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
             );
         }
         eprintln!(
-            "{codec:?} tail {tail}: {} bytes of table, {out:?}",
+            "{codec:?} {} tail {tail}: {} bytes of table, {out:?}",
+            kind(delta),
             table.len()
         );
         assert_eq!(out.harmless, 0, "every bit of a table is checked");
@@ -256,12 +270,12 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
 
 #[test]
 fn every_cut_and_extension_of_the_newest_table_falls_back() {
-    for codec in codecs() {
-        let (files, model, newest) = build(codec, 10);
+    for (codec, delta) in codecs().into_iter().flat_map(|c| [(c, false), (c, true)]) {
+        let (files, model, newest) = build(codec, 10, delta);
         let table = files.iter().find(|f| f.0 == newest).unwrap().1.clone();
         let mut out = Outcomes::default();
         for len in 0..table.len() {
-            let what = format!("{codec:?} {newest} cut at {len}");
+            let what = format!("{codec:?} {} {newest} cut at {len}", kind(delta));
             check(
                 (&files, &model, &newest),
                 table[..len].to_vec(),
@@ -275,10 +289,17 @@ fn every_cut_and_extension_of_the_newest_table_falls_back() {
         for extra in [1usize, 7, 84, 4096] {
             let mut d = table.clone();
             d.extend(std::iter::repeat_n(0xa5, extra));
-            let what = format!("{codec:?} {newest} with {extra} bytes appended");
+            let what = format!(
+                "{codec:?} {} {newest} with {extra} bytes appended",
+                kind(delta)
+            );
             check((&files, &model, &newest), d, codec, false, &what, &mut out);
         }
-        eprintln!("{codec:?}: {} cuts and 4 extensions, {out:?}", table.len());
+        eprintln!(
+            "{codec:?} {}: {} cuts and 4 extensions, {out:?}",
+            kind(delta),
+            table.len()
+        );
         assert_eq!(out.fallbacks, table.len() as u64 + 4, "{out:?}");
     }
 }
