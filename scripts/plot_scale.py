@@ -5,13 +5,16 @@ Reads one or more JSON documents written by
 `cargo run --release --example scale -- --json --out FILE` and plots, against
 units in the run: the time of a child process that opens the run for writing,
 and of a one-shot `runlog unit RUN U in_progress`, one pair of curves per file
-(labelled from the command line), plus the atomic whole-document rewrite per
+(labelled from the command line); for a file written with `--live`, the
+live cycle's one-shot call instead, its median and its worst; plus the atomic
+whole-document rewrite per
 checkpoint (from the first file that measured it with `--atomic`, else from
 `--atomic-from docs/checkpoint_cost.json`, the compare example's cost curve).
 A dev tool (needs matplotlib), not run in CI.
 
     python3 scripts/plot_scale.py [--out docs/scale.png] [--atomic-from FILE] \\
-        before=docs/scale-before.json [after=docs/scale-after.json ...]
+        before=docs/scale-before.json [after=docs/scale-after.json ...] \\
+        ["live before=docs/scale-live-before.json" ...]
 """
 
 import argparse
@@ -24,10 +27,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 SERIES = [
-    ("open", "open for writing (child process)", "-", "o"),
-    ("oneshot", "one-shot `runlog unit … in_progress`", "--", "s"),
+    (("open",), "secs", "open for writing (child process)", "-", "o"),
+    (("oneshot",), "secs", "one-shot `runlog unit … in_progress`", "--", "s"),
 ]
-COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"]
+LIVE_SERIES = [
+    (("live", "oneshot"), "secs", "live cycle: one-shot `runlog unit`, median", "-.", "D"),
+    (("live", "oneshot"), "secs_max", "live cycle: one-shot `runlog unit`, worst", ":", "v"),
+]
+COLORS = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"]
 ATOMIC_COLOR = "#d62728"
 
 
@@ -46,11 +53,14 @@ def fmt_secs(s):
     return f"{s * 1e6:.3g} µs"
 
 
-def points(data, key):
-    """(units, seconds) of every size where `key` was measured."""
+def points(data, path, field="secs"):
+    """(units, seconds) of every size where `path` (keys) was measured."""
     out = []
     for s in data.get("sizes", []):
-        v = (s.get(key) or {}).get("secs")
+        v = s
+        for k in path:
+            v = v.get(k) or {}
+        v = v.get(field)
         if "error" not in s and v:
             out.append((s["units"], v))
     return out
@@ -58,7 +68,7 @@ def points(data, key):
 
 def atomic_curve(files, fallback):
     for _, data in files:
-        pts = points(data, "atomic_rewrite")
+        pts = points(data, ("atomic_rewrite",))
         if pts:
             return pts, "measured by scale --atomic"
     if fallback:
@@ -90,8 +100,9 @@ def main():
     all_units = set()
     for i, (label, data) in enumerate(files):
         color = COLORS[i % len(COLORS)]
-        for key, what, style, marker in SERIES:
-            pts = points(data, key)
+        series = LIVE_SERIES if data.get("live_rounds") else SERIES
+        for path, field, what, style, marker in series:
+            pts = points(data, path, field)
             if not pts:
                 continue
             xs, ys = zip(*pts)

@@ -24,13 +24,14 @@ pub struct Config {
     pub live: usize,
     pub live_batch: usize,
     pub live_secs: f64,
+    pub live_oneshots: usize,
 }
 
 pub const USAGE: &str =
     "usage: scale [--units 1000,100000,1000000] [--reps 5] [--json] [--out FILE]
     [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency] [--writers 8] [--spawns 400]
     [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
-    [--live ROUNDS] [--live-batch 2000] [--live-secs SECS]";
+    [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]";
 
 fn default_bin() -> PathBuf {
     // target/<profile>/examples/scale -> target/<profile>/runlog
@@ -58,6 +59,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
         live: 0,
         live_batch: 2_000,
         live_secs: 0.0,
+        live_oneshots: 0,
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, flag: &str| -> Result<u64, String> {
@@ -101,6 +103,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
             "--batch" => c.batch = num(it.next(), a)?.max(1) as usize,
             "--live" => c.live = num(it.next(), a)? as usize,
             "--live-batch" => c.live_batch = num(it.next(), a)?.max(1) as usize,
+            "--live-oneshots" => c.live_oneshots = num(it.next(), a)? as usize,
             "--live-secs" => {
                 c.live_secs = it
                     .next()

@@ -27,6 +27,10 @@ pub struct Plan {
     pub batch: usize,
     /// Keep cycling until this many seconds passed, past `batches` if need be.
     pub min_secs: f64,
+    /// Then this many one-shot calls in a row, with no `apply` between them:
+    /// the tail grows by one-shot records only, so their worst case (the call
+    /// that flushes a delta, or merges the chain's newest deltas) is met.
+    pub oneshots: usize,
 }
 
 /// splitmix64: a fixed-seed stream, the same workload on every run.
@@ -165,15 +169,25 @@ pub fn cycle(ctx: &Ctx, n: u64, built_done: u64, plan: Plan) -> Value {
             break; // failing: report what was measured, not 30 copies of one error
         }
     }
+    let cycle_secs = started.elapsed().as_secs_f64();
+    let mut only = Calls::default();
+    for _ in 0..plan.oneshots {
+        let unit = ["unit", RUN_ID, reserved.as_str(), "in_progress"];
+        only.push(child::run(&mut ctx.runlog(&unit)).and_then(|f| f.ok("runlog unit")));
+        if only.errors.len() > 3 {
+            break;
+        }
+    }
     let disk = run_dir_bytes(ctx.root);
     json!({
         "rounds": round,
         "batch": plan.batch,
         "transitions": transitions,
-        "secs": started.elapsed().as_secs_f64(),
+        "secs": cycle_secs,
         "apply": apply.to_json(),
         "oneshot": oneshot.to_json(),
         "status": status.to_json(),
+        "oneshots_in_a_row": only.to_json(),
         "disk_bytes": disk.as_ref().ok().map(|d| d.0),
         "disk_bytes_per_unit": disk.as_ref().ok().map(|d| d.0 as f64 / n as f64),
         "snapshot_files": disk.as_ref().ok().map(|d| d.1),

@@ -8,14 +8,15 @@
 //! With `--live ROUNDS` it measures the live cycle instead (`live.rs`): after
 //! the build, ROUNDS times one `runlog apply` of `--live-batch` random
 //! transitions, then a one-shot `runlog unit` and a `status`, each a whole
-//! process; medians, p90 and worst, against the smallest size's medians.
+//! process; then `--live-oneshots` one-shot calls in a row with nothing
+//! between them; medians, p90 and worst, against the smallest size's medians.
 //!
 //! ```text
 //! cargo build --release
 //! cargo run --release --example scale -- [--units 1000,100000,1000000] [--reps 5]
 //!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
-//!     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS]
+//!     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
 //! ```
 //!
 //! Times are wall clock from the parent (spawn to reap); peak RSS is the
@@ -195,6 +196,7 @@ fn live_size(cfg: &Config, me: &Path, n: u64) -> Value {
         batches: cfg.live,
         batch: cfg.live_batch,
         min_secs: cfg.live_secs,
+        oneshots: cfg.live_oneshots,
     };
     json!({"units": n, "build": built, "live": live::cycle(&ctx, n, built["next"].as_u64().unwrap_or(0), plan)})
 }
@@ -204,8 +206,12 @@ fn live_ratios(sizes: &mut [Value]) {
     let base = sizes.first().map(|s| s["live"].clone()).unwrap_or_default();
     for s in sizes.iter_mut() {
         let mut r = serde_json::Map::new();
-        for call in ["oneshot", "status", "apply"] {
-            let b = base[call]["secs"].as_f64();
+        for call in ["oneshot", "status", "apply", "oneshots_in_a_row"] {
+            // One-shot calls in a row are compared with the cycle's one-shot.
+            let b = match call {
+                "oneshots_in_a_row" => base["oneshot"]["secs"].as_f64(),
+                _ => base[call]["secs"].as_f64(),
+            };
             let of = |k: &str| match (s["live"][call][k].as_f64(), b) {
                 (Some(x), Some(b)) if b > 0.0 => json!(x / b),
                 _ => Value::Null,

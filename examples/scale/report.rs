@@ -150,6 +150,32 @@ pub fn print_live(out: &Value) {
             l["snapshot_files"],
         );
     }
+    let rows: Vec<&Value> = out["sizes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["live"]["oneshots_in_a_row"]["calls"].as_u64() > Some(0))
+        .collect();
+    if !rows.is_empty() {
+        println!("\n| units | one-shot calls in a row | ms med / p90 / worst | (× smallest cycle med) | MiB max |");
+        println!("|---:|---:|---:|---:|---:|");
+    }
+    for s in rows {
+        let c = &s["live"]["oneshots_in_a_row"];
+        let r = &s["live"]["vs_smallest_median"]["oneshots_in_a_row"];
+        println!(
+            "| {} | {} | {} / {} / {} | {} / {} / {} | {} |",
+            s["units"],
+            c["calls"],
+            ms(&c["secs"]),
+            ms(&c["secs_p90"]),
+            ms(&c["secs_max"]),
+            num(&r["median"], 2),
+            num(&r["p90"], 2),
+            num(&r["worst"], 2),
+            mib(&c["rss_mib_max"]),
+        );
+    }
     for e in errors {
         println!("{e}");
     }

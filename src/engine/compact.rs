@@ -51,16 +51,7 @@ pub(crate) enum Kind {
 /// Runs one compaction on this thread, first waiting for a running one (so
 /// "a compaction is already running" is never an error).
 pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>, kind: Kind) -> Result<CompactReport> {
-    {
-        let mut c = lock(&shared.compaction);
-        while c.running {
-            c = shared
-                .compaction_done
-                .wait(c)
-                .unwrap_or_else(|p| p.into_inner());
-        }
-        c.running = true;
-    }
+    shared.compaction.claim();
     let r = run_claimed(shared, kind);
     finish(shared, &r);
     r
@@ -69,37 +60,22 @@ pub(crate) fn run<M: Machine>(shared: &Arc<Shared<M>>, kind: Kind) -> Result<Com
 fn finish<M: Machine>(shared: &Shared<M>, r: &Result<CompactReport>) {
     // The state rebuilt at k is gone by now; hand its pages back.
     super::trim::release_free_heap();
-    let mut c = lock(&shared.compaction);
-    c.running = false;
-    c.last_error = r.as_ref().err().map(|e| super::ErrorChain(e).to_string());
-    drop(c);
-    shared.compaction_done.notify_all();
+    let error = r.as_ref().err().map(|e| super::ErrorChain(e).to_string());
+    shared.compaction.free(error);
 }
 
 /// Starts a compaction in a background thread unless one is running.
 pub(crate) fn spawn_background<M: Machine>(shared: &Arc<Shared<M>>) {
-    let mut c = lock(&shared.compaction);
-    if c.running {
-        return;
-    }
-    c.running = true;
-    if let Some(old) = c.handle.take() {
-        // Finished already (running was false); reap it.
-        let _ = old.join();
-    }
     let s = shared.clone();
-    c.handle = Some(std::thread::spawn(move || {
+    shared.compaction.spawn_if_free(move || {
         let r = run_claimed(&s, Kind::Policy);
         finish(&s, &r);
-    }));
+    });
 }
 
 /// Waits for any background compaction to end.
 pub(crate) fn wait_idle<M: Machine>(shared: &Shared<M>) {
-    let h = lock(&shared.compaction).handle.take();
-    if let Some(h) = h {
-        let _ = h.join();
-    }
+    shared.compaction.wait_idle();
 }
 
 fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactReport> {

@@ -36,6 +36,7 @@ mod files;
 mod keyed;
 mod load;
 mod lock;
+mod machine;
 mod merge;
 mod open;
 mod options;
@@ -44,6 +45,7 @@ mod realfs;
 mod repair;
 mod segment;
 mod shared;
+mod slot;
 mod snapshot;
 mod store;
 mod trim;
@@ -77,6 +79,7 @@ pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 #[cfg(feature = "remote")]
 pub(crate) use load::snapshot_parent;
 pub use load::{Progress, RecoveryReport, TornTailReport};
+pub use machine::Machine;
 pub use options::{CompactionPolicy, Options, Stats, SyncPolicy};
 pub use realfs::RealFs;
 pub use snapshot::{SnapshotData, SnapshotSink};
@@ -87,93 +90,7 @@ pub use verify::{Integrity, VerifyReport, verify, verify_as, verify_with_key};
 pub use vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
 pub use walk::{for_each_record, for_each_record_with_key};
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::path::Path;
-
-/// A state machine the store persists: a state, its transitions, and `apply`.
-///
-/// `apply` must be deterministic (replay after a crash runs it again on the same
-/// transitions) and must leave the state unchanged when it returns an error: a
-/// refused transition is never written.
-pub trait Machine: Send + Sync + 'static {
-    /// The state; `Default` is the state of an empty store.
-    type State: Serialize + DeserializeOwned + Default + Send + Sync + 'static;
-    /// One transition.
-    type Transition: Serialize + DeserializeOwned + Send + Sync + 'static;
-    /// Why `apply` refused a transition.
-    type Error: std::error::Error + Send + Sync + 'static;
-    /// Applies `t` to `state`, or refuses it leaving `state` as it was.
-    fn apply(state: &mut Self::State, t: &Self::Transition)
-    -> std::result::Result<(), Self::Error>;
-
-    /// Decodes the snapshot a store opens from, at `seq`. The default reads a
-    /// whole-state snapshot with the store's codec and refuses a table.
-    fn decode_snapshot(
-        codec: Codec,
-        seq: u64,
-        snapshot: SnapshotData<'_>,
-    ) -> std::result::Result<Self::State, String> {
-        let _ = seq;
-        match snapshot {
-            SnapshotData::Whole(payload) => decode_payload(codec, payload),
-            SnapshotData::Table(t) => Err(format!(
-                "a table snapshot ({} entries), but this machine keeps its state whole",
-                t.len()
-            )),
-            SnapshotData::Tables(_) => {
-                Err("delta tables, but this machine keeps its state whole".into())
-            }
-        }
-    }
-
-    /// Writes the snapshot of `state` (the state after seq `sink.seq()`, rebuilt
-    /// by compaction) and returns its size. The default writes it whole.
-    fn write_snapshot(state: &Self::State, sink: SnapshotSink<'_>) -> Result<u64> {
-        let mut payload = Vec::new();
-        // The limit is checked while encoding: a state over it costs the limit,
-        // not its own size, and is refused before anything is written.
-        let max = sink.max_len().min(format::MAX_SNAPSHOT_LEN);
-        codec::encode_payload_within(sink.codec(), state, &mut payload, max).map_err(|stop| {
-            match stop {
-                codec::EncodeStop::TooLarge => Error::TooLarge {
-                    what: "snapshot (encoding stopped at the limit)",
-                    len: max + 1,
-                    max,
-                },
-                codec::EncodeStop::Failed(reason) => Error::Codec {
-                    path: None,
-                    seq: Some(sink.seq()),
-                    reason,
-                },
-            }
-        })?;
-        sink.whole(&payload)
-    }
-
-    /// Called on the live state, under the writer's lock, once compaction has
-    /// installed the snapshot at `seq`: a state that keeps what the snapshot
-    /// holds can drop its own copy. The default does nothing.
-    fn snapshot_installed(state: &mut Self::State, seq: u64, snapshot: SnapshotData<'_>) {
-        let _ = (state, seq, snapshot);
-    }
-
-    /// Refuses a state this build must not use: called on every state an open
-    /// (writer or reader) arrives at, before anything is written. A run
-    /// written by a newer build, for one. `Err` fails the open with
-    /// [`Error::Unsupported`]; the default accepts every state.
-    fn check_state(state: &Self::State) -> std::result::Result<(), String> {
-        let _ = state;
-        Ok(())
-    }
-
-    /// Why the last `apply` failed, when the cause was damage found while
-    /// reading the state rather than a refusal by the rules. The default: never.
-    fn take_fault(state: &mut Self::State) -> Option<Error> {
-        let _ = state;
-        None
-    }
-}
 
 /// Reads a store without taking the writer lock and without modifying any file.
 ///

@@ -16,12 +16,13 @@ use super::pending::{LastSegment, Pending, TornPlan};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::segment::create_segment;
-use super::shared::{Active, CompactionState, Inner, Shared, lock};
+use super::shared::{Active, Inner, Shared, lock};
+use super::slot::{Slot, Stop};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};
 use super::vfs::{Vfs, VfsFile};
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 /// What a writer's open built from what recovery found.
 struct Resumed<M: Machine> {
@@ -172,11 +173,9 @@ impl<M: Machine> Store<M> {
             group: GroupCommit::new(durable),
             io: Mutex::new(()),
             mark: Mutex::new(MarkWriter::new(marked)),
-            compaction: Mutex::new(CompactionState::default()),
-            compaction_done: Condvar::new(),
+            compaction: Slot::default(),
             stats: Stats::default(),
-            stop: Mutex::new(false),
-            stop_cv: Condvar::new(),
+            stop: Stop::default(),
             _lock: guard,
         });
         if fresh_header > 0 {

@@ -13,11 +13,11 @@ use super::group::GroupCommit;
 use super::mark::{Mark, MarkWriter};
 use super::options::{CompactionPolicy, Options, Stats, SyncPolicy};
 use super::pending::Pending;
+use super::slot::{Slot, Stop};
 use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, VfsFile};
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug)]
 pub(crate) struct Active {
@@ -69,11 +69,10 @@ pub(crate) struct Shared<M: Machine> {
     /// The durability mark's writer (FORMAT.md §5.7), written after each fsync
     /// that raised the watermark, before any waiter it covers is woken.
     pub(crate) mark: Mutex<MarkWriter>,
-    pub(crate) compaction: Mutex<CompactionState>,
-    pub(crate) compaction_done: Condvar,
+    pub(crate) compaction: Slot,
     pub(crate) stats: Stats,
-    pub(crate) stop: Mutex<bool>,
-    pub(crate) stop_cv: Condvar,
+    /// Stops the flusher thread.
+    pub(crate) stop: Stop,
     pub(crate) _lock: Box<dyn Send + Sync>,
 }
 
@@ -151,13 +150,4 @@ impl<M: Machine> Shared<M> {
         g.appended_bytes >= self.opts.delta_bytes
             || chain::deltas(&g.chain) >= chain::LIGHT_MERGE_DELTAS
     }
-}
-
-/// The compaction slot: at most one compaction runs at a time, and a failed
-/// background one leaves its error here.
-#[derive(Default)]
-pub(crate) struct CompactionState {
-    pub(crate) running: bool,
-    pub(crate) last_error: Option<String>,
-    pub(crate) handle: Option<JoinHandle<()>>,
 }

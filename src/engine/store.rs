@@ -106,7 +106,7 @@ impl<M: Machine> Store<M> {
 
     /// The error of the last background compaction, if it failed.
     pub fn last_compaction_error(&self) -> Option<String> {
-        lock(&self.shared.compaction).last_error.clone()
+        self.shared.compaction.last_error()
     }
 }
 
@@ -117,15 +117,8 @@ pub(crate) fn spawn_flusher<M: Machine>(
     std::thread::spawn(move || {
         loop {
             let Some(s) = weak.upgrade() else { return };
-            {
-                let stop = lock(&s.stop);
-                let (stop, _) = s
-                    .stop_cv
-                    .wait_timeout(stop, every)
-                    .unwrap_or_else(|p| p.into_inner());
-                if *stop {
-                    return;
-                }
+            if s.stop.wait(every) {
+                return;
             }
             let last = {
                 let g = lock(&s.inner);
@@ -146,8 +139,7 @@ pub(crate) fn spawn_flusher<M: Machine>(
 
 impl<M: Machine> Drop for Store<M> {
     fn drop(&mut self) {
-        *lock(&self.shared.stop) = true;
-        self.shared.stop_cv.notify_all();
+        self.shared.stop.stop();
         if let Some(h) = self.flusher.take() {
             let _ = h.join();
         }
@@ -200,8 +192,7 @@ impl<M: Machine> Store<M> {
     /// since the last sync may not be durable). Under `Always` and `Grouped`
     /// every acknowledged append is durable already and this is `Ok`.
     pub fn close(mut self) -> Result<()> {
-        *lock(&self.shared.stop) = true;
-        self.shared.stop_cv.notify_all();
+        self.shared.stop.stop();
         if let Some(h) = self.flusher.take() {
             let _ = h.join();
         }
