@@ -157,7 +157,9 @@ pub fn print_live(out: &Value) {
         .filter(|s| s["live"]["oneshots_in_a_row"]["calls"].as_u64() > Some(0))
         .collect();
     if !rows.is_empty() {
-        println!("\n| units | one-shot calls in a row | ms med / p90 / worst | (× smallest cycle med) | MiB max |");
+        println!(
+            "\n| units | one-shot calls in a row | ms med / p90 / worst | (× smallest cycle med) | MiB max |"
+        );
         println!("|---:|---:|---:|---:|---:|");
     }
     for s in rows {

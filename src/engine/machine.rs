@@ -91,4 +91,3 @@ pub trait Machine: Send + Sync + 'static {
         None
     }
 }
-

@@ -280,6 +280,13 @@ pub fn child_test(module: &str, f: &str) -> std::process::Command {
 
 /// `name` from the environment as a number, else `default`: the scale of a
 /// sweep (`RUNLOG_CRASH_*`, `RUNLOG_KILL9_*`).
+/// The child side of another test, run bare (`--ignored` without the
+/// variable its parent sets): it fails, since passing would claim a test that
+/// tested nothing.
+pub fn child_run_bare(test: &str, var: &str) -> ! {
+    panic!("{test} is the child side of another test, which sets ${var}; run bare it tests nothing")
+}
+
 pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()

@@ -65,7 +65,22 @@ fn codec_of(n: u64) -> Codec {
 }
 
 fn exhaustive(model: Persistence) {
-    exhaustive_as::<common::Ledger>(model, 4);
+    let f = exhaustive_as::<common::Ledger>(model, 4);
+    // A sweep that explored next to nothing would pass vacuously: every
+    // workload of up to 4 steps has ~8,400 boundaries and ~57,000 crash states.
+    explored_at_least(&f, 8_000, 50_000);
+}
+
+/// Fails a sweep that explored fewer boundaries or crash states than its
+/// floor: a change that stops crashes from being taken (a workload that
+/// writes nothing, a model that offers no outcome) would otherwise pass.
+fn explored_at_least(f: &Figures, boundaries: u64, crash_states: u64) {
+    assert!(
+        f.boundaries >= boundaries && f.crash_states >= crash_states,
+        "the sweep explored {} boundaries and {} crash states, under its floor of {boundaries} and {crash_states}: {f:?}",
+        f.boundaries,
+        f.crash_states
+    );
 }
 
 fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) -> Figures {
@@ -208,6 +223,9 @@ fn random(first: u64) {
         f.recovery_crash_states,
         started.elapsed()
     ));
+    // Each 200-step workload has ~170 boundaries; a seed crashed at every
+    // boundary has at least one crash state at each of them.
+    explored_at_least(&f, 100 * count, 100 * full);
 }
 
 #[test]
@@ -224,12 +242,14 @@ fn random_workloads_odd_seeds() {
 fn keyed_every_crash_state_of_every_short_workload_weak_model() {
     let f = exhaustive_as::<KeyedTab>(Persistence::Weak, 3);
     assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
+    explored_at_least(&f, 1_500, 8_000);
 }
 
 #[test]
 fn keyed_every_crash_state_of_every_short_workload_ordered_model() {
     let f = exhaustive_as::<KeyedTab>(Persistence::Ordered, 3);
     assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
+    explored_at_least(&f, 1_500, 8_000);
 }
 
 /// Keyed seeds run by default (`RUNLOG_KEYED_CRASH_SEEDS`), each at every boundary.
@@ -288,6 +308,8 @@ fn keyed_random_workloads_every_boundary() {
     ));
     // Crashes did land inside table writes, and tables were recovered from.
     assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
+    // ~640 boundaries and ~500 crash states per 60-step seed on average.
+    explored_at_least(&f, 200 * n, 150 * n);
 }
 
 /// Issue 11 item 4: the first `init` under a new root creates the root,

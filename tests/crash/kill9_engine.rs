@@ -60,7 +60,7 @@ fn pad_of_value(v: u64) -> usize {
 #[ignore = "the child side of kill9_soak; runs only when re-executed by it"]
 fn kill9_child_process() {
     let Some((dir, iter)) = kill9::child_args() else {
-        return;
+        crate::common::child_run_bare("kill9_child_process", kill9::CHILD_DIR);
     };
     // libtest has printed "test kill9_child_process ... " without a newline.
     println!();

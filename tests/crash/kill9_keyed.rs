@@ -87,7 +87,7 @@ fn value_for(iter: u64, t: u64, c: u64) -> u64 {
 #[ignore = "the child side of kill9_keyed_soak; runs only when re-executed by it"]
 fn kill9_keyed_child() {
     let Some((dir, iter)) = kill9::child_args() else {
-        return;
+        crate::common::child_run_bare("kill9_keyed_child", kill9::CHILD_DIR);
     };
     println!();
     let s = WStore::open(&dir, opts(Codec::Binary, iter)).unwrap();

@@ -21,7 +21,7 @@ fn mode(p: &Path) -> u32 {
 #[ignore = "child side of lock_and_every_store_file_are_0600_whatever_the_umask"]
 fn umask_child_process() {
     let Ok(dir) = std::env::var(CHILD_DIR) else {
-        return;
+        crate::common::child_run_bare("umask_child_process", CHILD_DIR);
     };
     let umask: u32 = std::env::var(CHILD_UMASK).unwrap().parse().unwrap();
     // SAFETY: umask(2) only sets the process's file mode creation mask; this child

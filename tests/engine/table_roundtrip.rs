@@ -201,6 +201,14 @@ fn real_fs_round_trip_through_a_memory_map() {
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
         let k = key();
         let t = Table::open(&RealFs, &path, keyed.then_some(&k)).unwrap();
+        // The table is read through a map of its file, not a copy: the kernel
+        // lists the mapping while the table is open.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let shown = path.canonicalize().unwrap().display().to_string();
+        assert!(
+            maps.lines().any(|l| l.ends_with(&shown)),
+            "{shown} is not mapped while the table is open"
+        );
         check(&t, &model, &[b"k".to_vec(), b"k00002500".to_vec()]);
         // Shared across threads by reference.
         std::thread::scope(|s| {

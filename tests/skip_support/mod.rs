@@ -50,12 +50,10 @@ pub fn skip(test: &str, require: &str, why: &str) {
     }
 }
 
-/// Reports that the child side of a test, run by hand (`--ignored`) without
-/// the variable `var` its parent sets, did nothing.
-pub fn child_only(test: &str, var: &str) {
-    to_fd2(&format!(
-        "SKIPPED {test}: the child side of another test, which sets ${var}; it did nothing\n"
-    ));
+/// Fails the child side of a test run by hand (`--ignored`) without the
+/// variable `var` its parent sets: passing would claim a test that tested nothing.
+pub fn child_only(test: &str, var: &str) -> ! {
+    panic!("{test} is the child side of another test, which sets ${var}; run bare it tests nothing")
 }
 
 /// Writes `line` to file descriptor 2 through a descriptor of its own, so it
