@@ -9,7 +9,7 @@ use crate::view::{Inner, RunView};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use runlog::engine::{Key, SyncPolicy};
+use runlog::engine::{Error, Integrity, Key, SyncPolicy, VerifyReport};
 use runlog::run::{self, InitSpec, Launch, RunError};
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -237,6 +237,17 @@ impl Runs {
         py.detach(move || runs.resolve(&prefix)).py_err()
     }
 
+    /// Checks every file of run `id` without a lock and without changing
+    /// anything, as `runlog verify` does: a dict with `integrity` ("clean",
+    /// "torn_tail", "corrupt" or "tampered"), `last_seq`, for damage its
+    /// `path`, `offset`, `seq` and `reason`, and the lists `snapshot_fallbacks`,
+    /// `leftovers` and `quarantined`, and `torn_tail` (a dict or None).
+    fn verify<'py>(&self, py: Python<'py>, id: String) -> PyResult<Bound<'py, PyDict>> {
+        let runs = self.inner.clone();
+        let r = py.detach(move || runs.verify(&id)).py_err()?;
+        verify_dict(py, &r)
+    }
+
     /// Removes finished runs (and archived ones) older than `keep_days` days;
     /// returns the ids removed.
     fn gc(&self, py: Python<'_>, keep_days: u64) -> PyResult<Vec<String>> {
@@ -248,4 +259,73 @@ impl Runs {
     fn __repr__(&self) -> String {
         format!("Runs({:?})", self.inner.root().display().to_string())
     }
+}
+
+/// `Runs.verify`'s dict of a verify report.
+fn verify_dict<'py>(py: Python<'py>, r: &VerifyReport) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let paths =
+        |v: &[PathBuf]| -> Vec<String> { v.iter().map(|p| p.display().to_string()).collect() };
+    d.set_item("last_seq", r.recovery.last_seq)?;
+    match &r.integrity {
+        Integrity::Clean => d.set_item("integrity", "clean")?,
+        Integrity::TornTail {
+            path,
+            offset,
+            bytes,
+            reason,
+        } => {
+            d.set_item("integrity", "torn_tail")?;
+            d.set_item("path", path.display().to_string())?;
+            d.set_item("offset", offset)?;
+            d.set_item("bytes", bytes)?;
+            d.set_item("reason", reason)?;
+        }
+        Integrity::Damaged(e) => {
+            let (kind, path, offset, seq, reason) = match e {
+                Error::Tampered {
+                    path,
+                    offset,
+                    seq,
+                    what,
+                } => ("tampered", path, offset, seq, what.clone()),
+                Error::Corrupt {
+                    path,
+                    offset,
+                    seq,
+                    reason,
+                } => ("corrupt", path, offset, seq, reason.clone()),
+                // verify files every other error as an error, never as damage.
+                other => return Err(errors::error(runlog::engine::ErrorChain(other).to_string())),
+            };
+            d.set_item("integrity", kind)?;
+            d.set_item("path", path.display().to_string())?;
+            d.set_item("offset", offset)?;
+            d.set_item("seq", seq)?;
+            d.set_item("reason", reason)?;
+        }
+    }
+    let fallbacks = pyo3::types::PyList::empty(py);
+    for (p, why) in &r.recovery.snapshot_fallbacks {
+        let f = PyDict::new(py);
+        f.set_item("path", p.display().to_string())?;
+        f.set_item("reason", why)?;
+        fallbacks.append(f)?;
+    }
+    d.set_item("snapshot_fallbacks", fallbacks)?;
+    d.set_item("leftovers", paths(&r.leftovers))?;
+    d.set_item("quarantined", paths(&r.quarantined))?;
+    match &r.recovery.torn_tail {
+        None => d.set_item("torn_tail", py.None())?,
+        Some(t) => {
+            let f = PyDict::new(py);
+            f.set_item("path", t.path.display().to_string())?;
+            f.set_item("offset", t.offset)?;
+            f.set_item("bytes", t.bytes)?;
+            f.set_item("first_seq", t.first_seq)?;
+            f.set_item("valid_frames_dropped", t.valid_frames_dropped)?;
+            d.set_item("torn_tail", f)?;
+        }
+    }
+    Ok(d)
 }

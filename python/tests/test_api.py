@@ -233,3 +233,32 @@ def test_docstrings_show_in_help():
     for obj in (runlog.Runs, runlog.Run.unit, runlog.Run.units, runlog.RunView.resume,
                 runlog.Runs.start, runlog.Refused, runlog.UnitStatus):
         assert obj.__doc__ and len(obj.__doc__) > 20, obj
+
+
+def test_verify_reports_clean_then_names_the_damaged_file_and_changes_nothing(runs, root):
+    from conftest import files
+
+    run = runs.start("v", units=["a", "b", "c"])
+    for u in ["a", "b", "c"]:
+        run.unit(u, "done")
+    run.close()
+    report = runs.verify("v")
+    assert report["integrity"] == "clean", report
+    assert report["last_seq"] >= 4 and report["torn_tail"] is None
+    assert report["snapshot_fallbacks"] == [] and report["quarantined"] == []
+
+    run_dir = root / "runs" / "v"
+    seg = next(p for p in sorted(run_dir.glob("seg-*.log")) if b'"unit":"b"' in p.read_bytes())
+    data = bytearray(seg.read_bytes())
+    # A byte of an acknowledged record that is not the last: corruption, never a torn tail.
+    at = data.find(b'"unit":"b"')
+    assert at > 0, "b's record is in the segment"
+    data[at + 8] ^= 0x01
+    seg.write_bytes(bytes(data))
+    before = files(run_dir)
+    report = runs.verify("v")
+    assert report["integrity"] == "corrupt", report
+    assert report["path"] == str(seg) and isinstance(report["offset"], int), report
+    assert files(run_dir) == before, "verify changed a file"
+    with pytest.raises(runlog.NotFound):
+        runs.verify("nope")

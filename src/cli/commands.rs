@@ -607,18 +607,7 @@ fn archive_list(runs: &Runs, json: bool) -> Result<u8, RunError> {
 
 fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     let id = runs.resolve(run)?;
-    let dir = runs.run_dir(&id)?;
-    // The open's own verdict (the run machine decodes and applies every
-    // record), so verify passes exactly when `get` and `unit` can open the run.
-    let r =
-        engine::verify_as::<Keyed<RunKeyed>>(&RealFs, &dir, runs.key()).map_err(|e| match e {
-            // An empty run directory is no run, as for every other command.
-            engine::Error::NotFound { .. } => runs.not_found(&id),
-            e => RunError::Engine {
-                id: id.clone(),
-                source: e,
-            },
-        })?;
+    let r = runs.verify(&id)?;
     let (mut v, code) = match &r.integrity {
         Integrity::Clean => (
             json!({"id": id, "integrity": "clean", "lastSeq": r.recovery.last_seq}),

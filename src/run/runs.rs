@@ -326,6 +326,22 @@ impl Runs {
         }
     }
 
+    /// Checks every file of run `id` (exact) without a lock and without
+    /// modifying anything: the verdict of the open itself (every record
+    /// decoded and applied by the run's rules, every table block of the
+    /// snapshot chain checked), so it is clean exactly when the run opens.
+    /// Damage is in the report, not an error: [`engine::Integrity`] names its
+    /// file and offset; an error means the run could not be checked at all.
+    pub fn verify(&self, id: &str) -> Result<engine::VerifyReport> {
+        let dir = self.run_dir(id)?;
+        match engine::verify_as::<Keyed<RunKeyed>>(self.vfs.as_ref(), &dir, self.key()) {
+            Ok(r) => Ok(r),
+            // An empty run directory is no run, as for every other call.
+            Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
+            Err(e) => Err(RunError::engine(id, e)),
+        }
+    }
+
     /// Reads run `id` whole, units included (memory in proportion to the run;
     /// [`Runs::read_run`] looks things up instead).
     pub fn read(&self, id: &str) -> Result<RunDoc> {
