@@ -1,6 +1,7 @@
 //! Snapshots and compaction. The state at seq k is rebuilt from the files on disk
 //! (previous snapshot + closed segments) on the compacting thread, so appenders
-//! never wait while a large state is serialized; then the snapshot is installed
+//! never wait while a large state is serialized (a delta flush copies the small
+//! tail the live state holds instead, when the machine offers a copy); then the snapshot is installed
 //! (temp, fsync, rename, fsync directory) and only then is older log deleted.
 //!
 //! Compaction depends on the writer's shared state (`shared.rs`), rotation
@@ -81,7 +82,7 @@ pub(crate) fn wait_idle<M: Machine>(shared: &Shared<M>) {
 fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactReport> {
     let started = Instant::now();
     // 1. Cut: every record up to k goes into closed, fsynced segments.
-    let (k, base, delta_over) = {
+    let (k, base, delta_over, copy) = {
         let mut g = lock(&shared.inner);
         if let Some(cause) = &g.poisoned {
             return Err(Error::Poisoned {
@@ -110,10 +111,36 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
             return Err(e);
         }
         g.log_bytes_since_snapshot = 0;
-        (k, base, delta_over)
+        // A delta needs only what changed since the newest snapshot, which the
+        // live state holds at k right now: copied, no rebuild (§14.4 step 2).
+        let copy = delta_over.and_then(|_| M::tail_copy(&g.state));
+        (k, base, delta_over, copy)
     };
+    let state = match copy {
+        Some(state) => state,
+        None => rebuild(shared, k)?,
+    };
+    // 3. Install it: temp, fsync, rename, fsync directory, in the shape the
+    //    machine keeps (a whole state, or a table streamed from the old one).
+    let sink = SnapshotSink {
+        vfs: &shared.vfs,
+        dir: &shared.dir,
+        name: snapshot_name(k),
+        codec: shared.codec,
+        seq: k,
+        keying: shared.keying.as_ref(),
+        max_len: shared.opts.max_snapshot_len,
+        delta_over,
+    };
+    let written = M::write_snapshot(&state, sink)?;
+    drop(state);
+    shared.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+    install(shared, k, base, written, started)
+}
 
-    // 2. The state at k, rebuilt from disk with no lock held.
+/// 2. The state at k, rebuilt from disk with no lock held: the snapshot
+/// chain and the closed segments after it, which must replay cleanly to k.
+fn rebuild<M: Machine>(shared: &Shared<M>, k: u64) -> Result<M::State> {
     let mut decode_state = M::decode_snapshot;
     let mut apply = replay_one::<M>;
     let loaded = load(
@@ -139,21 +166,18 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
             ),
         });
     }
-    // 3. Install it: temp, fsync, rename, fsync directory, in the shape the
-    //    machine keeps (a whole state, or a table streamed from the old one).
-    let sink = SnapshotSink {
-        vfs: &shared.vfs,
-        dir: &shared.dir,
-        name: snapshot_name(k),
-        codec: shared.codec,
-        seq: k,
-        keying: shared.keying.as_ref(),
-        max_len: shared.opts.max_snapshot_len,
-        delta_over,
-    };
-    let written = M::write_snapshot(&loaded.state, sink)?;
-    drop(loaded);
-    shared.stats.snapshots.fetch_add(1, Ordering::Relaxed);
+    Ok(loaded.state)
+}
+
+/// 4. The snapshot at k, `written` bytes, is in place: hand it to the live
+/// state and delete what the previous snapshot (base) made redundant.
+fn install<M: Machine>(
+    shared: &Shared<M>,
+    k: u64,
+    base: u64,
+    written: u64,
+    started: Instant,
+) -> Result<CompactReport> {
     // A table snapshot holds what the live state kept since the last one: hand
     // it over, so a long-lived writer's memory stays bounded too.
     let installed = open_installed_table(shared, k)?;
@@ -167,9 +191,9 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
         shared.stats.deltas.fetch_add(1, Ordering::Relaxed);
     }
 
-    // 4. Only now delete what the previous snapshot (base) made redundant. The log
-    //    between base and k stays, so a damaged new snapshot can fall back to
-    //    base; so do the snapshots of both chains (FORMAT.md §14.5).
+    // Only now delete what the previous snapshot (base) made redundant. The log
+    // between base and k stays, so a damaged new snapshot can fall back to
+    // base; so do the snapshots of both chains (FORMAT.md §14.5).
     let (segs, snaps) = {
         let mut g = lock(&shared.inner);
         if let Some(t) = installed {

@@ -64,10 +64,16 @@ pub type WholeState<M> = (
     Vec<(String, <M as KeyedMachine>::Value)>,
 );
 
+/// Most overlay entries a delta flush copies under the writer's lock rather
+/// than rebuilding the state from disk: a flush every `delta_bytes` of log
+/// copies a few hundred; a first flush after a long log rebuilds instead.
+const MAX_TAIL_COPY: usize = 16_384;
+
 /// The [`Machine`] of a keyed store: `Store<Keyed<M>>`.
 pub struct Keyed<M>(PhantomData<M>);
 
 /// One value as the overlay holds it: the seq that wrote it, and the value.
+#[derive(Clone)]
 struct Written<V> {
     seq: u64,
     value: V,
@@ -271,6 +277,20 @@ impl<M: KeyedMachine> KeyedState<M> {
             tables,
             overlay: BTreeMap::new(),
             seq,
+            fault: Mutex::new(None),
+        })
+    }
+
+    /// A copy for a delta flush (`Machine::tail_copy`): the tables shared, the
+    /// overlay copied; `None` when the overlay is too large to copy under the
+    /// writer's lock.
+    fn tail_copy(&self) -> Option<Self> {
+        (self.overlay.len() <= MAX_TAIL_COPY).then(|| KeyedState {
+            header: self.header.clone(),
+            tables: self.tables.clone(),
+            overlay: self.overlay.clone(),
+            len: self.len,
+            seq: self.seq,
             fault: Mutex::new(None),
         })
     }
@@ -519,6 +539,10 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
             encode_binary(&state.header, state.seq, &mut header)?;
         }
         w.finish(&header)
+    }
+
+    fn tail_copy(state: &KeyedState<M>) -> Option<KeyedState<M>> {
+        state.tail_copy()
     }
 
     fn snapshot_installed(state: &mut KeyedState<M>, seq: u64, snapshot: SnapshotData<'_>) {

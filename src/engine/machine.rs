@@ -68,6 +68,16 @@ pub trait Machine: Send + Sync + 'static {
         sink.whole(&payload)
     }
 
+    /// A copy of the live state cheap enough to take under the writer's lock,
+    /// from which a delta flush (FORMAT.md §14.4) writes its table instead of
+    /// rebuilding the state from disk: a keyed state's copy shares its tables
+    /// and copies its overlay, which holds only what changed since the newest
+    /// snapshot. `None`, the default, always rebuilds.
+    fn tail_copy(state: &Self::State) -> Option<Self::State> {
+        let _ = state;
+        None
+    }
+
     /// Called on the live state, under the writer's lock, once compaction has
     /// installed the snapshot at `seq`: a state that keeps what the snapshot
     /// holds can drop its own copy. The default does nothing.
