@@ -138,8 +138,9 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
     install(shared, k, base, written, started)
 }
 
-/// 2. The state at k, rebuilt from disk with no lock held: the snapshot
-/// chain and the closed segments after it, which must replay cleanly to k.
+/// Step 2 of a compaction: the state at k, rebuilt from disk with no lock
+/// held (the snapshot chain and the closed segments after it, which must
+/// replay cleanly to k).
 fn rebuild<M: Machine>(shared: &Shared<M>, k: u64) -> Result<M::State> {
     let mut decode_state = M::decode_snapshot;
     let mut apply = replay_one::<M>;
@@ -169,8 +170,9 @@ fn rebuild<M: Machine>(shared: &Shared<M>, k: u64) -> Result<M::State> {
     Ok(loaded.state)
 }
 
-/// 4. The snapshot at k, `written` bytes, is in place: hand it to the live
-/// state and delete what the previous snapshot (base) made redundant.
+/// Step 4 of a compaction: the snapshot at k, `written` bytes, is in place;
+/// hand it to the live state and delete what the previous snapshot (base)
+/// made redundant.
 fn install<M: Machine>(
     shared: &Shared<M>,
     k: u64,
