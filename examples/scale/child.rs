@@ -133,19 +133,7 @@ fn reap(
 
 /// Runs `cmd` to its end with stdin closed, draining its output.
 pub fn run(cmd: &mut Command) -> Result<Finished, String> {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("spawn {:?}: {e}", cmd.get_program()))?;
-    let err = stderr_reader(&mut child);
-    let out = match child.stdout.take() {
-        Some(o) => drain_capped(o, MAX_KEPT_STDOUT),
-        None => (Vec::new(), 0),
-    };
-    reap(child, started, out, err)
+    run_fed(cmd, None)
 }
 
 /// Spawns `cmd` (a `runlog apply`), writes `line`, and times spawn to the first
@@ -219,27 +207,43 @@ pub fn parse_strace_counts(text: &str) -> Result<u64, String> {
 /// child that answers as it reads never blocks on a full stdout pipe), then
 /// closed.
 pub fn run_with_input(cmd: &mut Command, input: Vec<u8>) -> Result<Finished, String> {
-    cmd.stdin(Stdio::piped())
+    run_fed(cmd, Some(input))
+}
+
+/// Runs `cmd` to its end, its stdin fed `input` then closed (closed at once
+/// without), draining its output.
+fn run_fed(cmd: &mut Command, input: Option<Vec<u8>>) -> Result<Finished, String> {
+    let stdin = if input.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("spawn {:?}: {e}", cmd.get_program()))?;
-    let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let writer = match input {
+        Some(bytes) => {
+            let mut stdin = child.stdin.take().ok_or("no stdin pipe")?;
+            Some(std::thread::spawn(move || stdin.write_all(&bytes)))
+        }
+        None => None,
+    };
     let err = stderr_reader(&mut child);
     let out = match child.stdout.take() {
         Some(o) => drain_capped(o, MAX_KEPT_STDOUT),
         None => (Vec::new(), 0),
     };
     let done = reap(child, started, out, err)?;
-    match writer.join() {
-        Ok(Ok(())) => Ok(done),
-        Ok(Err(e)) => Err(format!(
+    match writer.map(|w| w.join()) {
+        None | Some(Ok(Ok(()))) => Ok(done),
+        Some(Ok(Err(e))) => Err(format!(
             "write to the child's stdin: {e}: {}",
             done.stderr.trim()
         )),
-        Err(_) => Err("the stdin writer thread panicked".into()),
+        Some(Err(_)) => Err("the stdin writer thread panicked".into()),
     }
 }

@@ -165,13 +165,12 @@ fn concurrent_spawns(cfg: &Config, oneshot_secs: Option<f64>) -> u64 {
     n - n % 2
 }
 
-/// The live cycle at one size, in a fresh temp root.
-fn live_size(cfg: &Config, me: &Path, n: u64) -> Value {
-    let tmp = match tempfile::tempdir() {
-        Ok(t) => t,
-        Err(e) => return json!({"units": n, "error": format!("tempdir: {e}")}),
-    };
-    let root = tmp.path().join("root");
+/// A fresh temp root with the run of `n` units built in it by a child
+/// (`root/` under the temp dir), and what the build reported; on failure the
+/// size's result, naming what failed.
+fn build_in_child(cfg: &Config, me: &Path, n: u64) -> Result<(tempfile::TempDir, Value), Value> {
+    let tmp =
+        tempfile::tempdir().map_err(|e| json!({"units": n, "error": format!("tempdir: {e}")}))?;
     eprintln!("{n} units: building");
     let build_args = [
         n.to_string(),
@@ -179,10 +178,18 @@ fn live_size(cfg: &Config, me: &Path, n: u64) -> Value {
         cfg.batch.to_string(),
         cfg.tail.to_string(),
     ];
-    let built = match in_child(me, "build", &root, &build_args) {
+    let built = in_child(me, "build", &tmp.path().join("root"), &build_args)
+        .map_err(|e| json!({"units": n, "error": format!("build: {e}")}))?;
+    Ok((tmp, built))
+}
+
+/// The live cycle at one size, in a fresh temp root.
+fn live_size(cfg: &Config, me: &Path, n: u64) -> Value {
+    let (tmp, built) = match build_in_child(cfg, me, n) {
         Ok(b) => b,
-        Err(e) => return json!({"units": n, "error": format!("build: {e}")}),
+        Err(e) => return e,
     };
+    let root = tmp.path().join("root");
     eprintln!(
         "{n} units: built in {:.1} s; live cycle",
         built["secs"].as_f64().unwrap_or(0.0)
@@ -227,25 +234,13 @@ fn live_ratios(sizes: &mut [Value]) {
 
 /// Every measurement at one size, in a fresh temp root.
 fn measure_size(cfg: &Config, me: &Path, n: u64) -> Value {
-    let tmp = match tempfile::tempdir() {
-        Ok(t) => t,
-        Err(e) => return json!({"units": n, "error": format!("tempdir: {e}")}),
+    let (tmp, built) = match build_in_child(cfg, me, n) {
+        Ok(b) => b,
+        Err(e) => return e,
     };
     let root = tmp.path().join("root");
-    let mut pool = Pool::new(n);
+    let mut pool = Pool::at(n, built["next"].as_u64().unwrap_or(0));
     let reserved = pool.reserved();
-    eprintln!("{n} units: building");
-    let build_args = [
-        n.to_string(),
-        codec_name(cfg.codec).into(),
-        cfg.batch.to_string(),
-        cfg.tail.to_string(),
-    ];
-    let built = match in_child(me, "build", &root, &build_args) {
-        Ok(b) => b,
-        Err(e) => return json!({"units": n, "error": format!("build: {e}")}),
-    };
-    pool = Pool::at(n, built["next"].as_u64().unwrap_or(0));
     let snapshot_bytes = build::newest_snapshot_bytes(&root);
     let ctx = Ctx {
         bin: &cfg.bin,
