@@ -8,6 +8,7 @@ use super::compact;
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_record_tagged;
+use super::mark::Mark;
 use super::options::SyncPolicy;
 use super::shared::{Inner, Shared, lock};
 use super::store::Store;
@@ -33,6 +34,19 @@ impl<M: Machine> Store<M> {
     pub fn append_batch(&self, ts: &[M::Transition]) -> Vec<Result<u64>> {
         let s = &*self.shared;
         let mut results = Vec::with_capacity(ts.len());
+        if s.released() {
+            return ts
+                .iter()
+                .map(|_| {
+                    Err(Error::Unsupported {
+                        path: s.dir.clone(),
+                        reason: "a one-shot writer appends one batch: it let the writer lock go \
+                                 once that was written (open the store again to append more)"
+                            .into(),
+                    })
+                })
+                .collect();
+        }
         let (last, want_compact) = {
             let mut g = lock(&s.inner);
             if let Some(cause) = &g.poisoned {
@@ -94,7 +108,15 @@ impl<M: Machine> Store<M> {
                     .collect();
             }
             // Not before a deferred open's first write (all refused so far).
-            (last, g.pending.is_none() && s.wants_compaction(&g))
+            let want_compact = g.pending.is_none() && s.wants_compaction(&g);
+            if s.opts.one_shot && last.is_some() && !want_compact {
+                // Written: other writer processes may append after it while
+                // its fsync runs, and share it (FORMAT.md §5.8).
+                let (seq, a) = (g.next_seq - 1, g.active.first_seq);
+                s.writers.publish(s.vfs.as_ref(), seq, a, g.active_len);
+                *lock(&s.writer_lock) = None;
+            }
+            (last, want_compact)
         };
         if let Some(seq) = last {
             s.stats.appends.fetch_add(
@@ -255,16 +277,33 @@ impl<M: Machine> Shared<M> {
                         Error::io("append to segment", &active.path, e).poison_cause()
                     })?;
                 }
+                // Under the sync lock, shared with every writer process
+                // (FORMAT.md §5.8): none when another's fsync covered these
+                // records already. The mark is written before any waiter is
+                // woken: an acknowledged record is one the mark proves,
+                // unless the mark's own write was lost.
+                let own = Mark {
+                    seq: target,
+                    segment: active.first_seq,
+                    end: at + staged.len() as u64,
+                };
+                let mut fsynced = false;
                 let r = self.group.fsync(active.path.display(), || {
-                    retry_interrupted(|| active.file.sync_data())
+                    let vfs = self.vfs.as_ref();
+                    self.writers
+                        .fsync(vfs, &self.mark, own, true, || {
+                            retry_interrupted(|| active.file.sync_data())
+                        })
+                        .map(|did| fsynced = did)
                 });
-                if r.is_ok() && target >= active.first_seq {
-                    // Before any waiter is woken: an acknowledged record is one
-                    // the mark proves, unless the mark's own write was lost.
-                    self.mark_durable(target, active.first_seq, at + staged.len() as u64);
-                }
                 drop(io);
-                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                let counter = match fsynced {
+                    true => &self.stats.fsyncs,
+                    false => &self.stats.fsyncs_covered,
+                };
+                if r.is_ok() {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
                 if !staged.is_empty() {
                     // Hand the buffer back for reuse.
                     staged.clear();

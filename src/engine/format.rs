@@ -159,6 +159,22 @@ pub const MARK_VERSION: u16 = 3;
 /// end offset, masked CRC.
 pub const MARK_LEN: usize = 8 + 2 + 2 + 8 + 8 + 8 + 4;
 
+/// The sync lock (FORMAT.md §5.8): held around every fsync of the log, by any
+/// writer process; its content is the holder, as `LOCK`'s.
+pub const SYNC_LOCK_FILE: &str = "SYNC";
+/// The writers' shared state (FORMAT.md §5.8): the appended position and the
+/// sync state, two checksummed slots, never fsynced, a hint rebuilt by writers.
+pub const SHARED_FILE: &str = "SHARED";
+/// Magic of the appended-position slot of `SHARED`.
+pub const APPENDED_MAGIC: &[u8; 8] = b"RUNLOGap";
+/// Magic of the sync-state slot of `SHARED`.
+pub const SYNC_STATE_MAGIC: &[u8; 8] = b"RUNLOGss";
+/// Version of both `SHARED` slots' layout.
+pub const SHARED_VERSION: u16 = 1;
+/// Length of one `SHARED` slot; the appended position is at 0, the sync state
+/// at `SHARED_SLOT_LEN`, and a reader reads no more than two slots.
+pub const SHARED_SLOT_LEN: usize = 64;
+
 /// File name of the segment whose first record has `seq`.
 pub fn segment_name(first_seq: u64) -> String {
     format!("{SEGMENT_PREFIX}{first_seq:020}{SEGMENT_SUFFIX}")

@@ -136,6 +136,15 @@ impl MarkWriter {
         }
     }
 
+    /// Writes `m` unless a mark at or past it was written already, by this
+    /// writer or (`on_disk`, read under the sync lock) by another.
+    pub(crate) fn write_above(&mut self, vfs: &dyn Vfs, dir: &Path, m: Mark, on_disk: Option<Mark>) {
+        if let Some(d) = on_disk {
+            self.written = self.written.max((d.seq, d.segment));
+        }
+        self.write(vfs, dir, m);
+    }
+
     /// Writes `m` unless a mark at or past it was written already.
     pub(crate) fn write(&mut self, vfs: &dyn Vfs, dir: &Path, m: Mark) {
         if (m.seq, m.segment) <= self.written || m.segment > m.seq + 1 || m.segment == 0 {

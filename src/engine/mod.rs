@@ -62,6 +62,7 @@ internal_mods! {
     table;
     tag;
     vfs;
+    writers;
 }
 /// The simulated filesystem (crashes and faults) for tests, fuzz targets and
 /// benches: test support under the `sim` feature, not part of the API.

@@ -21,6 +21,7 @@ use super::slot::{Slot, Stop};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};
 use super::vfs::{Vfs, VfsFile};
+use super::writers::Writers;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -67,7 +68,13 @@ impl<M: Machine> Store<M> {
     /// Recovery replays the log over the newest valid snapshot. A torn tail is
     /// copied to a `.broken-<offset>` file beside its segment, then truncated away;
     /// any other damage fails the open with an [`Error::Corrupt`] and changes nothing.
+    ///
+    /// With [`Options::one_shot`] every write is deferred to the first accepted
+    /// append, which releases the lock once written (FORMAT.md §5.8).
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Store<M>> {
+        if opts.one_shot {
+            return Self::open_deferred(dir, opts);
+        }
         let mut store = Self::open_deferred(dir, opts)?;
         store.finish_open()?;
         Ok(store)
@@ -95,6 +102,7 @@ impl<M: Machine> Store<M> {
             r => r?,
         }
         let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
+        let writers = Writers::new(vfs.as_ref(), &dir, opts.lock_wait);
         let mut decode_state = M::decode_snapshot;
         let mut apply = replay_one::<M>;
         let progress = opts.progress.clone();
@@ -158,10 +166,23 @@ impl<M: Machine> Store<M> {
                     });
                 }
                 let id = l.store_id;
-                let r = Self::resume(&dir, l)?;
+                let vouch = |last| writers.vouches(vfs.as_ref(), last);
+                let r = Self::resume(&dir, l, &vouch)?;
                 (r.inner, r.codec, id, r.report, r.durable, r.mark)
             }
         };
+        // Nothing above the mark: a sync state lost or of another boot is
+        // written afresh; one that vouched or must be replaced stays for now.
+        if !inner
+            .pending
+            .as_ref()
+            .and_then(|p| p.last.as_ref())
+            .is_some_and(|l| l.unproven || l.vouched)
+        {
+            writers
+                .adopt(vfs.as_ref())
+                .map_err(|e| Error::io("write the sync state", dir.join(SHARED_FILE), e))?;
+        }
         let keying = opts.key.clone().zip(store_id);
         let shared = Arc::new(Shared {
             dir,
@@ -176,7 +197,8 @@ impl<M: Machine> Store<M> {
             compaction: Slot::default(),
             stats: Stats::default(),
             stop: Stop::default(),
-            _lock: guard,
+            writer_lock: Mutex::new(Some(guard)),
+            writers,
         });
         if fresh_header > 0 {
             // The new store's first segment is durable, header and name.
@@ -233,7 +255,15 @@ impl<M: Machine> Store<M> {
     /// choice of the active segment are left in `Inner::pending` for
     /// [`Shared::prepare`] (FORMAT.md §5.5 steps 3–5). Returns the durable
     /// watermark the records on disk prove.
-    fn resume(dir: &Path, l: Loaded<M::State>) -> Result<Resumed<M>> {
+    ///
+    /// `vouch(last)` says whether records above the durable watermark that end
+    /// the log at `last` (seq, segment, end) may stay as they are, to be made
+    /// durable by the next fsync (FORMAT.md §5.8) instead of copied.
+    fn resume(
+        dir: &Path,
+        l: Loaded<M::State>,
+        vouch: &dyn Fn((u64, u64, u64)) -> bool,
+    ) -> Result<Resumed<M>> {
         let Loaded {
             state,
             listing,
@@ -283,24 +313,31 @@ impl<M: Machine> Store<M> {
                 // durable (its creator may have died, or its fsync failed),
                 // unless the mark written after its creation does.
                 let header_proven = mark.is_some_and(|m| m.segment >= first);
+                let above = if records == 0 {
+                    !header_proven
+                } else {
+                    durable < first + records - 1
+                };
+                let continues = first + scan.count == next_seq;
+                // Written by writers of this boot that follow §5.8, none of whose
+                // fsyncs failed: the next fsync makes them durable.
+                let vouched =
+                    above && records > 0 && continues && vouch((next_seq - 1, first, end));
                 Some(LastSegment {
                     path: dir.join(segment_name(first)),
                     first_seq: first,
                     end,
                     alloc,
-                    unproven: if records == 0 {
-                        !header_proven
-                    } else {
-                        durable < first + records - 1
-                    },
-                    continues: first + scan.count == next_seq,
+                    unproven: above && !vouched,
+                    vouched,
+                    continues,
                     durable,
                 })
             }
             _ => None,
         };
         let durable = match &last {
-            Some(l) if l.unproven => l.durable.min(next_seq - 1),
+            Some(l) if l.unproven || l.vouched => l.durable.min(next_seq - 1),
             _ => next_seq - 1,
         };
         // A snapshot recovery fell back past is not a base to compact on: the

@@ -101,6 +101,15 @@ pub struct Options {
     /// is not compacted ([`Error::TooLarge`](super::Error::TooLarge); a background compaction's is in
     /// [`Store::last_compaction_error`](super::Store::last_compaction_error)).
     pub max_snapshot_len: u64,
+    /// A one-shot writer, for a process that appends one batch and exits
+    /// (FORMAT.md §5.8): the open defers every write, as for a refused append;
+    /// the first batch that is accepted is written under the writer lock, which
+    /// is then released **before** the fdatasync, so that other writer
+    /// processes append meanwhile; its fdatasync is shared with theirs (one
+    /// covers the records of all that appended before it started). Later
+    /// appends return [`Error::Unsupported`](super::Error::Unsupported). A batch
+    /// that makes a compaction due keeps the lock and compacts as any writer.
+    pub one_shot: bool,
 }
 
 impl Default for Options {
@@ -118,6 +127,7 @@ impl Default for Options {
             progress: None,
             key: None,
             max_snapshot_len: MAX_SNAPSHOT_LEN,
+            one_shot: false,
         }
     }
 }
@@ -145,6 +155,10 @@ pub struct Stats {
     pub appends: AtomicU64,
     /// fsyncs of the log issued for acknowledgement.
     pub fsyncs: AtomicU64,
+    /// Acknowledgements that another writer process's fsync covered: this
+    /// writer found its records under the durability mark and issued none
+    /// (FORMAT.md §5.8).
+    pub fsyncs_covered: AtomicU64,
     /// Snapshots written (full ones and deltas).
     pub snapshots: AtomicU64,
     /// Of those, delta tables (FORMAT.md §14).

@@ -36,6 +36,10 @@ pub(crate) struct LastSegment {
     /// writer's, or one whose fsync failed). The segment is copied to a new
     /// file of the same name before anything is appended (FORMAT.md §5.5).
     pub(crate) unproven: bool,
+    /// Some of its records are above `durable`, and the sync state vouches for
+    /// them (FORMAT.md §5.8): left as they are, made durable by the next fsync
+    /// (the durable watermark stays at `durable` until then).
+    pub(crate) vouched: bool,
     /// The history ends in it: appends continue there.
     pub(crate) continues: bool,
     /// The watermark its records, and the durability mark, prove durable.

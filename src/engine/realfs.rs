@@ -286,9 +286,17 @@ fn open_lock(path: &Path) -> io::Result<File> {
 /// Records the new holder in the lock file (for error messages only).
 fn claim(f: &File, holder: &str) -> io::Result<()> {
     // Created under the umask like any file: 0600 exactly, as the others.
-    f.set_permissions(fs::Permissions::from_mode(0o600))?;
-    f.set_len(0)?;
-    f.write_all_at(holder.as_bytes(), 0)
+    let meta = f.metadata()?;
+    if meta.permissions().mode() & 0o7777 != 0o600 {
+        f.set_permissions(fs::Permissions::from_mode(0o600))?;
+    }
+    // Written over the old holder, cut only when that was longer: a lock taken
+    // around every fsync (`SYNC`) must not cost a truncation each time.
+    f.write_all_at(holder.as_bytes(), 0)?;
+    if meta.len() > holder.len() as u64 {
+        f.set_len(holder.len() as u64)?;
+    }
+    Ok(())
 }
 
 /// The holder recorded in a lock file, when readable.

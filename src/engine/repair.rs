@@ -54,6 +54,26 @@ impl<M: Machine> Shared<M> {
             .map_err(|e| Error::io("open segment for append", &l.path, e))
     }
 
+    /// [`Self::replace_segment`] under the sync lock, starting a new
+    /// generation of the sync state (FORMAT.md §5.8): a writer that appended
+    /// to the old file before it was replaced must not fsync it for an
+    /// acknowledgement.
+    fn replace_with_sync_lock(&self, l: &LastSegment, next_seq: u64) -> Result<Box<dyn VfsFile>> {
+        let mut file = None;
+        let last = (next_seq - 1, l.first_seq, l.end);
+        self.writers.replace(self.vfs.as_ref(), last, || {
+            file = Some(self.replace_segment(l)?);
+            Ok(())
+        })?;
+        file.ok_or_else(|| {
+            Error::io(
+                "replace last segment",
+                &l.path,
+                std::io::Error::other("not replaced"),
+            )
+        })
+    }
+
     /// FORMAT.md §5.5 steps 3–5.
     fn prepare(&self, g: &mut Inner<M>, p: Pending) -> Result<Option<PathBuf>> {
         let (vfs, dir) = (self.vfs.as_ref(), self.dir.as_path());
@@ -69,13 +89,17 @@ impl<M: Machine> Shared<M> {
                 retry_interrupted(|| vfs.sync_dir(dir))
                     .map_err(|e| Error::io("fsync store directory", dir, e))?;
             } else {
-                let f = vfs
-                    .open_write(&t.path)
-                    .map_err(|e| Error::io("open segment", &t.path, e))?;
-                retry_interrupted(|| f.set_len(t.offset))
-                    .map_err(|e| Error::io("truncate torn tail", &t.path, e))?;
-                retry_interrupted(|| f.sync_all())
-                    .map_err(|e| Error::io("fsync truncated segment", &t.path, e))?;
+                // Under the sync lock: other processes' records before the cut
+                // may be waiting for an fsync, and this one covers them (§5.8).
+                self.writers.guarded(vfs, || {
+                    let f = vfs
+                        .open_write(&t.path)
+                        .map_err(|e| Error::io("open segment", &t.path, e))?;
+                    retry_interrupted(|| f.set_len(t.offset))
+                        .map_err(|e| Error::io("truncate torn tail", &t.path, e))?;
+                    retry_interrupted(|| f.sync_all())
+                        .map_err(|e| Error::io("fsync truncated segment", &t.path, e))
+                })?;
             }
         }
         // Step 4. Segments before the last need no fsync here: a rotation fsyncs
@@ -93,8 +117,9 @@ impl<M: Machine> Shared<M> {
         let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         match p.last {
             Some(l) if l.continues => {
+                let vouched = l.vouched;
                 let (file, alloc) = if l.unproven {
-                    (self.replace_segment(&l)?, l.end)
+                    (self.replace_with_sync_lock(&l, p.next_seq)?, l.end)
                 } else {
                     let file = vfs
                         .open_write(&l.path)
@@ -121,7 +146,11 @@ impl<M: Machine> Shared<M> {
                 });
                 g.active_len = l.end;
                 g.active_alloc = alloc;
-                self.group.advance(p.next_seq - 1);
+                // Vouched-for records are not durable yet: the first fsync,
+                // which covers them with this writer's own, says when.
+                if !vouched {
+                    self.group.advance(p.next_seq - 1);
+                }
                 if l.unproven {
                     self.mark_durable(p.next_seq - 1, l.first_seq, l.end);
                 }
@@ -133,7 +162,7 @@ impl<M: Machine> Shared<M> {
                     // before the next segment exists (copied first when some of
                     // its records are not known durable).
                     if l.unproven {
-                        self.replace_segment(&l)?;
+                        self.replace_with_sync_lock(&l, p.next_seq)?;
                     } else {
                         let f = vfs
                             .open_write(&l.path)

@@ -128,13 +128,22 @@ impl<M: Machine> Shared<M> {
         // Every record in the old segment becomes durable before the new one exists:
         // recovery relies on only the last segment ever having a torn tail. fsync,
         // not fdatasync: the trimmed length must be durable too.
+        // Under the sync lock, which writes the mark (FORMAT.md §5.8).
+        let own = super::mark::Mark {
+            seq: first_seq - 1,
+            segment: old.first_seq,
+            end: g.active_len,
+        };
         self.group
             .fsync(old.path.display(), || {
-                retry_interrupted(|| old.file.sync_all())
+                self.writers
+                    .fsync(self.vfs.as_ref(), &self.mark, own, false, || {
+                        retry_interrupted(|| old.file.sync_all())
+                    })
+                    .map(|_| ())
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        self.mark_durable(first_seq - 1, old.first_seq, g.active_len);
         let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;

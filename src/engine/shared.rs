@@ -16,6 +16,7 @@ use super::pending::Pending;
 use super::slot::{Slot, Stop};
 use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, VfsFile};
+use super::writers::Writers;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -73,7 +74,12 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) stats: Stats,
     /// Stops the flusher thread.
     pub(crate) stop: Stop,
-    pub(crate) _lock: Box<dyn Send + Sync>,
+    /// The writer lock (`LOCK`): held from the open until the store is dropped,
+    /// or, for a one-shot writer, until its batch is written (then `None`).
+    pub(crate) writer_lock: Mutex<Option<Box<dyn Send + Sync>>>,
+    /// `SHARED` and the sync lock, through which every fsync of the log runs
+    /// (FORMAT.md §5.8).
+    pub(crate) writers: Writers,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -85,10 +91,17 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<M: Machine> Shared<M> {
     /// Whether appends are staged for the fsync leader to write.
     pub(crate) fn stages(&self) -> bool {
-        matches!(
-            self.opts.sync,
-            SyncPolicy::Always | SyncPolicy::Grouped { .. }
-        )
+        !self.opts.one_shot
+            && matches!(
+                self.opts.sync,
+                SyncPolicy::Always | SyncPolicy::Grouped { .. }
+            )
+    }
+
+    /// Whether this one-shot writer has written its batch and let the writer
+    /// lock go: it may append no more, nor compact (FORMAT.md §5.8).
+    pub(crate) fn released(&self) -> bool {
+        self.opts.one_shot && lock(&self.writer_lock).is_none()
     }
 
     /// The durable watermark: every record up to it has been fsynced.
@@ -102,7 +115,8 @@ impl<M: Machine> Shared<M> {
     /// so returned, before the records are acknowledged.
     pub(crate) fn mark_durable(&self, seq: u64, segment: u64, end: u64) {
         if seq + 1 >= segment {
-            lock(&self.mark).write(self.vfs.as_ref(), &self.dir, Mark { seq, segment, end });
+            let m = Mark { seq, segment, end };
+            self.writers.mark(self.vfs.as_ref(), &self.mark, m);
         }
     }
 

@@ -310,6 +310,8 @@ pub struct SimState {
     log: Vec<Op>,
     locks: BTreeSet<PathBuf>,
     observer: Option<Observer>,
+    /// The boot this filesystem is in: a crash image starts the next one.
+    boot: u64,
 }
 
 impl fmt::Debug for SimState {
@@ -410,6 +412,7 @@ impl SimState {
             log: Vec::new(),
             locks: BTreeSet::new(),
             observer: None,
+            boot: 1,
         }
     }
 
@@ -790,6 +793,7 @@ impl SimState {
         }
         let mut s = SimState::new();
         s.nodes = nodes;
+        s.boot = self.boot + 1;
         SimFs {
             state: Arc::new(Mutex::new(s)),
         }
@@ -1238,6 +1242,12 @@ impl Vfs for SimFs {
         d.pending.clear();
         d.durable = d.live.clone();
         Ok(())
+    }
+
+    fn boot_id(&self) -> [u8; 16] {
+        let mut id = [0xb0; 16];
+        id[..8].copy_from_slice(&self.lock().boot.to_le_bytes());
+        id
     }
 
     fn try_lock(&self, path: &Path, _holder: &str) -> io::Result<LockAttempt> {

@@ -164,7 +164,7 @@ impl<M: Machine> Store<M> {
     /// that is due is left to the next long-lived writer. A failure is kept for
     /// `last_compaction_error` and loses nothing (the log still holds the tail).
     fn flush_due_delta(&self) {
-        let due = {
+        let due = !self.shared.released() && {
             let g = lock(&self.shared.inner);
             g.poisoned.is_none()
                 && g.pending.is_none()

@@ -65,6 +65,14 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn remove(&self, path: &Path) -> io::Result<()>;
     /// fsyncs a directory, making creates, renames and unlinks in it durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// This boot's id, zeros when unknown: `SHARED`'s slots of another boot
+    /// are ignored (FORMAT.md §5.8), since the page caches they describe are
+    /// gone. Linux's `/proc/sys/kernel/random/boot_id` by default; a simulated
+    /// filesystem starts a new boot at every crash.
+    fn boot_id(&self) -> [u8; 16] {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map_or([0; 16], |t| super::writers::parse_boot_id(&t))
+    }
     /// Tries to take the exclusive writer lock at `path`, recording `holder` in it.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt>;
     /// Takes the lock as [`Vfs::try_lock`] does, waiting up to `timeout` for its

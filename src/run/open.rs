@@ -64,14 +64,22 @@ impl Runs {
         let opts = self.store_options(create, None);
         // A shipped run keeps full snapshots only: the remote restores one
         // snapshot and the log after it, never a delta without its chain.
-        #[cfg(feature = "remote")]
+        // A deferred open applies one change: a one-shot writer (FORMAT.md
+        // §5.8), which lets the lock go once its record is written and shares
+        // its fdatasync with other writer processes.
         let opts = engine::Options {
-            delta_bytes: if crate::remote::configured(&dir, id) {
-                0
-            } else {
-                opts.delta_bytes
-            },
+            one_shot: deferred,
             ..opts
+        };
+        #[cfg(feature = "remote")]
+        let opts = {
+            let shipped = crate::remote::configured(&dir, id);
+            engine::Options {
+                delta_bytes: if shipped { 0 } else { opts.delta_bytes },
+                // A shipped run's writer holds the lock across its ship round.
+                one_shot: opts.one_shot && !shipped,
+                ..opts
+            }
         };
         let opened = if deferred {
             Store::<Keyed<RunKeyed>>::open_deferred(&dir, opts)

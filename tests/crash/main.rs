@@ -11,3 +11,4 @@ mod crash_weak_model_hole_in_unsynced_batch;
 mod fault_injection;
 mod kill9_engine;
 mod kill9_keyed;
+mod many_writers_crash;

@@ -166,7 +166,9 @@ fn one_shot_changes_never_write_over_a_record_and_each_proves_the_last() {
                 let name = path.file_name().unwrap().to_string_lossy();
                 match name.as_ref() {
                     "DURABLE" => assert_eq!(*at, 0),
-                    "LOCK" => {}
+                    // The appended position and the sync state (§5.8).
+                    "SHARED" => assert!(*at == 0 || *at == 64, "{at}"),
+                    "LOCK" | "SYNC" => {}
                     _ if name.starts_with("seg-") => assert!(
                         *at >= end,
                         "{codec:?} change {i}: wrote at {at}, over records ending at {end}"

@@ -1,0 +1,567 @@
+//! Many writer processes on one store (FORMAT.md §5.8): the `SHARED` file's
+//! two slots (where the last record any writer appended ends, and the sync
+//! state) and the sync lock (`SYNC`) held around every fsync of the log. A
+//! writer whose records another process's fsync already covered acknowledges
+//! without one of its own; a failed fsync, or one whose writer died during
+//! it, poisons what it covered for every process, until a writer's open
+//! copies the segment (§5.5 step 4). Pure encoding first, then the handle.
+
+use super::format::*;
+use super::mark::{Mark, MarkWriter, read_mark};
+use super::shared::lock;
+use super::vfs::{LockAttempt, Vfs, VfsFile, write_all_at};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Where the last record a writer appended under the writer lock ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The boot it was written in (`Vfs::boot_id`).
+    pub boot: [u8; 16],
+    /// The record's seq.
+    pub seq: u64,
+    /// The first seq (the name) of its segment.
+    pub segment: u64,
+    /// Where its frame ends in that segment.
+    pub end: u64,
+}
+
+/// What the processes syncing the log know together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyncState {
+    /// The boot it was written in.
+    pub boot: [u8; 16],
+    /// Bumped by every open that copies the active segment (§5.5 step 4): a
+    /// writer that appended under another generation holds a file no longer in
+    /// the store and must not fsync it for an acknowledgement.
+    pub generation: u64,
+    /// An fsync of the log is running (set before it, cleared after): found
+    /// set by the next holder of the sync lock, its writer died during it.
+    pub in_flight: bool,
+    /// An fsync of the log failed (or died): nothing above the durability mark
+    /// is acknowledged until an open copies the segment.
+    pub failed: bool,
+}
+
+const BOOT_AT: usize = 12;
+const A_AT: usize = 28;
+const B_AT: usize = 36;
+const C_AT: usize = 44;
+const CRC_AT: usize = SHARED_SLOT_LEN - 4;
+
+fn encode_slot(magic: &[u8; 8], boot: &[u8; 16], a: u64, b: u64, c: u64) -> [u8; SHARED_SLOT_LEN] {
+    let mut s = [0u8; SHARED_SLOT_LEN];
+    s[..8].copy_from_slice(magic);
+    s[8..10].copy_from_slice(&SHARED_VERSION.to_le_bytes());
+    s[BOOT_AT..A_AT].copy_from_slice(boot);
+    s[A_AT..B_AT].copy_from_slice(&a.to_le_bytes());
+    s[B_AT..C_AT].copy_from_slice(&b.to_le_bytes());
+    s[C_AT..C_AT + 8].copy_from_slice(&c.to_le_bytes());
+    let crc = masked_crc(&[&s[..CRC_AT]]);
+    s[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+    s
+}
+
+type Slot = ([u8; 16], u64, u64, u64);
+
+fn decode_slot(magic: &[u8; 8], s: &[u8]) -> Result<Slot, String> {
+    if s.len() != SHARED_SLOT_LEN {
+        return Err(format!("{} bytes, a slot has {SHARED_SLOT_LEN}", s.len()));
+    }
+    if masked_crc(&[&s[..CRC_AT]]) != le_u32(s, CRC_AT) {
+        return Err("checksum mismatch".into());
+    }
+    if &s[..8] != magic {
+        return Err("bad magic".into());
+    }
+    let version = le_u16(s, 8);
+    if version != SHARED_VERSION {
+        return Err(format!("version {version}, this build reads {SHARED_VERSION}"));
+    }
+    if s[10..12] != [0, 0] || s[C_AT + 8..CRC_AT] != [0; 8] {
+        return Err("reserved bytes not zero".into());
+    }
+    let mut boot = [0u8; 16];
+    boot.copy_from_slice(&s[BOOT_AT..A_AT]);
+    Ok((boot, le_u64(s, A_AT), le_u64(s, B_AT), le_u64(s, C_AT)))
+}
+
+/// The appended-position slot's 64 bytes.
+pub fn encode_appended(a: &Appended) -> [u8; SHARED_SLOT_LEN] {
+    encode_slot(APPENDED_MAGIC, &a.boot, a.seq, a.segment, a.end)
+}
+
+/// Decodes an appended-position slot; `Err` says why the bytes are not one.
+pub fn decode_appended(s: &[u8]) -> Result<Appended, String> {
+    let (boot, seq, segment, end) = decode_slot(APPENDED_MAGIC, s)?;
+    if segment == 0 || segment > seq || end == 0 {
+        return Err(format!("seq {seq} in segment {segment} ending at {end}: not a record"));
+    }
+    Ok(Appended {
+        boot,
+        seq,
+        segment,
+        end,
+    })
+}
+
+/// The sync-state slot's 64 bytes.
+pub fn encode_sync_state(s: &SyncState) -> [u8; SHARED_SLOT_LEN] {
+    encode_slot(
+        SYNC_STATE_MAGIC,
+        &s.boot,
+        s.generation,
+        u64::from(s.in_flight),
+        u64::from(s.failed),
+    )
+}
+
+/// Decodes a sync-state slot; `Err` says why the bytes are not one.
+pub fn decode_sync_state(s: &[u8]) -> Result<SyncState, String> {
+    let (boot, generation, in_flight, failed) = decode_slot(SYNC_STATE_MAGIC, s)?;
+    if in_flight > 1 || failed > 1 {
+        return Err(format!("flags {in_flight}/{failed}, each is 0 or 1"));
+    }
+    Ok(SyncState {
+        boot,
+        generation,
+        in_flight: in_flight == 1,
+        failed: failed == 1,
+    })
+}
+
+/// What `SHARED` held: each slot when it decodes and was written in this boot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Found {
+    /// The appended position.
+    pub appended: Option<Appended>,
+    /// The sync state.
+    pub state: Option<SyncState>,
+}
+
+/// Decodes `SHARED`'s bytes as read, keeping only slots of boot `boot` (a slot
+/// of another boot describes page caches that are gone). A boot id of zeros
+/// (unknown) keeps nothing.
+pub fn decode_shared(bytes: &[u8], boot: &[u8; 16]) -> Found {
+    let this_boot = |b: &[u8; 16]| b == boot && *boot != [0u8; 16];
+    let slot = |i: usize| bytes.get(i * SHARED_SLOT_LEN..(i + 1) * SHARED_SLOT_LEN);
+    Found {
+        appended: slot(0)
+            .and_then(|s| decode_appended(s).ok())
+            .filter(|a| this_boot(&a.boot)),
+        state: slot(1)
+            .and_then(|s| decode_sync_state(s).ok())
+            .filter(|s| this_boot(&s.boot)),
+    }
+}
+
+/// Reads a boot id: the 32 hex digits of Linux's
+/// `/proc/sys/kernel/random/boot_id`, zeros when unknown.
+pub fn parse_boot_id(text: &str) -> [u8; 16] {
+    let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+    let mut id = [0u8; 16];
+    if hex.len() != 32 {
+        return id;
+    }
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+        id[i] = digit(pair[0]) << 4 | digit(pair[1]);
+    }
+    id
+}
+
+/// Times a slot that fails to decode is read again: a writer may be
+/// rewriting it (a positional write is not atomic against a read).
+const TORN_READ_RETRIES: usize = 3;
+
+/// A writer's handle on `SHARED` and the sync lock.
+pub(crate) struct Writers {
+    dir: PathBuf,
+    boot: [u8; 16],
+    file: Mutex<Option<Box<dyn VfsFile>>>,
+    /// The sync state's generation this writer appends under, read at its open.
+    generation: AtomicU64,
+    lock_wait: Option<Duration>,
+    /// Writes to `SHARED` that failed (a hint lost: the next open copies
+    /// instead of trusting it).
+    pub(crate) failures: AtomicU64,
+}
+
+/// How long a writer with no wait of its own waits for the sync lock: its
+/// holder runs one fsync.
+const SYNC_LOCK_WAIT: Duration = Duration::from_secs(600);
+
+impl Writers {
+    pub(crate) fn new(vfs: &dyn Vfs, dir: &Path, lock_wait: Option<Duration>) -> Self {
+        Writers {
+            dir: dir.to_path_buf(),
+            boot: vfs.boot_id(),
+            file: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            lock_wait,
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    /// This boot's slots of `SHARED`; nothing when it is absent or unreadable.
+    pub(crate) fn read(&self, vfs: &dyn Vfs) -> Found {
+        let path = self.dir.join(SHARED_FILE);
+        let mut found = Found::default();
+        for _ in 0..TORN_READ_RETRIES {
+            let Ok(bytes) = vfs.read_head(&path, 2 * SHARED_SLOT_LEN) else {
+                return found;
+            };
+            found = decode_shared(&bytes, &self.boot);
+            let complete = bytes.len() == 2 * SHARED_SLOT_LEN;
+            if !complete || (found.appended.is_some() && found.state.is_some()) {
+                return found;
+            }
+        }
+        found
+    }
+
+    fn write_slot(&self, vfs: &dyn Vfs, index: usize, slot: &[u8]) -> io::Result<()> {
+        let path = self.dir.join(SHARED_FILE);
+        let mut f = lock(&self.file);
+        if f.is_none() {
+            *f = Some(match vfs.open_write(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => match vfs.create_new(&path) {
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => vfs.open_write(&path)?,
+                    r => r?,
+                },
+                r => r?,
+            });
+        }
+        let file = f.as_ref().expect("opened above");
+        let r = write_all_at(file.as_ref(), slot, (index * SHARED_SLOT_LEN) as u64);
+        if r.is_err() {
+            *f = None;
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn write_state(&self, vfs: &dyn Vfs, s: &SyncState) -> io::Result<()> {
+        self.write_slot(vfs, 1, &encode_sync_state(s))
+    }
+
+    fn fresh_state(&self) -> SyncState {
+        SyncState {
+            boot: self.boot,
+            generation: self.generation.load(Ordering::Relaxed),
+            in_flight: false,
+            failed: false,
+        }
+    }
+
+    /// Records where the last record this writer appended, under the writer
+    /// lock, ends. A failed write loses only the hint (the next open copies
+    /// the segment instead of trusting it).
+    pub(crate) fn publish(&self, vfs: &dyn Vfs, seq: u64, segment: u64, end: u64) {
+        let a = Appended {
+            boot: self.boot,
+            seq,
+            segment,
+            end,
+        };
+        let _ = self.write_slot(vfs, 0, &encode_appended(&a));
+    }
+
+    /// Takes the sync lock.
+    pub(crate) fn lock(&self, vfs: &dyn Vfs) -> io::Result<Box<dyn Send + Sync>> {
+        let path = self.dir.join(SYNC_LOCK_FILE);
+        let holder = format!("pid {}", std::process::id());
+        let attempt = match vfs.try_lock(&path, &holder)? {
+            LockAttempt::Busy(_) => {
+                vfs.lock_wait(&path, &holder, self.lock_wait.unwrap_or(SYNC_LOCK_WAIT).max(SYNC_LOCK_WAIT))?
+            }
+            got => got,
+        };
+        match attempt {
+            LockAttempt::Acquired(g) => Ok(g),
+            LockAttempt::Busy(h) => Err(io::Error::other(format!(
+                "the sync lock {} is held by {} for longer than {:?}",
+                path.display(),
+                h.as_deref().unwrap_or("another writer"),
+                SYNC_LOCK_WAIT
+            ))),
+        }
+    }
+
+    /// At a writer's open, under the writer lock: whether the records above
+    /// the durability mark that end the log at `last` may stay as they are
+    /// (§5.8): this boot's sync state, no failure, no fsync that died, and the
+    /// appended position exactly at the log's last record (so every one of
+    /// them was written by a writer that follows this protocol). Records the
+    /// generation the writer appends under.
+    pub(crate) fn vouches(&self, vfs: &dyn Vfs, last: (u64, u64, u64)) -> bool {
+        let mut found = self.read(vfs);
+        let Some(mut state) = found.state else {
+            return false;
+        };
+        if state.in_flight && !state.failed {
+            // A syncer holding the lock is alive; one that left the flag set
+            // behind a free lock died during its fsync.
+            let path = self.dir.join(SYNC_LOCK_FILE);
+            let holder = format!("pid {}", std::process::id());
+            if let Ok(LockAttempt::Acquired(g)) = vfs.try_lock(&path, &holder) {
+                found = self.read(vfs);
+                drop(g);
+                match found.state {
+                    Some(s) if !s.in_flight => state = s,
+                    _ => return false,
+                }
+            }
+        }
+        self.generation.store(state.generation, Ordering::Relaxed);
+        !state.failed
+            && found
+                .appended
+                .is_some_and(|a| (a.seq, a.segment, a.end) == last)
+    }
+
+    /// At a writer's open, under the writer lock, when no record is above the
+    /// durability mark: a sync state that is missing, of another boot or
+    /// unreadable is written afresh (nothing unproven, so no failure it lost
+    /// can matter), under the sync lock. Records the generation.
+    pub(crate) fn adopt(&self, vfs: &dyn Vfs) -> io::Result<()> {
+        if let Some(s) = self.read(vfs).state {
+            self.generation.store(s.generation, Ordering::Relaxed);
+            if !s.in_flight && !s.failed {
+                return Ok(());
+            }
+        }
+        let _g = self.lock(vfs)?;
+        let found = self.read(vfs);
+        let mut s = found.state.unwrap_or_else(|| self.fresh_state());
+        if s.in_flight || s.failed {
+            // Everything is proven durable: what the failure covered is not
+            // in the log any more, or was proven after it by a fresh copy.
+            s.in_flight = false;
+            s.failed = false;
+        }
+        self.generation.store(s.generation, Ordering::Relaxed);
+        self.write_state(vfs, &s)
+    }
+
+    /// Runs `f`, an fsync of the log outside the group commit (an open's cut
+    /// of a torn tail), under the sync lock; its failure is recorded for
+    /// every process, as a failed fsync of [`Writers::fsync`]'s is.
+    pub(crate) fn guarded(
+        &self,
+        vfs: &dyn Vfs,
+        f: impl FnOnce() -> super::error::Result<()>,
+    ) -> super::error::Result<()> {
+        let _g = self
+            .lock(vfs)
+            .map_err(|e| super::error::Error::io("take the sync lock", self.dir.join(SYNC_LOCK_FILE), e))?;
+        let r = f();
+        if r.is_err() {
+            let mut s = self.read(vfs).state.unwrap_or_else(|| self.fresh_state());
+            s.in_flight = false;
+            s.failed = true;
+            let _ = self.write_state(vfs, &s);
+        }
+        r
+    }
+
+    /// Runs `install` (an open's copy of the active segment, §5.5 step 4)
+    /// under the sync lock, then starts a new generation with no failure,
+    /// and records its last record as the appended position.
+    pub(crate) fn replace(
+        &self,
+        vfs: &dyn Vfs,
+        last: (u64, u64, u64),
+        install: impl FnOnce() -> super::error::Result<()>,
+    ) -> super::error::Result<()> {
+        let _g = self
+            .lock(vfs)
+            .map_err(|e| super::error::Error::io("take the sync lock", self.dir.join(SYNC_LOCK_FILE), e))?;
+        let before = self.read(vfs).state.map_or(0, |s| s.generation);
+        install()?;
+        let s = SyncState {
+            generation: before.max(self.generation.load(Ordering::Relaxed)) + 1,
+            ..self.fresh_state()
+        };
+        self.generation.store(s.generation, Ordering::Relaxed);
+        self.publish(vfs, last.0, last.1, last.2);
+        self.write_state(vfs, &s).map_err(|e| {
+            super::error::Error::io("write the sync state", self.dir.join(SHARED_FILE), e)
+        })
+    }
+
+    /// One fsync of the log, under the sync lock (FORMAT.md §5.8), for the
+    /// records up to `own` (its segment and end): `Ok(false)` when the
+    /// durability mark already covers them (`covered_ok`) and nothing was
+    /// fsynced, `Ok(true)` after `fsync` succeeded and the mark was raised to
+    /// the furthest record appended before it. Refused, with nothing fsynced,
+    /// when an fsync failed or died since the last copy, or the segment was
+    /// copied since this writer appended. A failed `fsync` is recorded for
+    /// every process before the lock is released.
+    pub(crate) fn fsync(
+        &self,
+        vfs: &dyn Vfs,
+        mark: &Mutex<MarkWriter>,
+        own: Mark,
+        covered_ok: bool,
+        fsync: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<bool> {
+        let _g = self.lock(vfs)?;
+        let found = self.read(vfs);
+        let on_disk = read_mark(vfs, &self.dir).ok().and_then(|m| m.mark());
+        let mut state = found.state;
+        if let Some(s) = state.as_mut().filter(|s| s.in_flight) {
+            // Its writer died during its fsync, which may have failed unseen.
+            s.in_flight = false;
+            s.failed = true;
+            self.write_state(vfs, s)?;
+        }
+        // Before the mark is believed: a copy since this writer appended may
+        // have lost its record, and another's may hold the same seq.
+        if state.is_some_and(|s| s.generation != self.generation.load(Ordering::Relaxed)) {
+            return Err(io::Error::other(
+                "another writer's open copied the active segment since this writer appended: \
+                 whether this batch is in the copy is not known",
+            ));
+        }
+        if covered_ok && on_disk.is_some_and(|m| m.seq >= own.seq) {
+            return Ok(false);
+        }
+        let Some(mut state) = state else {
+            return Err(io::Error::other(format!(
+                "the sync state in {} is missing or unreadable: whether an earlier fsync \
+                 failed is unknown (the next writer's open copies the segment)",
+                self.dir.join(SHARED_FILE).display()
+            )));
+        };
+        if state.failed {
+            return Err(io::Error::other(
+                "an fsync of the log failed in another writer, or its writer died during it: \
+                 what it covered is not known durable (the next writer's open copies the segment)",
+            ));
+        }
+        let target = match found.appended {
+            Some(a) if a.segment == own.segment && a.seq > own.seq && a.end > own.end => Mark {
+                seq: a.seq,
+                segment: a.segment,
+                end: a.end,
+            },
+            _ => own,
+        };
+        state.in_flight = true;
+        self.write_state(vfs, &state)?;
+        match fsync() {
+            Ok(()) => {
+                // Before anything it covers is acknowledged (§5.7).
+                lock(mark).write_above(vfs, &self.dir, target, on_disk);
+                state.in_flight = false;
+                let _ = self.write_state(vfs, &state);
+                Ok(true)
+            }
+            Err(e) => {
+                state.in_flight = false;
+                state.failed = true;
+                let _ = self.write_state(vfs, &state);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the mark `m` under the sync lock, unless the one on disk is at
+    /// or past it (a mark that says less proves less: never written over a
+    /// higher one).
+    pub(crate) fn mark(&self, vfs: &dyn Vfs, mark: &Mutex<MarkWriter>, m: Mark) {
+        if let Ok(_g) = self.lock(vfs) {
+            let on_disk = read_mark(vfs, &self.dir).ok().and_then(|m| m.mark());
+            lock(mark).write_above(vfs, &self.dir, m, on_disk);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BOOT: [u8; 16] = [7; 16];
+
+    #[test]
+    fn both_slots_round_trip_and_every_flipped_bit_or_cut_is_refused() {
+        let a = Appended {
+            boot: BOOT,
+            seq: 41,
+            segment: 1,
+            end: 4096,
+        };
+        let s = SyncState {
+            boot: BOOT,
+            generation: 3,
+            in_flight: true,
+            failed: false,
+        };
+        let (ea, es) = (encode_appended(&a), encode_sync_state(&s));
+        assert_eq!(decode_appended(&ea), Ok(a));
+        assert_eq!(decode_sync_state(&es), Ok(s));
+        for (bytes, name) in [(ea, "appended"), (es, "sync state")] {
+            for i in 0..bytes.len() * 8 {
+                let mut c = bytes;
+                c[i / 8] ^= 1 << (i % 8);
+                assert!(
+                    decode_appended(&c).is_err() && decode_sync_state(&c).is_err(),
+                    "{name}: bit {i} flipped still decodes"
+                );
+            }
+            for n in 0..bytes.len() {
+                assert!(decode_appended(&bytes[..n]).is_err(), "{name} cut at {n}");
+                assert!(decode_sync_state(&bytes[..n]).is_err(), "{name} cut at {n}");
+            }
+        }
+        // Each slot's magic keeps it from being read as the other.
+        assert!(decode_sync_state(&ea).is_err() && decode_appended(&es).is_err());
+        assert!(decode_appended(&[0u8; SHARED_SLOT_LEN]).is_err());
+    }
+
+    #[test]
+    fn slots_of_another_boot_or_an_unknown_boot_are_ignored() {
+        let a = Appended {
+            boot: BOOT,
+            seq: 2,
+            segment: 1,
+            end: 90,
+        };
+        let s = SyncState {
+            boot: BOOT,
+            generation: 0,
+            in_flight: false,
+            failed: false,
+        };
+        let mut bytes = encode_appended(&a).to_vec();
+        bytes.extend_from_slice(&encode_sync_state(&s));
+        assert_eq!(
+            decode_shared(&bytes, &BOOT),
+            Found {
+                appended: Some(a),
+                state: Some(s)
+            }
+        );
+        assert_eq!(decode_shared(&bytes, &[8; 16]), Found::default());
+        let zeros = Appended { boot: [0; 16], ..a };
+        let mut unknown = encode_appended(&zeros).to_vec();
+        unknown.extend_from_slice(&encode_sync_state(&SyncState { boot: [0; 16], ..s }));
+        assert_eq!(decode_shared(&unknown, &[0; 16]), Found::default());
+        // A file cut inside the second slot keeps the first.
+        assert_eq!(decode_shared(&bytes[..100], &BOOT).appended, Some(a));
+        assert_eq!(decode_shared(&bytes[..100], &BOOT).state, None);
+    }
+
+    #[test]
+    fn a_boot_id_is_read_from_its_text_form() {
+        let id = parse_boot_id("0123456789ab-cdef-0123-456789abcdef\n");
+        assert_eq!(id[0], 0x01);
+        assert_eq!(id[15], 0xef);
+        assert_eq!(parse_boot_id("short"), [0; 16]);
+        assert_eq!(parse_boot_id(""), [0; 16]);
+    }
+}

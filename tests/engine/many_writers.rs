@@ -1,0 +1,255 @@
+//! Many writer processes on one store (FORMAT.md §5.8), each a one-shot
+//! writer with its own locks, on the simulated filesystem: a one-shot writer
+//! under `SyncPolicy::Never` returns once its batch is written and the writer
+//! lock released, and its `sync` is the shared fsync, so a test can put the
+//! writers' steps in any order on one thread. "Killed" is `mem::forget`
+//! after the write: the lock is already gone, the fsync never runs.
+use crate::common;
+use common::crash::*;
+use common::*;
+use runlog::engine::format::{SHARED_FILE, SHARED_SLOT_LEN};
+use runlog::engine::sim::{Fault, FaultKind, Op, SimFs};
+use runlog::engine::vfs::Vfs;
+use runlog::engine::{Codec, Options, Store, SyncPolicy};
+
+fn one_shot(fs: &SimFs, codec: Codec, sync: SyncPolicy) -> Options {
+    Options {
+        one_shot: true,
+        sync,
+        ..sim_opts(fs, codec)
+    }
+}
+
+/// A store holding value 1, closed cleanly.
+fn store_with_one(codec: Codec) -> SimFs {
+    let fs = SimFs::new();
+    let s = Store::<Ledger>::open(dir(), sim_opts(&fs, codec)).unwrap();
+    s.append(&entry(1, 10)).unwrap();
+    drop(s);
+    fs
+}
+
+/// Writes `value` as a one-shot writer that then dies before its fsync.
+fn killed_after_write(fs: &SimFs, codec: Codec, value: u64) {
+    let a = Store::<Ledger>::open(dir(), one_shot(fs, codec, SyncPolicy::Never)).unwrap();
+    a.append(&entry(value, 10)).unwrap();
+    std::mem::forget(a);
+}
+
+fn ops_since(fs: &SimFs, from: usize) -> Vec<Op> {
+    fs.op_log()[from..].to_vec()
+}
+
+fn count(ops: &[Op], op: Op) -> usize {
+    ops.iter().filter(|o| **o == op).count()
+}
+
+fn durable_values(fs: &SimFs, codec: Codec) -> Vec<u64> {
+    let img = fs.crash(&[]);
+    recover(&img, codec, None)
+        .unwrap_or_else(|e| panic!("{codec:?}: the durable image does not recover: {e}"))
+        .0
+        .values
+}
+
+#[test]
+fn one_fsync_acknowledges_every_batch_written_before_it() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        let writers: Vec<Store<Ledger>> = (2..=4)
+            .map(|v| {
+                let w =
+                    Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Never)).unwrap();
+                assert_eq!(w.append(&entry(v, 10)).unwrap(), v);
+                w
+            })
+            .collect();
+        let from = fs.op_log().len();
+        // The first writer's fsync reaches the last record appended before it.
+        for w in &writers {
+            w.sync().unwrap();
+        }
+        assert_eq!(count(&ops_since(&fs, from), Op::Fsync), 1, "{codec:?}");
+        let fsynced: Vec<(u64, u64)> = writers
+            .iter()
+            .map(|w| {
+                let s = w.stats();
+                (
+                    s.fsyncs.load(std::sync::atomic::Ordering::Relaxed),
+                    s.fsyncs_covered.load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
+            .collect();
+        assert_eq!(fsynced, [(1, 0), (0, 1), (0, 1)], "{codec:?}");
+        drop(writers);
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3, 4], "{codec:?}");
+    }
+}
+
+#[test]
+fn a_one_shot_writer_lets_the_lock_go_before_its_fsync_and_appends_no_more() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        let a = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Never)).unwrap();
+        a.append(&entry(2, 10)).unwrap();
+        // Its batch is written, its fsync not yet run: another writer opens,
+        // appends and is acknowledged meanwhile.
+        let b = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Always)).unwrap();
+        assert_eq!(b.read(|s| s.values.clone()), [1, 2]);
+        assert_eq!(b.append(&entry(3, 10)).unwrap(), 3);
+        let again = a.append(&entry(9, 10)).unwrap_err();
+        assert!(
+            again
+                .to_string()
+                .contains("one-shot writer appends one batch"),
+            "{again}"
+        );
+        // b's fsync covered a's record: a's own finds it under the mark.
+        let from = fs.op_log().len();
+        a.sync().unwrap();
+        assert_eq!(count(&ops_since(&fs, from), Op::Fsync), 0, "{codec:?}");
+        drop((a, b));
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+    }
+}
+
+#[test]
+fn a_killed_writers_record_is_made_durable_by_the_next_writer_without_a_copy() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        killed_after_write(&fs, codec, 2);
+        let from = fs.op_log().len();
+        let b = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Always)).unwrap();
+        assert_eq!(b.append(&entry(3, 10)).unwrap(), 3);
+        drop(b);
+        let ops = ops_since(&fs, from);
+        assert_eq!(count(&ops, Op::Rename), 0, "{codec:?}: copied: {ops:?}");
+        assert_eq!(count(&ops, Op::Fsync), 1, "{codec:?}: {ops:?}");
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+    }
+}
+
+/// What `SHARED` is made to hold before the next writer opens.
+enum Damage {
+    Bit(usize),
+    Cut(usize),
+    Removed,
+    Stale(Vec<u8>),
+}
+
+#[test]
+fn every_damage_to_the_shared_file_makes_the_next_writer_copy_and_acknowledge_only_durably() {
+    let shared = dir().join(SHARED_FILE);
+    for codec in codecs() {
+        // SHARED as it was before the killed writer's record: a valid file
+        // that says less than the log.
+        let stale = {
+            let fs = store_with_one(codec);
+            fs.get(&shared).expect("the first writer wrote SHARED")
+        };
+        let len = 2 * SHARED_SLOT_LEN;
+        assert_eq!(stale.len(), len);
+        let mut cases: Vec<Damage> = (0..len * 8).map(Damage::Bit).collect();
+        cases.extend((0..len).map(Damage::Cut));
+        cases.push(Damage::Removed);
+        cases.push(Damage::Stale(stale));
+        let total = cases.len();
+        for case in cases {
+            let fs = store_with_one(codec);
+            killed_after_write(&fs, codec, 2);
+            let mut bytes = fs.get(&shared).unwrap();
+            let what = match case {
+                Damage::Bit(i) => {
+                    bytes[i / 8] ^= 1 << (i % 8);
+                    fs.put(&shared, bytes);
+                    format!("bit {i} flipped")
+                }
+                Damage::Cut(n) => {
+                    bytes.truncate(n);
+                    fs.put(&shared, bytes);
+                    format!("cut to {n} bytes")
+                }
+                Damage::Removed => {
+                    fs.remove(&shared).unwrap();
+                    "removed".into()
+                }
+                Damage::Stale(old) => {
+                    fs.put(&shared, old);
+                    "stale".into()
+                }
+            };
+            let from = fs.op_log().len();
+            let b = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Always))
+                .unwrap_or_else(|e| panic!("{codec:?} {what}: open: {e}"));
+            assert_eq!(
+                b.append(&entry(3, 10))
+                    .unwrap_or_else(|e| panic!("{codec:?} {what}: {e}")),
+                3
+            );
+            drop(b);
+            // Nothing vouched for the killed writer's record: copied.
+            assert_eq!(
+                count(&ops_since(&fs, from), Op::Rename),
+                1,
+                "{codec:?} {what}"
+            );
+            assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?} {what}");
+        }
+        eprintln!("many_writers: {codec:?}: {total} damaged SHARED files, each copied");
+    }
+}
+
+#[test]
+fn a_failed_fsync_refuses_every_writer_it_covered_until_an_open_copies() {
+    for codec in codecs() {
+        // Two writers have written; the first to sync fails its fdatasync.
+        let run = |fs: &SimFs, fault: Option<u64>| {
+            let a = Store::<Ledger>::open(dir(), one_shot(fs, codec, SyncPolicy::Never)).unwrap();
+            a.append(&entry(2, 10)).unwrap();
+            let b = Store::<Ledger>::open(dir(), one_shot(fs, codec, SyncPolicy::Never)).unwrap();
+            b.append(&entry(3, 10)).unwrap();
+            let start = fs.ops();
+            if let Some(at) = fault {
+                fs.inject(Some(Fault {
+                    at: start + at,
+                    kind: FaultKind::Eio,
+                    persistent: false,
+                }));
+            }
+            let ra = a.sync();
+            fs.inject(None);
+            let fsync_at = fs.op_log()[start as usize..]
+                .iter()
+                .position(|o| *o == Op::Fsync)
+                .map(|i| i as u64);
+            let from = fs.op_log().len();
+            let rb = b.sync();
+            let b_fsyncs = count(&ops_since(fs, from), Op::Fsync);
+            std::mem::forget((a, b));
+            (ra, rb, fsync_at, b_fsyncs)
+        };
+        let twin = store_with_one(codec);
+        let (_, _, at, _) = run(&twin, None);
+        let at = at.expect("a's sync fsyncs");
+        let fs = store_with_one(codec);
+        let (ra, rb, _, b_fsyncs) = run(&fs, Some(at));
+        assert_eq!(fs.faults_fired(), 1, "{codec:?}");
+        assert!(ra.is_err(), "{codec:?}: a's fsync failed");
+        let rb = rb.unwrap_err().to_string();
+        assert!(rb.contains("failed in another writer"), "{codec:?}: {rb}");
+        assert_eq!(b_fsyncs, 0, "{codec:?}: b must not fsync over lost pages");
+        // The next open copies the segment and is acknowledged durably.
+        let from = fs.op_log().len();
+        let c = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Always)).unwrap();
+        assert_eq!(c.append(&entry(4, 10)).unwrap(), 4);
+        drop(c);
+        assert_eq!(count(&ops_since(&fs, from), Op::Rename), 1, "{codec:?}");
+        let values = durable_values(&fs, codec);
+        assert_eq!(values.last(), Some(&4), "{codec:?}: {values:?}");
+        assert_eq!(
+            values,
+            [1, 2, 3, 4],
+            "{codec:?}: the copy keeps what the cache showed"
+        );
+    }
+}
