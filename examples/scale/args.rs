@@ -25,13 +25,16 @@ pub struct Config {
     pub live_batch: usize,
     pub live_secs: f64,
     pub live_oneshots: usize,
+    /// Writer-process counts for the processes mode (empty: not run).
+    pub processes: Vec<usize>,
 }
 
 pub const USAGE: &str =
     "usage: scale [--units 1000,100000,1000000] [--reps 5] [--json] [--out FILE]
     [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency] [--writers 8] [--spawns 400]
     [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
-    [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]";
+    [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
+    [--processes 1,2,8,32]";
 
 fn default_bin() -> PathBuf {
     // target/<profile>/examples/scale -> target/<profile>/runlog
@@ -60,6 +63,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
         live_batch: 2_000,
         live_secs: 0.0,
         live_oneshots: 0,
+        processes: vec![],
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, flag: &str| -> Result<u64, String> {
@@ -104,6 +108,13 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
             "--live" => c.live = num(it.next(), a)? as usize,
             "--live-batch" => c.live_batch = num(it.next(), a)?.max(1) as usize,
             "--live-oneshots" => c.live_oneshots = num(it.next(), a)? as usize,
+            "--processes" => {
+                let v = it.next().ok_or("--processes needs a value")?;
+                c.processes = v
+                    .split(',')
+                    .map(|s| num(Some(&s.to_string()), "--processes").map(|n| n.max(1) as usize))
+                    .collect::<Result<_, _>>()?;
+            }
             "--live-secs" => {
                 c.live_secs = it
                     .next()

@@ -17,7 +17,14 @@
 //!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
 //!     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
+//!     [--processes 1,2,8,32]
 //! ```
+//!
+//! With `--processes COUNTS` it measures many one-shot writer processes at
+//! once instead (`processes.rs`): for each count, checkpoints/s of that many
+//! concurrent `runlog unit` spawners against the same spawners running
+//! `runlog --version` (the process floor), and fdatasyncs per checkpoint,
+//! counted by `perf stat`.
 //!
 //! Times are wall clock from the parent (spawn to reap); peak RSS is the
 //! child's `ru_maxrss` from `wait4`. Per-call rows are medians of `--reps`
@@ -37,6 +44,7 @@ mod live;
 #[path = "../shared/machine.rs"]
 mod machine;
 mod measure;
+mod processes;
 mod report;
 
 use args::{Config, USAGE, parse_args};
@@ -102,6 +110,7 @@ fn child_main(mode: &str, root: &Path, rest: &[String]) -> Result<Value, String>
             return Ok(json!({"written": written, "next": pool.next_index()}));
         }
         "atomic" => return atomic::measure(root, arg(rest, 0, "units")?, arg(rest, 1, "reps")?),
+        "spawn" => return processes::child(root, rest),
         _ => {}
     }
     let run = Runs::new(root)
@@ -206,6 +215,23 @@ fn live_size(cfg: &Config, me: &Path, n: u64) -> Value {
         oneshots: cfg.live_oneshots,
     };
     json!({"units": n, "build": built, "live": live::cycle(&ctx, n, built["next"].as_u64().unwrap_or(0), plan)})
+}
+
+/// Many one-shot writer processes at one size, in a fresh temp root.
+fn processes_size(cfg: &Config, me: &Path, n: u64) -> Value {
+    let (tmp, built) = match build_in_child(cfg, me, n) {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let root = tmp.path().join("root");
+    let mut pool = Pool::at(n, built["next"].as_u64().unwrap_or(0));
+    let ctx = Ctx {
+        bin: &cfg.bin,
+        me,
+        root: &root,
+    };
+    let processes = processes::measure(&ctx, n, &mut pool, &cfg.processes, cfg.spawns, tmp.path());
+    json!({"units": n, "build": built, "processes": processes})
 }
 
 /// Each live call's median, p90 and worst over the smallest size's median.
@@ -377,6 +403,7 @@ fn main() -> ExitCode {
         .units
         .iter()
         .map(|&n| match cfg.live {
+            _ if !cfg.processes.is_empty() => processes_size(&cfg, &me, n),
             0 => measure_size(&cfg, &me, n),
             _ => live_size(&cfg, &me, n),
         })
@@ -404,6 +431,8 @@ fn main() -> ExitCode {
     }
     if cfg.json {
         println!("{text}");
+    } else if !cfg.processes.is_empty() {
+        report::print_processes(&out);
     } else if cfg.live > 0 {
         report::print_live(&out);
     } else {

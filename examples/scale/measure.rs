@@ -166,7 +166,7 @@ pub fn compaction(ctx: &Ctx, n: u64) -> Result<Value, String> {
 
 /// Spawns `jobs` (each a list of argument lists run in order) over `writers`
 /// threads, job j on thread j % writers; returns (calls ok, first error, secs).
-fn spawn_all(ctx: &Ctx, writers: usize, jobs: &[Vec<Vec<String>>]) -> (u64, Vec<String>, f64) {
+pub fn spawn_all(ctx: &Ctx, writers: usize, jobs: &[Vec<Vec<String>>]) -> (u64, Vec<String>, f64) {
     let ok = Mutex::new(0u64);
     let errors = Mutex::new(Vec::new());
     let started = Instant::now();

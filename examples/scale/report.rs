@@ -196,3 +196,44 @@ fn collect_errors(v: &Value, at: &str, out: &mut Vec<String>) {
         }
     }
 }
+
+/// The processes mode's table: one row per size and writer count.
+pub fn print_processes(out: &Value) {
+    let m = &out["machine"];
+    println!(
+        "machine: {} cores ({}), Linux {}, temp dir on {}; codec {}",
+        m["cores"],
+        m["cpu"].as_str().unwrap_or("?"),
+        m["kernel"].as_str().unwrap_or("?"),
+        m["temp_fs"].as_str().unwrap_or("?"),
+        out["codec"].as_str().unwrap_or("?"),
+    );
+    println!(
+        "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>12}  counted by",
+        "units", "writers", "calls", "ckpt/s", "floor/s", "ratio", "fdatasync/ck"
+    );
+    let f = |v: &Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
+    for s in out["sizes"].as_array().into_iter().flatten() {
+        let p = &s["processes"];
+        for r in p["rows"].as_array().into_iter().flatten() {
+            if let Some(e) = r["error"].as_str().filter(|_| r["ok"].is_null()) {
+                println!("{:>9} {:>7} error: {e}", s["units"], r["writers"]);
+                continue;
+            }
+            println!(
+                "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>12}  {}",
+                s["units"],
+                r["writers"],
+                r["calls"],
+                f(&r["checkpoints_per_sec"], 0),
+                f(&r["floor_per_sec"], 0),
+                f(&r["ratio_to_floor"], 2),
+                f(&r["fdatasyncs_per_checkpoint"], 2),
+                p["counted_by"].as_str().unwrap_or("?"),
+            );
+            if let Some(e) = r["error"].as_str() {
+                println!("          {} calls failed; first: {e}", r["failed"]);
+            }
+        }
+    }
+}

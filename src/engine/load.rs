@@ -99,6 +99,10 @@ pub struct RecoveryReport {
     pub snapshot_fallbacks: Vec<(PathBuf, String)>,
     /// Records replayed on top of the snapshot.
     pub records_replayed: u64,
+    /// Of those, records a one-shot writer read under the writer lock after
+    /// its replay without it: what other writers appended meanwhile
+    /// (FORMAT.md §5.8).
+    pub records_caught_up: u64,
     /// The last seq in the recovered history (0 when empty).
     pub last_seq: u64,
     /// Segments read.

@@ -27,6 +27,7 @@ macro_rules! internal_mods {
 }
 
 mod append;
+mod catchup;
 mod chain;
 mod codec;
 mod compact;

@@ -4,11 +4,12 @@
 //! write (FORMAT.md §5.5).
 
 use super::Machine;
+use super::catchup::catch_up;
 use super::dir::{check_dir, create_dir_durable};
 use super::error::{Error, Result};
 use super::format::*;
 use super::group::GroupCommit;
-use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one};
+use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one, with_retries};
 use super::lock::take_lock;
 use super::mark::{Mark, MarkWriter};
 use super::options::{Options, Stats, SyncPolicy};
@@ -62,6 +63,31 @@ impl VfsFile for NotOpened {
     }
 }
 
+/// Recovery's load of the store in `dir` for a writer: by memory map under
+/// the writer lock, by plain reads without it (nothing may truncate a mapped
+/// segment, §5.6).
+fn load_for<M: Machine>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    opts: &Options,
+    mapped: bool,
+) -> Result<Loaded<M::State>> {
+    let mut decode_state = M::decode_snapshot;
+    let mut apply = replay_one::<M>;
+    load(
+        vfs,
+        dir,
+        LoadSpec {
+            mapped,
+            upto: None,
+            decode_state: &mut decode_state,
+            apply: &mut apply,
+            progress: opts.progress.as_deref(),
+            key: opts.key.as_ref(),
+        },
+    )
+}
+
 impl<M: Machine> Store<M> {
     /// Opens (or, with `opts.create`, creates) the store in `dir` for writing.
     ///
@@ -101,26 +127,28 @@ impl<M: Machine> Store<M> {
             }
             r => r?,
         }
+        // A one-shot writer replays without the writer lock, as a reader
+        // does, and under it reads only what was appended since (§5.8); any
+        // failure of the lock-free replay is left to the replay under the lock.
+        let early = match opts.one_shot {
+            true => with_retries(|| load_for::<M>(vfs.as_ref(), &dir, &opts, false)).ok(),
+            false => None,
+        };
         let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
         let writers = Writers::new(vfs.as_ref(), &dir, opts.lock_wait);
-        let mut decode_state = M::decode_snapshot;
-        let mut apply = replay_one::<M>;
-        let progress = opts.progress.clone();
-        let loaded = match load(
-            vfs.as_ref(),
-            &dir,
-            LoadSpec {
-                mapped: true,
-                upto: None,
-                decode_state: &mut decode_state,
-                apply: &mut apply,
-                progress: progress.as_deref(),
-                key: opts.key.as_ref(),
+        let current = match early {
+            Some(mut l) => {
+                catch_up::<M>(vfs.as_ref(), &dir, opts.key.as_ref(), &mut l)?.then_some(l)
+            }
+            None => None,
+        };
+        let loaded = match current {
+            Some(l) => Some(l),
+            None => match load_for::<M>(vfs.as_ref(), &dir, &opts, true) {
+                Err(Error::NotFound { .. }) if opts.create => None,
+                Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
+                r => Some(r?),
             },
-        ) {
-            Err(Error::NotFound { .. }) if opts.create => None,
-            Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
-            r => Some(r?),
         };
         // A state this build must not write to (a newer schema): refused before
         // recovery changes a byte.

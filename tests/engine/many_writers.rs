@@ -253,3 +253,43 @@ fn a_failed_fsync_refuses_every_writer_it_covered_until_an_open_copies() {
         );
     }
 }
+
+#[test]
+fn a_one_shot_writer_replays_without_the_lock_and_catches_up_under_it() {
+    // a's record fits its segment (read under the lock from where b's replay
+    // ended), or rotates it (b replays again under the lock).
+    for (codec, pad, caught_up) in [
+        (Codec::Binary, 10, 1),
+        (Codec::Jsonl, 10, 1),
+        (Codec::Binary, 5000, 0),
+        (Codec::Jsonl, 5000, 0),
+    ] {
+        let fs = store_with_one(codec);
+        // a holds the writer lock from its open to its write.
+        let a = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Always)).unwrap();
+        let b = std::thread::spawn({
+            let fs = fs.clone();
+            move || {
+                let opts = Options {
+                    lock_wait: Some(std::time::Duration::from_secs(30)),
+                    ..one_shot(&fs, codec, SyncPolicy::Always)
+                };
+                // Its replay runs now, beside a; its lock waits for a's write.
+                let b = Store::<Ledger>::open(dir(), opts).unwrap();
+                let caught = b.recovery().records_caught_up;
+                (
+                    b.append(&entry(3, 10)).unwrap(),
+                    caught,
+                    b.read(|s| s.values.clone()),
+                )
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(a.append(&entry(2, pad)).unwrap(), 2);
+        let (seq, caught, values) = b.join().unwrap();
+        assert_eq!((seq, caught), (3, caught_up), "{codec:?} pad {pad}");
+        assert_eq!(values, [1, 2, 3], "{codec:?}");
+        drop(a);
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+    }
+}

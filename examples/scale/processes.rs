@@ -1,0 +1,182 @@
+//! Many one-shot writer processes at once (`--processes 1,2,8,32`), the
+//! measurement of FORMAT.md §5.8. For each count W, W threads spawn one-shot
+//! `runlog unit` calls back to back (each unit `in_progress`, then `done`, on
+//! units no other call touches), then the same W threads spawn `runlog
+//! --version` as many times: the process floor, what spawning the process at
+//! all costs. Each pass runs in a child of this example under `perf stat`
+//! counting the `fdatasync` and `fsync` syscall tracepoints of every process
+//! it starts (when perf can: else the counts are null and the pass runs bare),
+//! so fdatasyncs per checkpoint are counted, not estimated. The writer and
+//! floor passes alternate, count by count, so both see the same machine.
+
+use crate::build::{Pool, RUN_ID};
+use crate::child;
+use crate::measure::{Ctx, spawn_all};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+
+/// The jobs of one pass: `spawns` calls in pairs, each pair one unit's.
+fn jobs(kind: &str, spawns: u64, pool: &mut Pool) -> Vec<Vec<Vec<String>>> {
+    (0..spawns.div_ceil(2))
+        .map(|_| match kind {
+            "unit" => {
+                let (unit, statuses) = pool.next_pair();
+                statuses
+                    .iter()
+                    .map(|s| vec!["unit".into(), RUN_ID.into(), unit.clone(), s.to_string()])
+                    .collect()
+            }
+            _ => vec![vec!["--version".to_string()]; 2],
+        })
+        .collect()
+}
+
+/// Child mode `spawn`: ROOT BIN WRITERS KIND UNITS NEXT SPAWNS. Runs one pass
+/// and prints what it did.
+pub fn child(root: &Path, rest: &[String]) -> Result<Value, String> {
+    let get = |i: usize, what: &str| {
+        rest.get(i)
+            .ok_or_else(|| format!("spawn: argument {i} ({what}) missing"))
+    };
+    let num = |i: usize, what: &str| -> Result<u64, String> {
+        get(i, what)?
+            .parse()
+            .map_err(|e| format!("spawn: {what}: {e}"))
+    };
+    let bin = Path::new(get(0, "bin")?);
+    let writers = num(1, "writers")? as usize;
+    let kind = get(2, "kind")?.as_str();
+    let mut pool = Pool::at(num(3, "units")?, num(4, "next")?);
+    let spawns = num(5, "spawns")?;
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let ctx = Ctx { bin, me: &me, root };
+    let jobs = jobs(kind, spawns, &mut pool);
+    let (ok, errors, secs) = spawn_all(&ctx, writers, &jobs);
+    Ok(json!({
+        "ok": ok,
+        "failed": errors.len(),
+        "secs": secs,
+        "error": errors.first(),
+        "next": pool.next_index(),
+    }))
+}
+
+/// Whether `perf stat` can count the fdatasync tracepoint here.
+pub fn perf_counts() -> bool {
+    Command::new("perf")
+        .args([
+            "stat",
+            "-x,",
+            "-e",
+            "syscalls:sys_enter_fdatasync",
+            "--",
+            "true",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// One pass in a child, under perf when `counted`: its JSON plus the counts.
+fn pass(
+    ctx: &Ctx,
+    counted: bool,
+    tmp: &Path,
+    args: &[String],
+) -> Result<(Value, Option<(u64, u64)>), String> {
+    let out = tmp.join("perf-stat.csv");
+    let mut cmd = if counted {
+        let mut c = Command::new("perf");
+        c.args(["stat", "-x,", "-o"])
+            .arg(&out)
+            .args([
+                "-e",
+                "syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync",
+                "--",
+            ])
+            .arg(ctx.me);
+        c
+    } else {
+        Command::new(ctx.me)
+    };
+    cmd.args(["--child", "spawn"]).arg(ctx.root).args(args);
+    let f = child::run(&mut cmd)?.ok("child spawn")?;
+    let v: Value =
+        serde_json::from_slice(&f.stdout).map_err(|e| format!("child spawn output: {e}"))?;
+    if !counted {
+        return Ok((v, None));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| format!("read perf output: {e}"))?;
+    let count = |event: &str| {
+        text.lines()
+            .find(|l| l.contains(event))
+            .and_then(|l| l.split(',').next())
+            .and_then(|n| n.trim().parse::<u64>().ok())
+    };
+    match (count("sys_enter_fdatasync"), count("sys_enter_fsync")) {
+        (Some(d), Some(s)) => Ok((v, Some((d, s)))),
+        _ => Err(format!("perf output without the counts: {text}")),
+    }
+}
+
+/// Every writer count at one size: checkpoints/s, the floor, their ratio,
+/// and fdatasyncs per checkpoint.
+pub fn measure(
+    ctx: &Ctx,
+    n: u64,
+    pool: &mut Pool,
+    counts: &[usize],
+    spawns: u64,
+    tmp: &Path,
+) -> Value {
+    let counted = perf_counts();
+    let bin = ctx.bin.to_string_lossy().to_string();
+    let rows: Vec<Value> = counts
+        .iter()
+        .map(|&w| {
+            // At least four calls per writer, so that every writer overlaps.
+            let calls = spawns.max(4 * w as u64).next_multiple_of(2);
+            eprintln!("{n} units: {w} one-shot writer processes, {calls} calls");
+            let args = |kind: &str, next: u64| {
+                vec![
+                    bin.clone(),
+                    w.to_string(),
+                    kind.to_string(),
+                    n.to_string(),
+                    next.to_string(),
+                    calls.to_string(),
+                ]
+            };
+            let writers = pass(ctx, counted, tmp, &args("unit", pool.next_index()));
+            if let Ok((v, _)) = &writers {
+                *pool = Pool::at(n, v["next"].as_u64().unwrap_or(pool.next_index()));
+            }
+            let floor = pass(ctx, counted, tmp, &args("version", 0));
+            let (writers, floor) = match (writers, floor) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => return json!({"writers": w, "error": e}),
+            };
+            let rate = |v: &Value| {
+                let (ok, secs) = (v["ok"].as_f64().unwrap_or(0.0), v["secs"].as_f64());
+                secs.filter(|s| *s > 0.0).map(|s| ok / s)
+            };
+            let (r, f) = (rate(&writers.0), rate(&floor.0));
+            let ok = writers.0["ok"].as_u64().unwrap_or(0);
+            json!({
+                "writers": w,
+                "calls": calls,
+                "ok": ok,
+                "failed": writers.0["failed"],
+                "error": writers.0["error"],
+                "checkpoints_per_sec": r,
+                "floor_per_sec": f,
+                "ratio_to_floor": r.zip(f).map(|(r, f)| r / f),
+                "fdatasyncs": writers.1.map(|c| c.0),
+                "fsyncs": writers.1.map(|c| c.1),
+                "fdatasyncs_per_checkpoint": writers.1.filter(|_| ok > 0).map(|c| c.0 as f64 / ok as f64),
+                "floor_failed": floor.0["failed"],
+            })
+        })
+        .collect();
+    json!({"counted_by": if counted { "perf stat (syscall tracepoints)" } else { "not counted: perf stat cannot count syscall tracepoints here" }, "rows": rows})
+}
