@@ -213,6 +213,34 @@ impl Runs {
         Run::create(py, run, true, Vec::new())
     }
 
+    /// One unit transition on run `id` as a one-shot writer (FORMAT.md §5.8),
+    /// with the GIL released: the run's writer lock is held only while the
+    /// log is replayed up to date and the record written, and the fdatasync
+    /// is shared with the other processes and threads writing the run this
+    /// way. Returns the seq once durable. For many processes (or threads)
+    /// each checkpointing now and then; a process writing a stream holds a
+    /// `Run` from `open` instead.
+    #[pyo3(signature = (id, name, status, note=None, deps=None))]
+    fn unit(
+        &self,
+        py: Python<'_>,
+        id: String,
+        name: String,
+        status: &Bound<'_, PyAny>,
+        note: Option<String>,
+        deps: Option<Vec<String>>,
+    ) -> PyResult<u64> {
+        let status = convert::parse::<runlog::run::UnitStatus>("status", status)?;
+        let change = run::Change::Unit {
+            unit: name,
+            status,
+            note,
+            deps,
+        };
+        let runs = self.inner.clone();
+        py.detach(move || runs.change(&id, change)).py_err()
+    }
+
     /// Reads run `id` without a lock and without changing anything: a
     /// `RunView` of the run as of this call.
     fn get(&self, py: Python<'_>, id: String) -> PyResult<RunView> {
