@@ -6,7 +6,7 @@
 //! under the lock, which decides as any writer's open does.
 
 use super::Machine;
-use super::error::Result;
+use super::error::{Error, Result};
 use super::format::*;
 use super::frame::{Frame, decode_record};
 use super::load::{Loaded, record_payload, replay_one};
@@ -16,6 +16,10 @@ use super::tag::Key;
 use super::vfs::Vfs;
 use std::io;
 use std::path::Path;
+
+/// The most bytes a catch-up reads; past it the writer replays again (a
+/// segment holds at most `Options::segment_bytes`, 64 MiB by default).
+const MAX_CATCH_UP: usize = 256 << 20;
 
 /// Brings `l`, loaded without the writer lock, up to the log as it is now,
 /// under the lock. `Ok(false)`: the log changed in a way only a full load
@@ -36,26 +40,43 @@ pub(crate) fn catch_up<M: Machine>(
         return Ok(false);
     }
     let path = dir.join(&named.1);
-    // Under the writer lock: nothing truncates the segment while it is mapped.
-    let bytes = match vfs.read_mapped(&path) {
+    // From where the replay ended: what other writers appended since.
+    let base = scan.valid_len;
+    let bytes = match vfs.read_from(&path, base, MAX_CATCH_UP) {
         Ok(b) => b,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(super::error::Error::io("read segment", &path, e)),
+        Err(e) => return Err(Error::io("read segment", &path, e)),
     };
-    let bytes: &[u8] = (*bytes).as_ref();
+    if bytes.len() >= MAX_CATCH_UP {
+        return Ok(false);
+    }
     let keying = key.zip(l.store_id.as_ref());
-    let mut at = scan.valid_len as usize;
+    let mut at = 0usize;
     let mut seq = l.next_seq;
     let mut last_synced = None;
     let end = loop {
-        match decode_record(l.codec, bytes, at) {
+        match decode_record(l.codec, &bytes, at) {
             Frame::Record {
                 seq: s,
                 synced,
                 payload,
                 next,
             } if s == seq => {
-                let body = record_payload(keying, l.codec, &path, bytes, at as u64, s, payload)?;
+                let body = record_payload(keying, l.codec, &path, &bytes, at as u64, s, payload)
+                    .map_err(|e| match e {
+                        Error::Tampered {
+                            path,
+                            offset,
+                            seq,
+                            what,
+                        } => Error::Tampered {
+                            path,
+                            offset: offset + base,
+                            seq,
+                            what,
+                        },
+                        e => e,
+                    })?;
                 if replay_one::<M>(&mut l.state, l.codec, body).is_err() {
                     // Damage, or a record this build refuses: the full load says which.
                     return Ok(false);
@@ -66,27 +87,34 @@ pub(crate) fn catch_up<M: Machine>(
             }
             Frame::End => break ScanEnd::Clean,
             _ if bytes[at..].iter().all(|b| *b == 0) => {
-                break ScanEnd::Preallocated { offset: at as u64 };
+                break ScanEnd::Preallocated {
+                    offset: base + at as u64,
+                };
             }
             // A torn or damaged frame, or a seq out of order.
             _ => return Ok(false),
         }
     };
-    // A rotation since the load: the history goes on in another segment.
-    match vfs.read_head(&dir.join(segment_name(seq)), 1) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        _ => return Ok(false),
+    let first = named.0;
+    // A rotation since the load: the history goes on in another segment
+    // (one named for the next seq; the last segment is that one when it
+    // holds no record yet).
+    if seq > first {
+        match vfs.read_head(&dir.join(segment_name(seq)), 1) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            _ => return Ok(false),
+        }
     }
     // The mark other writers raised since is not taken up here: what the
     // lock-free load proved stays the proof, and the records above it are
     // vouched for or copied by the open as any (FORMAT.md §5.8).
     let caught = seq - l.next_seq;
-    let grew = at as u64 - scan.valid_len;
+    let grew = at as u64;
     let scan = l.scans.last_mut().expect("checked above");
     scan.count += caught;
     scan.next_seq = seq;
-    scan.valid_len = at as u64;
-    scan.file_len = bytes.len() as u64;
+    scan.valid_len = base + at as u64;
+    scan.file_len = base + bytes.len() as u64;
     scan.end = end;
     if let (Some(tail), Some(w)) = (l.unsynced.as_mut(), last_synced) {
         tail.watermark = Some(w);

@@ -123,6 +123,15 @@ impl Vfs for RealFs {
         Ok(v)
     }
 
+    fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
+        use std::io::{Seek, SeekFrom};
+        let mut f = regular(nofollow().read(true).open(path)?, path)?;
+        f.seek(SeekFrom::Start(offset))?;
+        let mut v = Vec::new();
+        f.take(max as u64).read_to_end(&mut v)?;
+        Ok(v)
+    }
+
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
         let f = regular(nofollow().read(true).open(path)?, path)?;
         if f.metadata()?.len() == 0 {

@@ -59,6 +59,15 @@ pub trait Vfs: Send + Sync + fmt::Debug {
         let b: &[u8] = (*b).as_ref();
         Ok(b[..b.len().min(len)].to_vec())
     }
+    /// Reads a regular file from `offset` to its end (never through a
+    /// symlink), at most `max` bytes: what other writers appended to a
+    /// segment since it was read (FORMAT.md §5.8).
+    fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
+        let b = self.read(path)?;
+        let b: &[u8] = (*b).as_ref();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
+        Ok(b[start..b.len().min(start.saturating_add(max))].to_vec())
+    }
     /// Atomically renames `from` over `to`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Unlinks a file.

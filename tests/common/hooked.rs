@@ -59,6 +59,9 @@ pub trait Hooks: Clone + fmt::Debug + Send + Sync + 'static {
     fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
         RealFs.read_head(path, len)
     }
+    fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
+        RealFs.read_from(path, offset, max)
+    }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         RealFs.rename(from, to)
     }
@@ -136,6 +139,9 @@ impl<H: Hooks> Vfs for HookedFs<H> {
     }
     fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
         self.0.read_head(path, len)
+    }
+    fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
+        self.0.read_from(path, offset, max)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.0.rename(from, to)

@@ -474,10 +474,19 @@ fn keyed_full_disk_at_any_operation_of_a_compaction_leaves_the_previous_table_in
                         // failed deletion of what it made redundant) is
                         // absorbed, or one on the durability mark's write right
                         // after an fsync (FORMAT.md §5.7: its failure fails no
-                        // append; the records are durable, the proof is lost).
+                        // append; the records are durable, the proof is lost),
+                        // or on the sync state's write after it (FORMAT.md §5.8:
+                        // a hint; the next fsync finds it and refuses): a write
+                        // reached from an fsync through the sync lock, the
+                        // hint files' reads and writes only.
                         let log = &clean_log[from as usize..at as usize];
+                        let hint_ops = [Op::Write, Op::Read, Op::TryLock, Op::OpenWrite];
                         let mark_write = clean_log[at as usize] == Op::Write
-                            && matches!(clean_log[at as usize - 1], Op::Fsync | Op::SyncDir);
+                            && clean_log[..at as usize]
+                                .iter()
+                                .rev()
+                                .find(|o| !hint_ops.contains(o))
+                                .is_some_and(|o| matches!(o, Op::Fsync | Op::SyncDir));
                         assert!(
                             mark_write || log.windows(2).any(|w| w == [Op::Rename, Op::SyncDir]),
                             "{what}: the compaction succeeded on a full disk"

@@ -28,6 +28,9 @@ pub struct Counts {
     pub reads: Vec<(PathBuf, usize)>,
     /// (file, bytes) of every read of a file's first bytes (a segment header).
     pub heads: Vec<(PathBuf, usize)>,
+    /// (file, bytes) of every read from an offset to the end (a one-shot
+    /// writer's catch-up, FORMAT.md §5.8).
+    pub tails: Vec<(PathBuf, usize)>,
     pub creates: Vec<PathBuf>,
     pub removes: Vec<PathBuf>,
     pub renames: u64,
@@ -129,6 +132,11 @@ impl Hooks for Counter {
     fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
         let b = RealFs.read_head(path, len)?;
         self.with(|c| c.heads.push((path.to_path_buf(), b.len())));
+        Ok(b)
+    }
+    fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
+        let b = RealFs.read_from(path, offset, max)?;
+        self.with(|c| c.tails.push((path.to_path_buf(), b.len())));
         Ok(b)
     }
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {

@@ -21,9 +21,11 @@ fn name(i: usize) -> String {
 
 /// Bytes of `seg-*` files read through `fs` since its last reset.
 fn seg_bytes_read(fs: &CountingFs) -> u64 {
-    fs.counts()
-        .reads
+    let c = fs.counts();
+    // Whole-file reads, and a one-shot writer's catch-up under the lock.
+    c.reads
         .iter()
+        .chain(&c.tails)
         .filter(|(p, _)| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
         .map(|(_, n)| *n as u64)
         .sum()
