@@ -17,6 +17,7 @@ mod cli_get_unit;
 mod cli_help;
 mod cli_keyed;
 mod cli_lock_wait_visible;
+mod cli_many_writers_kill9;
 mod cli_nothing_silent;
 mod cli_output_consistent;
 mod cli_parallel_writers;
