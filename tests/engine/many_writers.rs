@@ -293,3 +293,37 @@ fn a_one_shot_writer_replays_without_the_lock_and_catches_up_under_it() {
         assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
     }
 }
+
+#[test]
+fn a_syncer_killed_during_its_fsync_makes_the_next_refuse_and_the_next_open_copy() {
+    use runlog::engine::writers::{decode_sync_state, encode_sync_state};
+    let shared = dir().join(SHARED_FILE);
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        let a = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Never)).unwrap();
+        a.append(&entry(2, 10)).unwrap();
+        // What a writer killed between its "in flight" write and its fsync's
+        // end leaves: the flag set, the sync lock free (its holder is gone).
+        let mut bytes = fs.get(&shared).unwrap();
+        let slot = SHARED_SLOT_LEN..2 * SHARED_SLOT_LEN;
+        let mut state = decode_sync_state(&bytes[slot.clone()]).unwrap();
+        state.in_flight = true;
+        bytes[slot].copy_from_slice(&encode_sync_state(&state));
+        fs.put(&shared, bytes);
+        let from = fs.op_log().len();
+        let e = a.sync().unwrap_err().to_string();
+        assert!(e.contains("died during it"), "{codec:?}: {e}");
+        assert_eq!(count(&ops_since(&fs, from), Op::Fsync), 0, "{codec:?}");
+        std::mem::forget(a);
+        let from = fs.op_log().len();
+        let b = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Always)).unwrap();
+        assert_eq!(b.append(&entry(3, 10)).unwrap(), 3);
+        drop(b);
+        assert_eq!(
+            count(&ops_since(&fs, from), Op::Rename),
+            1,
+            "{codec:?}: copied"
+        );
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+    }
+}
