@@ -135,7 +135,7 @@ impl<M: Machine> Store<M> {
             false => None,
         };
         let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
-        let writers = Writers::new(vfs.as_ref(), &dir, opts.lock_wait);
+        let writers = Writers::new(vfs.as_ref(), &dir);
         let current = match early {
             Some(mut l) => {
                 catch_up::<M>(vfs.as_ref(), &dir, opts.key.as_ref(), &mut l)?.then_some(l)

@@ -184,24 +184,23 @@ pub(crate) struct Writers {
     file: Mutex<Option<Box<dyn VfsFile>>>,
     /// The sync state's generation this writer appends under, read at its open.
     generation: AtomicU64,
-    lock_wait: Option<Duration>,
     /// Writes to `SHARED` that failed (a hint lost: the next open copies
     /// instead of trusting it).
     pub(crate) failures: AtomicU64,
 }
 
-/// How long a writer with no wait of its own waits for the sync lock: its
-/// holder runs one fsync.
+/// How long a writer waits for the sync lock, whatever its wait for the
+/// writer lock: the lock's holder runs one fsync, and a writer that stopped
+/// waiting would have to refuse a batch it has already written.
 const SYNC_LOCK_WAIT: Duration = Duration::from_secs(600);
 
 impl Writers {
-    pub(crate) fn new(vfs: &dyn Vfs, dir: &Path, lock_wait: Option<Duration>) -> Self {
+    pub(crate) fn new(vfs: &dyn Vfs, dir: &Path) -> Self {
         Writers {
             dir: dir.to_path_buf(),
             boot: vfs.boot_id(),
             file: Mutex::new(None),
             generation: AtomicU64::new(0),
-            lock_wait,
             failures: AtomicU64::new(0),
         }
     }
@@ -276,7 +275,7 @@ impl Writers {
         let holder = format!("pid {}", std::process::id());
         let attempt = match vfs.try_lock(&path, &holder)? {
             LockAttempt::Busy(_) => {
-                vfs.lock_wait(&path, &holder, self.lock_wait.unwrap_or(SYNC_LOCK_WAIT).max(SYNC_LOCK_WAIT))?
+                vfs.lock_wait(&path, &holder, SYNC_LOCK_WAIT)?
             }
             got => got,
         };
