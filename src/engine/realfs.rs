@@ -1,7 +1,7 @@
 //! The real filesystem behind [`Vfs`]: O_NOFOLLOW everywhere, 0600 files and
 //! 0700 directories whatever the umask, whole-file reads through a memory map.
 
-use super::vfs::{FileBytes, LockAttempt, Vfs, VfsFile};
+use super::vfs::{FileBytes, LockAttempt, SharedFile, Vfs, VfsFile};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
@@ -28,6 +28,31 @@ impl VfsFile for RealFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
+    }
+}
+
+#[derive(Debug)]
+struct RealShared(File);
+
+impl SharedFile for RealShared {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize> {
+        self.0.write_at(buf, offset)
+    }
+    fn lock(&self) -> io::Result<()> {
+        self.0.lock()
+    }
+    fn try_lock(&self) -> io::Result<bool> {
+        match self.0.try_lock() {
+            Ok(()) => Ok(true),
+            Err(fs::TryLockError::WouldBlock) => Ok(false),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+    fn unlock(&self) -> io::Result<()> {
+        self.0.unlock()
     }
 }
 
@@ -130,6 +155,24 @@ impl Vfs for RealFs {
         let mut v = Vec::new();
         f.take(max as u64).read_to_end(&mut v)?;
         Ok(v)
+    }
+
+    fn open_shared(&self, path: &Path, create: bool) -> Option<io::Result<Box<dyn SharedFile>>> {
+        let open = || {
+            let f = nofollow()
+                .read(true)
+                .write(true)
+                .create(create)
+                .truncate(false)
+                .mode(0o600)
+                .open(path)?;
+            let f = regular(f, path)?;
+            if f.metadata()?.permissions().mode() & 0o7777 != 0o600 {
+                f.set_permissions(fs::Permissions::from_mode(0o600))?;
+            }
+            Ok(Box::new(RealShared(f)) as Box<dyn SharedFile>)
+        };
+        Some(open())
     }
 
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {

@@ -19,6 +19,23 @@ pub trait VfsFile: Send + Sync + fmt::Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
 
+/// A small file a store's writer processes share (`SYNC`, `SHARED`,
+/// `DURABLE`, FORMAT.md §5.8), kept open across fsyncs: positional reads and
+/// writes, and an exclusive advisory lock (`flock`) on this open file
+/// description, so that taking the sync lock costs no open or path lookup.
+pub trait SharedFile: Send + Sync + fmt::Debug {
+    /// Reads at `offset`; may read fewer bytes than asked (0 at the end).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes at `offset`; may write fewer bytes than given.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<usize>;
+    /// Blocks until this handle holds the exclusive lock.
+    fn lock(&self) -> io::Result<()>;
+    /// Takes the exclusive lock if it is free; `false` when it is held.
+    fn try_lock(&self) -> io::Result<bool>;
+    /// Releases the lock.
+    fn unlock(&self) -> io::Result<()>;
+}
+
 /// Bytes of a whole file, read for scanning.
 pub type FileBytes = Box<dyn AsRef<[u8]> + Send + Sync>;
 
@@ -81,6 +98,13 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn boot_id(&self) -> [u8; 16] {
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
             .map_or([0; 16], |t| super::writers::parse_boot_id(&t))
+    }
+    /// Opens the regular file at `path` as a [`SharedFile`] (never through a
+    /// symlink), creating it (0600) when `create` and absent. `None` when this
+    /// filesystem keeps no such handles (the default): the engine then reads,
+    /// writes and locks the file by path each time, through the calls above.
+    fn open_shared(&self, _path: &Path, _create: bool) -> Option<io::Result<Box<dyn SharedFile>>> {
+        None
     }
     /// Tries to take the exclusive writer lock at `path`, recording `holder` in it.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt>;

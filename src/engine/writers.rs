@@ -7,12 +7,12 @@
 //! copies the segment (§5.5 step 4). Pure encoding first, then the handle.
 
 use super::format::*;
-use super::mark::{Mark, MarkWriter, read_mark};
+use super::mark::{Mark, MarkFound, MarkWriter, decode_mark, read_mark};
 use super::shared::lock;
-use super::vfs::{LockAttempt, Vfs, VfsFile, write_all_at};
+use super::vfs::{LockAttempt, SharedFile, Vfs, VfsFile, write_all_at};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -182,6 +182,14 @@ pub(crate) struct Writers {
     dir: PathBuf,
     boot: [u8; 16],
     file: Mutex<Option<Box<dyn VfsFile>>>,
+    /// Handles kept open where the filesystem offers them (`Vfs::open_shared`):
+    /// `SYNC`, `SHARED`, `DURABLE` (reads; opened once it exists).
+    sync_file: Mutex<Option<Arc<dyn SharedFile>>>,
+    shared_file: Mutex<Option<Arc<dyn SharedFile>>>,
+    mark_file: Mutex<Option<Arc<dyn SharedFile>>>,
+    /// The sync lock among this process's threads: a `flock` belongs to an
+    /// open file description, which they share.
+    in_process: Mutex<()>,
     /// The sync state's generation this writer appends under, read at its open.
     generation: AtomicU64,
     /// Writes to `SHARED` that failed (a hint lost: the next open copies
@@ -200,8 +208,62 @@ impl Writers {
             dir: dir.to_path_buf(),
             boot: vfs.boot_id(),
             file: Mutex::new(None),
+            sync_file: Mutex::new(None),
+            shared_file: Mutex::new(None),
+            mark_file: Mutex::new(None),
+            in_process: Mutex::new(()),
             generation: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+        }
+    }
+
+    /// The kept-open handle on `name` (`None`: this filesystem keeps none, or
+    /// the file is absent and not to be created).
+    fn handle(
+        &self,
+        vfs: &dyn Vfs,
+        slot: &Mutex<Option<Arc<dyn SharedFile>>>,
+        name: &str,
+        create: bool,
+    ) -> io::Result<Option<Arc<dyn SharedFile>>> {
+        let mut h = lock(slot);
+        if h.is_none() {
+            match vfs.open_shared(&self.dir.join(name), create) {
+                None => return Ok(None),
+                Some(Err(e)) if e.kind() == io::ErrorKind::NotFound && !create => return Ok(None),
+                Some(r) => *h = Some(Arc::from(r?)),
+            }
+        }
+        Ok(h.clone())
+    }
+
+    /// Up to `max` bytes of a kept-open file from its start.
+    fn read_handle(h: &dyn SharedFile, max: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; max];
+        let mut n = 0;
+        while n < max {
+            match h.read_at(&mut buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    /// The durability mark, through the kept-open handle when there is one.
+    fn read_mark(&self, vfs: &dyn Vfs) -> Option<Mark> {
+        match self.handle(vfs, &self.mark_file, MARK_FILE, false) {
+            Ok(Some(h)) => match Self::read_handle(h.as_ref(), MARK_LEN + 1) {
+                Ok(b) => decode_mark(&b).ok(),
+                Err(_) => None,
+            },
+            _ => match read_mark(vfs, &self.dir) {
+                Ok(MarkFound::Valid(m)) => Some(m),
+                _ => None,
+            },
         }
     }
 
@@ -209,8 +271,13 @@ impl Writers {
     pub(crate) fn read(&self, vfs: &dyn Vfs) -> Found {
         let path = self.dir.join(SHARED_FILE);
         let mut found = Found::default();
+        let kept = self.handle(vfs, &self.shared_file, SHARED_FILE, false).ok().flatten();
         for _ in 0..TORN_READ_RETRIES {
-            let Ok(bytes) = vfs.read_head(&path, 2 * SHARED_SLOT_LEN) else {
+            let read = match &kept {
+                Some(h) => Self::read_handle(h.as_ref(), 2 * SHARED_SLOT_LEN),
+                None => vfs.read_head(&path, 2 * SHARED_SLOT_LEN),
+            };
+            let Ok(bytes) = read else {
                 return found;
             };
             found = decode_shared(&bytes, &self.boot);
@@ -223,6 +290,22 @@ impl Writers {
     }
 
     fn write_slot(&self, vfs: &dyn Vfs, index: usize, slot: &[u8]) -> io::Result<()> {
+        let at = (index * SHARED_SLOT_LEN) as u64;
+        if let Some(h) = self.handle(vfs, &self.shared_file, SHARED_FILE, true)? {
+            let mut done = 0;
+            while done < slot.len() {
+                match h.write_at(&slot[done..], at + done as u64) {
+                    Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote 0 bytes")),
+                    Ok(k) => done += k,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        self.failures.fetch_add(1, Ordering::Relaxed);
+                        return Err(e);
+                    }
+                }
+            }
+            return Ok(());
+        }
         let path = self.dir.join(SHARED_FILE);
         let mut f = lock(&self.file);
         if f.is_none() {
@@ -269,8 +352,34 @@ impl Writers {
         let _ = self.write_slot(vfs, 0, &encode_appended(&a));
     }
 
-    /// Takes the sync lock.
-    pub(crate) fn lock(&self, vfs: &dyn Vfs) -> io::Result<Box<dyn Send + Sync>> {
+    /// Takes the sync lock: on the kept-open `SYNC` (waiting in the kernel
+    /// until its holder's fsync ends), else by path.
+    pub(crate) fn lock(&self, vfs: &dyn Vfs) -> io::Result<SyncGuard<'_>> {
+        if let Some(h) = self.handle(vfs, &self.sync_file, SYNC_LOCK_FILE, true)? {
+            let in_process = lock(&self.in_process);
+            h.lock()?;
+            return Ok(SyncGuard::Kept(in_process, h));
+        }
+        self.lock_by_path(vfs).map(SyncGuard::Path)
+    }
+
+    /// Takes the sync lock if it is free.
+    fn try_lock(&self, vfs: &dyn Vfs) -> io::Result<Option<SyncGuard<'_>>> {
+        if let Some(h) = self.handle(vfs, &self.sync_file, SYNC_LOCK_FILE, true)? {
+            let Ok(in_process) = self.in_process.try_lock() else {
+                return Ok(None);
+            };
+            return Ok(h.try_lock()?.then_some(SyncGuard::Kept(in_process, h)));
+        }
+        let path = self.dir.join(SYNC_LOCK_FILE);
+        let holder = format!("pid {}", std::process::id());
+        Ok(match vfs.try_lock(&path, &holder)? {
+            LockAttempt::Acquired(g) => Some(SyncGuard::Path(g)),
+            LockAttempt::Busy(_) => None,
+        })
+    }
+
+    fn lock_by_path(&self, vfs: &dyn Vfs) -> io::Result<Box<dyn Send + Sync>> {
         let path = self.dir.join(SYNC_LOCK_FILE);
         let holder = format!("pid {}", std::process::id());
         let attempt = match vfs.try_lock(&path, &holder)? {
@@ -304,9 +413,7 @@ impl Writers {
         if state.in_flight && !state.failed {
             // A syncer holding the lock is alive; one that left the flag set
             // behind a free lock died during its fsync.
-            let path = self.dir.join(SYNC_LOCK_FILE);
-            let holder = format!("pid {}", std::process::id());
-            if let Ok(LockAttempt::Acquired(g)) = vfs.try_lock(&path, &holder) {
+            if let Ok(Some(g)) = self.try_lock(vfs) {
                 found = self.read(vfs);
                 drop(g);
                 match found.state {
@@ -410,7 +517,7 @@ impl Writers {
     ) -> io::Result<bool> {
         let _g = self.lock(vfs)?;
         let found = self.read(vfs);
-        let on_disk = read_mark(vfs, &self.dir).ok().and_then(|m| m.mark());
+        let on_disk = self.read_mark(vfs);
         let mut state = found.state;
         if let Some(s) = state.as_mut().filter(|s| s.in_flight) {
             // Its writer died during its fsync, which may have failed unseen.
@@ -474,8 +581,26 @@ impl Writers {
     /// higher one).
     pub(crate) fn mark(&self, vfs: &dyn Vfs, mark: &Mutex<MarkWriter>, m: Mark) {
         if let Ok(_g) = self.lock(vfs) {
-            let on_disk = read_mark(vfs, &self.dir).ok().and_then(|m| m.mark());
+            let on_disk = self.read_mark(vfs);
             lock(mark).write_above(vfs, &self.dir, m, on_disk);
+        }
+    }
+}
+
+/// The sync lock, held until dropped.
+pub(crate) enum SyncGuard<'a> {
+    /// On the kept-open `SYNC`, with this process's threads kept out.
+    Kept(#[allow(dead_code)] MutexGuard<'a, ()>, Arc<dyn SharedFile>),
+    /// Taken by path (`Vfs::try_lock`).
+    Path(#[allow(dead_code)] Box<dyn Send + Sync>),
+}
+
+impl Drop for SyncGuard<'_> {
+    fn drop(&mut self) {
+        if let SyncGuard::Kept(_, h) = self {
+            // A lock whose release fails is released when the file closes
+            // (the process's exit at the latest).
+            let _ = h.unlock();
         }
     }
 }
