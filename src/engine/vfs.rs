@@ -136,9 +136,18 @@ pub trait Vfs: Send + Sync + fmt::Debug {
 pub const LOCK_POLL_MAX: Duration = Duration::from_millis(50);
 
 /// Writes all of `buf` at `offset`, retrying interrupted and short writes.
-pub fn write_all_at(f: &dyn VfsFile, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+pub fn write_all_at(f: &dyn VfsFile, buf: &[u8], offset: u64) -> io::Result<()> {
+    write_all_with(|b, at| f.write_at(b, at), buf, offset)
+}
+
+/// [`write_all_at`] through any positional `write` (a [`SharedFile`]'s too).
+pub fn write_all_with(
+    mut write: impl FnMut(&[u8], u64) -> io::Result<usize>,
+    mut buf: &[u8],
+    mut offset: u64,
+) -> io::Result<()> {
     while !buf.is_empty() {
-        match f.write_at(buf, offset) {
+        match write(buf, offset) {
             Ok(0) => {
                 return Err(io::Error::new(
                     io::ErrorKind::WriteZero,

@@ -9,7 +9,7 @@
 use super::format::*;
 use super::mark::{Mark, MarkFound, MarkWriter, decode_mark, read_mark};
 use super::shared::lock;
-use super::vfs::{LockAttempt, SharedFile, Vfs, VfsFile, write_all_at};
+use super::vfs::{LockAttempt, SharedFile, Vfs, VfsFile, write_all_at, write_all_with};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -292,19 +292,11 @@ impl Writers {
     fn write_slot(&self, vfs: &dyn Vfs, index: usize, slot: &[u8]) -> io::Result<()> {
         let at = (index * SHARED_SLOT_LEN) as u64;
         if let Some(h) = self.handle(vfs, &self.shared_file, SHARED_FILE, true)? {
-            let mut done = 0;
-            while done < slot.len() {
-                match h.write_at(&slot[done..], at + done as u64) {
-                    Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "wrote 0 bytes")),
-                    Ok(k) => done += k,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        self.failures.fetch_add(1, Ordering::Relaxed);
-                        return Err(e);
-                    }
-                }
+            let r = write_all_with(|b, off| h.write_at(b, off), slot, at);
+            if r.is_err() {
+                self.failures.fetch_add(1, Ordering::Relaxed);
             }
-            return Ok(());
+            return r;
         }
         let path = self.dir.join(SHARED_FILE);
         let mut f = lock(&self.file);
@@ -318,7 +310,7 @@ impl Writers {
             });
         }
         let file = f.as_ref().expect("opened above");
-        let r = write_all_at(file.as_ref(), slot, (index * SHARED_SLOT_LEN) as u64);
+        let r = write_all_at(file.as_ref(), slot, at);
         if r.is_err() {
             *f = None;
             self.failures.fetch_add(1, Ordering::Relaxed);
