@@ -46,6 +46,7 @@ mod integrity_reader_during_rotation;
 mod integrity_snapshot_limit;
 mod integrity_verify_open_verdict;
 mod integrity_wrong_key;
+mod many_writer_schedules;
 mod many_writers;
 mod open_deferred_crash;
 mod open_lock_wait;
