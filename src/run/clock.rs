@@ -88,18 +88,33 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 }
 
 /// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+/// Every replayed transition formats several (its time, and each unit it
+/// reads), so the digits of years 0–9999 are written by hand rather than
+/// through `format!`; other years take `format!`'s spelling.
 pub fn format_rfc3339(millis: i64) -> String {
     let days = millis.div_euclid(86_400_000);
     let ms_of_day = millis.rem_euclid(86_400_000);
     let (y, mo, d) = civil_from_days(days);
     let secs = ms_of_day / 1000;
-    format!(
-        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60,
-        ms_of_day % 1000
-    )
+    let (h, mi, s, ms) = (secs / 3600, secs / 60 % 60, secs % 60, ms_of_day % 1000);
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z");
+    }
+    let mut b = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut v: u64| {
+        for i in (at..at + width).rev() {
+            b[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, y as u64);
+    put(5, 2, u64::from(mo));
+    put(8, 2, u64::from(d));
+    put(11, 2, h as u64);
+    put(14, 2, mi as u64);
+    put(17, 2, s as u64);
+    put(20, 3, ms as u64);
+    b.iter().map(|&c| c as char).collect()
 }
 
 /// Parses an RFC 3339 timestamp (`Z` or `±HH:MM` offset, optional fraction)
@@ -167,6 +182,40 @@ mod tests {
         assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(format_rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
         assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn the_hand_written_digits_spell_what_format_spells() {
+        let reference = |millis: i64| {
+            let days = millis.div_euclid(86_400_000);
+            let ms_of_day = millis.rem_euclid(86_400_000);
+            let (y, mo, d) = civil_from_days(days);
+            let secs = ms_of_day / 1000;
+            format!(
+                "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+                secs / 3600,
+                secs / 60 % 60,
+                secs % 60,
+                ms_of_day % 1000
+            )
+        };
+        // Year 0, 9999 and 10000, around the epoch, and a pseudo-random walk.
+        let mut ms = vec![
+            -62_167_219_200_000,
+            253_402_300_799_999,
+            253_402_300_800_000,
+        ];
+        ms.extend([-86_400_001, -1, 0, 1, 999, 1000, 86_399_999, 86_400_000]);
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ms.push((x % 300_000_000_000_000) as i64 - 80_000_000_000_000);
+        }
+        for m in ms {
+            assert_eq!(format_rfc3339(m), reference(m), "{m}");
+        }
     }
 
     #[test]
