@@ -81,6 +81,15 @@ pub fn codecs() -> [Codec; 2] {
     [Codec::Binary, Codec::Jsonl]
 }
 
+/// How many thread schedules each shuttle test explores (`RUNLOG_SCHEDULES`,
+/// default 1500): the group commit's and the many writers' models.
+pub fn schedules() -> usize {
+    std::env::var("RUNLOG_SCHEDULES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1500)
+}
+
 /// Every file in a directory with its bytes, for "nothing was modified" checks.
 pub fn dir_bytes(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<_> = std::fs::read_dir(dir)

@@ -5,6 +5,7 @@
 //! wake-up (shuttle fails a schedule in which every thread is blocked).
 //! Regression: "a rotation's failed fsync raced by a leader's fsync of the same
 //! file acknowledged records whose pages were dropped" (fixed by the fsync gate).
+use crate::common;
 use runlog::engine::group::{GroupCommit, GroupState, Monitor};
 use shuttle::sync::{Condvar, Mutex, MutexGuard};
 use shuttle::thread;
@@ -167,29 +168,29 @@ fn scenario(writers: usize, fail_at: Option<usize>, fail_rotation: bool) {
     }
 }
 
-fn iterations() -> usize {
-    std::env::var("RUNLOG_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1500)
-}
-
 #[test]
 fn eight_writers_random_schedules_no_failure() {
-    shuttle::check_random(|| scenario(8, None, false), iterations());
+    shuttle::check_random(|| scenario(8, None, false), common::schedules());
 }
 
 #[test]
 fn eight_writers_random_schedules_with_a_failed_fsync() {
     for fail_at in 1..=3 {
-        shuttle::check_random(move || scenario(8, Some(fail_at), false), iterations() / 3);
+        shuttle::check_random(
+            move || scenario(8, Some(fail_at), false),
+            common::schedules() / 3,
+        );
     }
 }
 
 #[test]
 fn eight_writers_pct_schedules() {
     for fail_at in [None, Some(1), Some(2)] {
-        shuttle::check_pct(move || scenario(8, fail_at, false), iterations() / 3, 3);
+        shuttle::check_pct(
+            move || scenario(8, fail_at, false),
+            common::schedules() / 3,
+            3,
+        );
     }
 }
 
@@ -197,6 +198,6 @@ fn eight_writers_pct_schedules() {
 /// that captured its target before the rotation is about to fsync the same file.
 #[test]
 fn failed_rotation_fsync_raced_by_a_leader_acknowledges_nothing_lost() {
-    shuttle::check_random(|| scenario(3, None, true), iterations());
-    shuttle::check_pct(|| scenario(3, None, true), iterations(), 3);
+    shuttle::check_random(|| scenario(3, None, true), common::schedules());
+    shuttle::check_pct(|| scenario(3, None, true), common::schedules(), 3);
 }

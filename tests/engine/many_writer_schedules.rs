@@ -353,13 +353,6 @@ fn scenario(codec: Codec, roles: &[Role], fail_fsync: Option<usize>, pad: usize)
     }
 }
 
-fn iterations() -> usize {
-    std::env::var("RUNLOG_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1500)
-}
-
 use Role::{Acknowledged as Ack, Killed};
 
 #[test]
@@ -368,11 +361,11 @@ fn three_writers_any_interleaving_acknowledge_only_durable_records() {
     for codec in codecs() {
         shuttle::check_random(
             move || scenario(codec, &[Ack, Ack, Ack], None, 10),
-            iterations(),
+            common::schedules(),
         );
         shuttle::check_pct(
             move || scenario(codec, &[Ack, Ack, Ack], None, 10),
-            iterations(),
+            common::schedules(),
             3,
         );
     }
@@ -386,10 +379,13 @@ fn three_writers_any_interleaving_acknowledge_only_durable_records() {
 fn a_writer_killed_before_its_fsync_among_others_loses_nothing_acknowledged() {
     for codec in codecs() {
         for roles in [[Killed, Ack, Ack], [Ack, Killed, Ack]] {
-            shuttle::check_random(move || scenario(codec, &roles, None, 10), iterations() / 2);
+            shuttle::check_random(
+                move || scenario(codec, &roles, None, 10),
+                common::schedules() / 2,
+            );
             shuttle::check_pct(
                 move || scenario(codec, &roles, None, 10),
-                iterations() / 2,
+                common::schedules() / 2,
                 3,
             );
         }
@@ -402,11 +398,11 @@ fn a_failed_fdatasync_in_any_schedule_acknowledges_nothing_it_covered() {
         for fail in 1..=3 {
             shuttle::check_random(
                 move || scenario(codec, &[Ack, Ack, Ack], Some(fail), 10),
-                iterations() / 3,
+                common::schedules() / 3,
             );
             shuttle::check_pct(
                 move || scenario(codec, &[Ack, Ack, Ack], Some(fail), 10),
-                iterations() / 3,
+                common::schedules() / 3,
                 3,
             );
         }
@@ -422,11 +418,11 @@ fn writers_whose_records_roll_the_segment_over_acknowledge_only_durable_records(
     for codec in codecs() {
         shuttle::check_random(
             move || scenario(codec, &[Ack, Ack, Ack], None, 1500),
-            iterations() / 2,
+            common::schedules() / 2,
         );
         shuttle::check_random(
             move || scenario(codec, &[Ack, Killed, Ack], Some(2), 1500),
-            iterations() / 2,
+            common::schedules() / 2,
         );
     }
     assert!(
