@@ -7,6 +7,7 @@
 //! `RUNLOG_KILL9_UNITS` sets the number of units (default 1600; two calls each).
 use crate::cli_support;
 use cli_support::*;
+use runlog::engine::sim::SimRng;
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
@@ -17,19 +18,6 @@ use std::time::{Duration, Instant};
 const WRITERS: usize = 8;
 const READERS: usize = 2;
 const RUN: &str = "r";
-
-/// A tiny fixed-seed generator (splitmix64): reproducible choices, no crate.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
 
 /// How one `unit RUN UNIT STATUS` call ended.
 #[derive(Debug, Clone)]
@@ -175,15 +163,15 @@ fn eight_one_shot_writers_killed_at_random_lose_no_acknowledged_transition() {
         .map(|w| {
             let root = root.clone();
             std::thread::spawn(move || {
-                let mut rng = SplitMix64(0x6B69_6C6C_3921 ^ ((w as u64) << 48));
+                let mut rng = SimRng::new(0x6B69_6C6C_3921 ^ ((w as u64) << 48));
                 let mut calls = vec![];
                 for i in (w..units).step_by(WRITERS) {
                     let unit = format!("u{i}");
                     for status in ["in_progress", "done"] {
                         let kill = rng
-                            .next()
+                            .next_u64()
                             .is_multiple_of(4)
-                            .then(|| Duration::from_micros(rng.next() % 4_001));
+                            .then(|| Duration::from_micros(rng.next_u64() % 4_001));
                         calls.push(one_call(&root, &unit, status, kill));
                     }
                 }
