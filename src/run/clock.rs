@@ -89,8 +89,8 @@ fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 
 /// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 /// Every replayed transition formats several (its time, and each unit it
-/// reads), so the digits of years 0–9999 are written by hand rather than
-/// through `format!`; other years take `format!`'s spelling.
+/// reads), so the digits of years 0–9999 are written by hand;
+/// `format!` spells the other years.
 pub fn format_rfc3339(millis: i64) -> String {
     let days = millis.div_euclid(86_400_000);
     let ms_of_day = millis.rem_euclid(86_400_000);
@@ -98,7 +98,7 @@ pub fn format_rfc3339(millis: i64) -> String {
     let secs = ms_of_day / 1000;
     let (h, mi, s, ms) = (secs / 3600, secs / 60 % 60, secs % 60, ms_of_day % 1000);
     if !(0..=9999).contains(&y) {
-        return format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z");
+        return format_rfc3339_by_fmt(millis);
     }
     let mut b = *b"0000-00-00T00:00:00.000Z";
     let mut put = |at: usize, width: usize, mut v: u64| {
@@ -115,6 +115,22 @@ pub fn format_rfc3339(millis: i64) -> String {
     put(17, 2, s as u64);
     put(20, 3, ms as u64);
     b.iter().map(|&c| c as char).collect()
+}
+
+/// [`format_rfc3339`] through `format!`, for any year (a year past 9999 has
+/// more digits, one before 0 a sign).
+fn format_rfc3339_by_fmt(millis: i64) -> String {
+    let days = millis.div_euclid(86_400_000);
+    let ms_of_day = millis.rem_euclid(86_400_000);
+    let (y, mo, d) = civil_from_days(days);
+    let secs = ms_of_day / 1000;
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        ms_of_day % 1000
+    )
 }
 
 /// Parses an RFC 3339 timestamp (`Z` or `±HH:MM` offset, optional fraction)
@@ -186,19 +202,6 @@ mod tests {
 
     #[test]
     fn the_hand_written_digits_spell_what_format_spells() {
-        let reference = |millis: i64| {
-            let days = millis.div_euclid(86_400_000);
-            let ms_of_day = millis.rem_euclid(86_400_000);
-            let (y, mo, d) = civil_from_days(days);
-            let secs = ms_of_day / 1000;
-            format!(
-                "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-                secs / 3600,
-                secs / 60 % 60,
-                secs % 60,
-                ms_of_day % 1000
-            )
-        };
         // Year 0, 9999 and 10000, around the epoch, and a pseudo-random walk.
         let mut ms = vec![
             -62_167_219_200_000,
@@ -214,7 +217,7 @@ mod tests {
             ms.push((x % 300_000_000_000_000) as i64 - 80_000_000_000_000);
         }
         for m in ms {
-            assert_eq!(format_rfc3339(m), reference(m), "{m}");
+            assert_eq!(format_rfc3339(m), format_rfc3339_by_fmt(m), "{m}");
         }
     }
 
