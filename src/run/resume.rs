@@ -17,6 +17,7 @@
 //! (a transitive closure).
 
 use super::doc::{Unit, UnitStatus};
+use super::units::UnitRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::convert::Infallible;
@@ -33,9 +34,36 @@ pub struct ResumeSet {
     pub dep_blocked: BTreeMap<String, Vec<String>>,
 }
 
+/// What a walk over dependencies reads of a unit: a document's [`Unit`] or a
+/// table's [`UnitRecord`], whichever the caller holds.
+pub(crate) trait DepNode {
+    /// Its status.
+    fn status(&self) -> UnitStatus;
+    /// The units it depends on.
+    fn depends_on(&self) -> &[String];
+}
+
+impl DepNode for Unit {
+    fn status(&self) -> UnitStatus {
+        self.status
+    }
+    fn depends_on(&self) -> &[String] {
+        &self.depends_on
+    }
+}
+
+impl DepNode for UnitRecord {
+    fn status(&self) -> UnitStatus {
+        self.status
+    }
+    fn depends_on(&self) -> &[String] {
+        &self.depends_on
+    }
+}
+
 /// Looks a unit up by name: `None` for a unit the run does not have; an error
 /// (damage to the store) stops the walk that asked.
-pub(crate) type Lookup<'l, E> = dyn FnMut(&str) -> Result<Option<Unit>, E> + 'l;
+pub(crate) type Lookup<'l, N, E> = dyn FnMut(&str) -> Result<Option<N>, E> + 'l;
 
 fn from_map(
     units: &BTreeMap<String, Unit>,
@@ -45,13 +73,13 @@ fn from_map(
 
 /// The not-done dependencies of `deps`, looking units up through `lookup`
 /// (unknown units count as not done).
-pub(crate) fn missing_deps_by<'d, E>(
+pub(crate) fn missing_deps_by<'d, N: DepNode, E>(
     deps: &'d [String],
-    lookup: &mut Lookup<'_, E>,
+    lookup: &mut Lookup<'_, N, E>,
 ) -> Result<Vec<&'d String>, E> {
     let mut out = vec![];
     for d in deps {
-        if lookup(d)?.is_none_or(|u| u.status != UnitStatus::Done) {
+        if lookup(d)?.is_none_or(|u| u.status() != UnitStatus::Done) {
             out.push(d);
         }
     }
@@ -75,9 +103,9 @@ pub fn blocking_roots(units: &BTreeMap<String, Unit>, deps: &[String]) -> Vec<St
 
 /// [`blocking_roots`], looking units up through `lookup` (a run kept in a
 /// table answers by lookup, without a map of every unit).
-pub(crate) fn blocking_roots_by<E>(
+pub(crate) fn blocking_roots_by<N: DepNode, E>(
     deps: &[String],
-    lookup: &mut Lookup<'_, E>,
+    lookup: &mut Lookup<'_, N, E>,
 ) -> Result<Vec<String>, E> {
     let mut roots: BTreeSet<String> = BTreeSet::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
@@ -91,7 +119,11 @@ pub(crate) fn blocking_roots_by<E>(
         }
         let before = stack.len();
         if let Some(u) = lookup(&d)? {
-            stack.extend(missing_deps_by(&u.depends_on, lookup)?.into_iter().cloned());
+            stack.extend(
+                missing_deps_by(u.depends_on(), lookup)?
+                    .into_iter()
+                    .cloned(),
+            );
         }
         if stack.len() == before {
             roots.insert(d.clone());

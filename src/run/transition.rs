@@ -311,16 +311,16 @@ pub fn check_init(spec: &InitSpec) -> Result<(), RuleError> {
     Ok(())
 }
 
-fn new_unit(at: &str) -> Unit {
-    Unit {
+fn new_unit(at_ms: i64) -> UnitRecord {
+    UnitRecord {
         status: UnitStatus::Pending,
         depends_on: vec![],
         note: String::new(),
         attempts: 0,
-        created_at: at.to_string(),
-        updated_at: at.to_string(),
-        started_at: None,
-        finished_at: None,
+        created: at_ms,
+        updated: at_ms,
+        started: None,
+        finished: None,
     }
 }
 
@@ -392,19 +392,21 @@ impl KeyedMachine for RunKeyed {
 /// leaves `doc` and `units` as they were.
 fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> Result<(), RuleError> {
     // Stored as milliseconds: the one spelling every timestamp renders back to.
-    let at = &format_rfc3339(parse_rfc3339(&t.at).ok_or_else(|| {
+    // Units keep the milliseconds; the document keeps that spelling.
+    let at_ms = parse_rfc3339(&t.at).ok_or_else(|| {
         RuleError::Invalid(format!(
             "transition time {:?} is not an RFC 3339 UTC timestamp",
             t.at
         ))
-    })?);
+    })?;
+    let at = &format_rfc3339(at_ms);
     let at = at.as_str();
     if let Change::Init(spec) = &t.change {
         if doc.is_initialized() {
             return Err(RuleError::AlreadyInitialized { id: doc.id.clone() });
         }
         check_init(spec)?;
-        init(doc, units, spec, at)?;
+        init(doc, units, spec, at, at_ms)?;
         return Ok(());
     }
     if !doc.is_initialized() {
@@ -424,7 +426,14 @@ fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> Result<(), 
             status,
             note,
             deps,
-        } => set_unit(units, at, unit, *status, note.as_deref(), deps.as_deref())?,
+        } => set_unit(
+            units,
+            at_ms,
+            unit,
+            *status,
+            note.as_deref(),
+            deps.as_deref(),
+        )?,
         Change::Phase { phase, status } => {
             check_name("phase", phase)?;
             let p = doc.phases.entry(phase.clone()).or_insert_with(|| Phase {
@@ -552,6 +561,7 @@ fn init(
     units: &mut dyn Units,
     spec: &InitSpec,
     at: &str,
+    at_ms: i64,
 ) -> Result<(), RuleError> {
     // An uninitialized store holds no unit: every one named is new.
     let mut named: BTreeMap<&String, Vec<String>> = BTreeMap::new();
@@ -566,7 +576,7 @@ fn init(
         named.insert(u, d.clone());
     }
     for (name, deps) in named {
-        let mut u = new_unit(at);
+        let mut u = new_unit(at_ms);
         u.depends_on = deps;
         units.set(name, u, None)?;
     }
@@ -597,7 +607,7 @@ fn init(
 
 fn set_unit(
     units: &mut dyn Units,
-    at: &str,
+    at_ms: i64,
     name: &str,
     status: UnitStatus,
     note: Option<&str>,
@@ -631,13 +641,13 @@ fn set_unit(
         });
     }
     let was = existing.as_ref().map(|u| u.status);
-    let mut u = existing.unwrap_or_else(|| new_unit(at));
+    let mut u = existing.unwrap_or_else(|| new_unit(at_ms));
     if status == UnitStatus::InProgress {
         u.attempts += 1;
-        u.started_at = Some(at.to_string());
+        u.started = Some(at_ms);
     }
     if status == UnitStatus::Done && u.status != UnitStatus::Done {
-        u.finished_at = Some(at.to_string());
+        u.finished = Some(at_ms);
     }
     u.status = status;
     if let Some(n) = note {
@@ -646,6 +656,6 @@ fn set_unit(
     if let Some(d) = deps {
         u.depends_on = d.to_vec();
     }
-    u.updated_at = at.to_string();
+    u.updated = at_ms;
     units.set(name, u, was)
 }

@@ -144,12 +144,14 @@ pub struct RunHeader {
     pub counts: UnitCounts,
 }
 
-/// What the rules need of a run's units.
+/// What the rules need of a run's units. They work on [`UnitRecord`]s, the
+/// table's own form (timestamps in milliseconds), so replaying a record costs
+/// no timestamp parsing or formatting; only the whole-document model converts.
 pub(crate) trait Units {
     /// The unit called `name`. `Err` only for damage to the store.
-    fn unit(&self, name: &str) -> Result<Option<Unit>, RuleError>;
+    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, RuleError>;
     /// Adds or replaces a unit (`was`: its status before, `None` when new).
-    fn set(&mut self, name: &str, u: Unit, was: Option<UnitStatus>) -> Result<(), RuleError>;
+    fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), RuleError>;
     /// How many units there are per status.
     fn counts(&self) -> UnitCounts;
     /// Every unit not done, with its status (a scan: only when finalizing).
@@ -160,12 +162,15 @@ pub(crate) trait Units {
 pub(crate) struct MapUnits<'a>(pub &'a mut BTreeMap<String, Unit>);
 
 impl Units for MapUnits<'_> {
-    fn unit(&self, name: &str) -> Result<Option<Unit>, RuleError> {
-        Ok(self.0.get(name).cloned())
+    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, RuleError> {
+        self.0
+            .get(name)
+            .map(|u| UnitRecord::from_unit(u).map_err(|e| in_unit(name, e)))
+            .transpose()
     }
 
-    fn set(&mut self, name: &str, u: Unit, _: Option<UnitStatus>) -> Result<(), RuleError> {
-        self.0.insert(name.to_string(), u);
+    fn set(&mut self, name: &str, u: UnitRecord, _: Option<UnitStatus>) -> Result<(), RuleError> {
+        self.0.insert(name.to_string(), u.to_unit());
         Ok(())
     }
 
@@ -190,19 +195,27 @@ pub(crate) struct TableUnits<'a> {
     pub(crate) counts: &'a mut UnitCounts,
 }
 
+/// A unit of a document whose timestamps do not parse, named.
+fn in_unit(name: &str, e: RuleError) -> RuleError {
+    match e {
+        RuleError::Invalid(m) => RuleError::Invalid(format!("unit {name:?}: {m}")),
+        e => e,
+    }
+}
+
 fn damaged(e: impl std::error::Error + 'static) -> RuleError {
     RuleError::Storage(crate::engine::ErrorChain(&e).to_string())
 }
 
 impl Units for TableUnits<'_> {
-    fn unit(&self, name: &str) -> Result<Option<Unit>, RuleError> {
-        Ok(self.state.get(name).map_err(damaged)?.map(|r| r.to_unit()))
+    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, RuleError> {
+        self.state.get(name).map_err(damaged)
     }
 
-    fn set(&mut self, name: &str, u: Unit, was: Option<UnitStatus>) -> Result<(), RuleError> {
-        let rec = UnitRecord::from_unit(&u)?;
-        self.state.put(name, rec).map_err(damaged)?;
-        self.counts.moved(was, u.status);
+    fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), RuleError> {
+        let status = u.status;
+        self.state.put(name, u).map_err(damaged)?;
+        self.counts.moved(was, status);
         Ok(())
     }
 
