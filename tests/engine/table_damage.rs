@@ -404,3 +404,43 @@ fn damage_names_the_part() {
         "{e}"
     );
 }
+
+/// A reader checks a block the first time it enters it and remembers that it
+/// passed (a table file never changes once renamed into place); `verify` does
+/// not trust that memory. Damage written into the mapped file in place after
+/// every block was checked by lookups is still reported by `verify`, and by
+/// the lookups of a reader that opens the file afresh.
+#[test]
+fn verify_rechecks_blocks_that_lookups_already_checked() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(NAME);
+    std::fs::write(&file, table_bytes(false)).unwrap();
+    let t = Table::open(&runlog::engine::RealFs, &file, None).unwrap();
+    assert!(t.blocks() > 2, "the model spans several blocks");
+    let m = model();
+    for (k, v) in &m {
+        assert_eq!(t.get(k).unwrap(), Some(v.as_slice()));
+    }
+    t.verify().expect("clean before the damage");
+    // One byte of block 0's first key, changed in place under the map.
+    let at = TABLE_HEADER_LEN + TABLE_ENTRY_HEADER_LEN;
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.write_all_at(b"X", at as u64).unwrap();
+    drop(f);
+    let damaged = |e: Error| match e {
+        Error::Corrupt { path, offset, .. } => {
+            assert_eq!(path, file);
+            assert_eq!(offset, TABLE_HEADER_LEN as u64, "block 0's offset");
+        }
+        other => panic!("not reported as damage: {other}"),
+    };
+    damaged(t.verify().expect_err("verify checks every block again"));
+    let fresh = Table::open(&runlog::engine::RealFs, &file, None).unwrap();
+    let first = m.keys().next().unwrap();
+    damaged(
+        fresh
+            .get(first)
+            .expect_err("a new reader checks block 0 first"),
+    );
+}

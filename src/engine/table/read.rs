@@ -1,7 +1,7 @@
 //! The table reader: opening validates the file header, footer, index and
 //! header block (never a data block); a lookup is a binary search of the index
-//! and one block, checked before use. Everything here is pure over the file's
-//! bytes except [`Table::open`].
+//! and one block, checked before its first use. Everything here is pure over
+//! the file's bytes except [`Table::open`].
 
 use super::format::*;
 use crate::engine::error::{Error, Result};
@@ -11,6 +11,7 @@ use crate::engine::vfs::{FileBytes, Vfs};
 use std::cmp::Ordering;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 /// An open table snapshot. Holds the file's bytes (a memory map on `RealFs`)
 /// and, per data block, the position of its index entry.
@@ -29,6 +30,9 @@ pub struct Table {
     index_end: usize,
     /// Per block, its index entry's offset within the index body.
     blocks: Vec<u32>,
+    /// One bit per block: set once the block passed its check (see
+    /// [`Table::block`]), so later lookups into it skip the CRC and the walk.
+    checked: Box<[AtomicU64]>,
     /// The header body's byte range in the file.
     header_at: usize,
     header_end: usize,
@@ -201,6 +205,9 @@ impl Table {
                 format!("table index (offset {index_at}, {index_len} bytes): {r}"),
             )
         })?;
+        let checked = (0..blocks.len().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
         Ok(Table {
             path,
             bytes,
@@ -212,6 +219,7 @@ impl Table {
             index_at,
             index_end,
             blocks,
+            checked,
             header_at,
             header_end,
         })
@@ -280,7 +288,7 @@ impl Table {
     }
 
     /// The value of `key`: a binary search of the index, then one block, whose
-    /// checksum (and tag) is checked before use.
+    /// checksum (and tag) is checked before its first use by this reader.
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
         let i = self.block_for(key);
         if i == self.blocks.len() {
@@ -328,7 +336,7 @@ impl Table {
     pub fn verify(&self) -> Result<()> {
         let mut n = 0u64;
         for i in 0..self.blocks.len() {
-            self.block(i)?;
+            self.check_block(i)?;
             n += u64::from(self.index_entry(i)?.entries);
         }
         if n != self.entries {
@@ -383,14 +391,44 @@ impl Table {
         partition(self.blocks.len(), |i| self.last_key(i) < key)
     }
 
+    /// Block `i`, checked before its first use by this reader (its bit in
+    /// `checked`), as [`Table::check_block`] does; a block already checked is
+    /// sliced without checking again. The file never changes once renamed
+    /// into place (FORMAT.md §11.6), so one check per open table holds for
+    /// every later lookup, as a block cache's decoded blocks do.
+    fn block(&self, i: usize) -> Result<Block<'_>> {
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        let done = self
+            .checked
+            .get(word)
+            .is_some_and(|w| w.load(AtomicOrdering::Relaxed) & bit != 0);
+        if done {
+            let ix = self.index_entry(i)?;
+            let (at, len) = (ix.offset as usize, ix.len as usize);
+            // Within the file: checked at open, and again by the first check.
+            if let Some(bytes) = self.file().get(at..at + len - TABLE_CRC_LEN) {
+                return Ok(Block { body: bytes });
+            }
+        }
+        let b = self.check_block(i)?;
+        if let Some(w) = self.checked.get(word) {
+            w.fetch_or(bit, AtomicOrdering::Relaxed);
+        }
+        Ok(b)
+    }
+
     /// Block `i`, checked whole: checksum, tag, every entry within the limits
     /// and the block, keys strictly increasing and after the previous block's
     /// last key, the entry count and last key as the index says.
-    fn block(&self, i: usize) -> Result<Block<'_>> {
+    fn check_block(&self, i: usize) -> Result<Block<'_>> {
         let ix = self.index_entry(i)?;
         let (at, len) = (ix.offset as usize, ix.len as usize);
-        let name = format!("table block {i} (offset {at}, {len} bytes)");
-        let damaged = |reason: String| self.corrupt(ix.offset, format!("{name}: {reason}"));
+        let damaged = |reason: String| {
+            self.corrupt(
+                ix.offset,
+                format!("table block {i} (offset {at}, {len} bytes): {reason}"),
+            )
+        };
         // Offsets and lengths were checked against the file at open.
         let bytes = self
             .file()
@@ -408,7 +446,7 @@ impl Table {
                     path: self.path.clone(),
                     offset: ix.offset,
                     seq: Some(self.seq),
-                    what: format!("{name}: block tag mismatch"),
+                    what: format!("table block {i} (offset {at}, {len} bytes): block tag mismatch"),
                 });
             }
         }
