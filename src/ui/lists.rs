@@ -387,7 +387,7 @@ pub fn blocking_roots(view: &RunView<'_>, deps: &[String]) -> Result<(Vec<String
 /// ten seconds, and five times what the last scan took, so scanning takes at
 /// most a sixth of one core.
 pub fn min_rescan_gap(last_took_ms: u64) -> std::time::Duration {
-    std::time::Duration::from_millis(last_took_ms.saturating_mul(5).max(10_000))
+    std::time::Duration::from_millis(last_took_ms.saturating_mul(5).max(2_000))
 }
 
 #[cfg(test)]
