@@ -26,14 +26,7 @@ pub fn serve(
     };
     // A prefix resolves to its run now, so the printed URL names it exactly.
     let run = run.map(|r| runs.resolve(&r)).transpose()?;
-    let bound = crate::ui::bind(
-        runs,
-        &crate::ui::UiOptions {
-            listen,
-            token,
-            run,
-        },
-    )?;
+    let bound = crate::ui::bind(runs, &crate::ui::UiOptions { listen, token, run })?;
     let url = bound.url().to_string();
     if json {
         write_out(&format!("{}\n", serde_json::json!({ "url": url })))?;
@@ -53,8 +46,12 @@ pub fn serve(
             .status()
         {
             Ok(s) if s.success() => {}
-            Ok(s) => eprintln!("runlog ui: --open: xdg-open exited with {s}; open the URL yourself"),
-            Err(e) => eprintln!("runlog ui: --open: cannot run xdg-open ({e}); open the URL yourself"),
+            Ok(s) => {
+                eprintln!("runlog ui: --open: xdg-open exited with {s}; open the URL yourself")
+            }
+            Err(e) => {
+                eprintln!("runlog ui: --open: cannot run xdg-open ({e}); open the URL yourself")
+            }
         }
     }
     bound.serve()?;

@@ -37,7 +37,13 @@ pub fn asset(name: &str) -> Option<(&'static str, &'static str)> {
 mod tests {
     #[test]
     fn the_script_never_writes_html() {
-        for bad in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+        for bad in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
             assert!(!super::APP_JS.contains(bad), "app.js uses {bad}");
         }
         assert!(!super::INDEX_HTML.contains("<script>"), "inline script");

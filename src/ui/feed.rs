@@ -184,7 +184,9 @@ pub struct Watcher {
 
 impl std::fmt::Debug for Watcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watcher").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("Watcher")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -348,7 +350,8 @@ fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher
                 let lists_seq = lists.as_ref().map(|l| l.seq);
                 let remote = lock(&w.remote).clone();
                 maybe_scan(runs, w, seq);
-                let changed = seq != last_seq || lists_seq != last_lists_seq || remote != last_remote;
+                let changed =
+                    seq != last_seq || lists_seq != last_lists_seq || remote != last_remote;
                 if !changed && last_sent.elapsed() < RESEND_EVERY {
                     continue;
                 }

@@ -73,8 +73,9 @@ impl Fleet {
         });
         let total = rows.len();
         rows.truncate(MAX_LISTED);
-        let (finished, live): (Vec<_>, Vec<_>) =
-            rows.into_iter().partition(|r| r["closed"].as_bool() == Some(true));
+        let (finished, live): (Vec<_>, Vec<_>) = rows
+            .into_iter()
+            .partition(|r| r["closed"].as_bool() == Some(true));
         let archived = match runs.list_archived() {
             Ok(mut a) => {
                 let n = a.len();

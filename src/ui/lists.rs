@@ -258,7 +258,8 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
             UnitStatus::Done => {
                 done += 1;
                 if let Some(f) = ms(&u.finished_at) {
-                    let b = ((f.clamp(from_ms, to_ms - 1) - from_ms) as i128 * CHART_BUCKETS as i128
+                    let b = ((f.clamp(from_ms, to_ms - 1) - from_ms) as i128
+                        * CHART_BUCKETS as i128
                         / span) as usize;
                     chart[b.min(CHART_BUCKETS - 1)] += 1;
                     if let Some(s) = ms(&u.started_at) {
@@ -280,7 +281,8 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
             UnitStatus::Blocked => lists[bl].offer(|| entry(vec![])),
             UnitStatus::Pending => lists[pe].offer(|| entry(vec![])),
             UnitStatus::InProgress => {
-                let started = ms(&u.started_at).unwrap_or_else(|| ms(&Some(u.updated_at.clone())).unwrap_or(now_ms));
+                let started = ms(&u.started_at)
+                    .unwrap_or_else(|| ms(&Some(u.updated_at.clone())).unwrap_or(now_ms));
                 ages[age_bucket(now_ms - started).min(63)] += 1;
                 oldest.push((started, name.clone()));
                 if oldest.len() > KEPT_PER_LIST {
@@ -349,7 +351,10 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
 /// reached through not-done dependencies that have none themselves (an
 /// unknown unit is a root). Visits at most [`MAX_ROOTS_WALK`] units; the
 /// flag says the walk stopped there.
-pub fn blocking_roots(view: &RunView<'_>, deps: &[String]) -> Result<(Vec<String>, bool), RunError> {
+pub fn blocking_roots(
+    view: &RunView<'_>,
+    deps: &[String],
+) -> Result<(Vec<String>, bool), RunError> {
     let mut seen: HashSet<String> = HashSet::new();
     let mut stack: Vec<String> = deps.to_vec();
     let mut roots = Vec::new();

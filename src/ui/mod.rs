@@ -52,7 +52,9 @@ pub struct Bound {
 
 impl std::fmt::Debug for Bound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bound").field("url", &self.url).finish_non_exhaustive()
+        f.debug_struct("Bound")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
     }
 }
 

@@ -44,7 +44,9 @@ pub struct AppState {
 
 impl std::fmt::Debug for AppState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AppState").field("runs", &self.runs).finish_non_exhaustive()
+        f.debug_struct("AppState")
+            .field("runs", &self.runs)
+            .finish_non_exhaustive()
     }
 }
 
@@ -81,7 +83,12 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 fn plain(code: StatusCode, text: &str) -> Response {
-    (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text.to_string()).into_response()
+    (
+        code,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        text.to_string(),
+    )
+        .into_response()
 }
 
 fn json_text(text: impl Into<String>) -> Response {
@@ -247,13 +254,21 @@ async fn api_list(
     let Some(kind) = Kind::parse(&list) else {
         return json_error(
             StatusCode::NOT_FOUND,
-            &format!("refused: no list {list:?}; the lists are {}", lists::KINDS.map(Kind::name).join(", ")),
+            &format!(
+                "refused: no list {list:?}; the lists are {}",
+                lists::KINDS.map(Kind::name).join(", ")
+            ),
         );
     };
     let page = match q.get("page").map(|p| p.parse::<usize>()) {
         None => 0,
         Some(Ok(p)) if p < 1_000_000 => p,
-        Some(_) => return json_error(StatusCode::BAD_REQUEST, "refused: page must be a number from 0"),
+        Some(_) => {
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                "refused: page must be a number from 0",
+            );
+        }
     };
     let w = match watcher(&st, &id).await {
         Ok(w) => w,
@@ -269,23 +284,24 @@ async fn api_list(
     if kind == Kind::HeldBack {
         // The roots behind each shown entry, by lookup in the run as it is now.
         let (runs, id2, entries) = (st.runs.clone(), id.clone(), v["entries"].clone());
-        let roots = tokio::task::spawn_blocking(move || -> Result<Vec<serde_json::Value>, RunError> {
-            let read = runs.read_run(&id2)?;
-            let view = read.view();
-            let mut out = vec![];
-            for e in entries.as_array().into_iter().flatten() {
-                let deps: Vec<String> = e["openDeps"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|d| d.as_str().map(String::from))
-                    .collect();
-                let (r, cut) = lists::blocking_roots(&view, &deps)?;
-                out.push(serde_json::json!({"roots": r, "walkCut": cut}));
-            }
-            Ok(out)
-        })
-        .await;
+        let roots =
+            tokio::task::spawn_blocking(move || -> Result<Vec<serde_json::Value>, RunError> {
+                let read = runs.read_run(&id2)?;
+                let view = read.view();
+                let mut out = vec![];
+                for e in entries.as_array().into_iter().flatten() {
+                    let deps: Vec<String> = e["openDeps"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|d| d.as_str().map(String::from))
+                        .collect();
+                    let (r, cut) = lists::blocking_roots(&view, &deps)?;
+                    out.push(serde_json::json!({"roots": r, "walkCut": cut}));
+                }
+                Ok(out)
+            })
+            .await;
         match roots {
             Ok(Ok(r)) => {
                 if let Some(es) = v["entries"].as_array_mut() {
@@ -311,12 +327,18 @@ async fn api_unit(
         return r;
     }
     let Some(name) = q.get("name").cloned() else {
-        return json_error(StatusCode::BAD_REQUEST, "refused: give the unit's name: ?name=UNIT");
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "refused: give the unit's name: ?name=UNIT",
+        );
     };
     if name.is_empty() || name.len() > crate::run::MAX_NAME_BYTES {
         return json_error(
             StatusCode::BAD_REQUEST,
-            &format!("refused: a unit name is 1–{} bytes", crate::run::MAX_NAME_BYTES),
+            &format!(
+                "refused: a unit name is 1–{} bytes",
+                crate::run::MAX_NAME_BYTES
+            ),
         );
     }
     let runs = st.runs.clone();

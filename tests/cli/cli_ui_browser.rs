@@ -88,20 +88,51 @@ fn ui_in_a_real_browser() {
     let _ = ok(
         root,
         &[
-            "init", "--id", run, "--task", "migrate 40 tables to the new cluster",
-            "--units", &all.join(","), "--deps", "w040=w039", "--budget", "gpu-hours=50@ops",
+            "init",
+            "--id",
+            run,
+            "--task",
+            "migrate 40 tables to the new cluster",
+            "--units",
+            &all.join(","),
+            "--deps",
+            "w040=w039",
+            "--budget",
+            "gpu-hours=50@ops",
         ],
     );
-    ok(root, &["init", "--id", "reindex-eu", "--task", "rebuild the search index", "--units", "a,b,c"]);
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            "reindex-eu",
+            "--task",
+            "rebuild the search index",
+            "--units",
+            "a,b,c",
+        ],
+    );
     ok(root, &["unit", "reindex-eu", "a", "done"]);
-    ok(root, &["finalize", "reindex-eu", "aborted", "--result", "superseded"]);
+    ok(
+        root,
+        &[
+            "finalize",
+            "reindex-eu",
+            "aborted",
+            "--result",
+            "superseded",
+        ],
+    );
     let mut ops = vec![serde_json::json!({"op": "phase", "phase": "copy", "status": "running"})];
     for u in &units[10..20] {
         ops.push(serde_json::json!({"op": "unit", "unit": u, "status": "done"}));
     }
     ops.push(serde_json::json!({"op": "unit", "unit": "w021", "status": "in_progress"}));
-    ops.push(serde_json::json!({"op": "unit", "unit": CRAFTED, "status": "pending",
-        "note": "<img src=x onerror=\"window.__pwned=1\">"}));
+    ops.push(
+        serde_json::json!({"op": "unit", "unit": CRAFTED, "status": "pending",
+        "note": "<img src=x onerror=\"window.__pwned=1\">"}),
+    );
     ops.push(serde_json::json!({"op": "spend", "budget": "gpu-hours", "amount": 12.5}));
     apply(root, run, &ops);
 
@@ -124,7 +155,16 @@ fn ui_in_a_real_browser() {
     py.arg(script)
         .args(["--runlog", BIN, "--dir"])
         .arg(root)
-        .args(["--base", &base, "--token", TOKEN, "--run", run, "--crafted", CRAFTED])
+        .args([
+            "--base",
+            &base,
+            "--token",
+            TOKEN,
+            "--run",
+            run,
+            "--crafted",
+            CRAFTED,
+        ])
         .arg("--chromium")
         .arg(&chromium)
         .env_remove("RUNLOG_DIR")

@@ -84,7 +84,11 @@ fn get(addr: &str, path: &str, host: Option<&str>, extra: &[&str]) -> Reply {
     s.read_to_end(&mut raw).unwrap();
     let raw = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     Reply {
         status,
         headers: head.to_string(),
@@ -97,7 +101,18 @@ fn bearer() -> String {
 }
 
 fn setup(root: &Path) {
-    ok(root, &["init", "--id", "r1", "--task", "task <b>bold</b>", "--units", "a,b,c,d"]);
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            "r1",
+            "--task",
+            "task <b>bold</b>",
+            "--units",
+            "a,b,c,d",
+        ],
+    );
     ok(root, &["unit", "r1", CRAFTED, "pending", "--note", NOTE]);
     ok(root, &["unit", "r1", "a", "in_progress"]);
     ok(root, &["unit", "r1", "a", "blocked", "--note", "disk full"]);
@@ -137,10 +152,21 @@ fn ui_serves_a_run_as_data_and_writes_nothing() {
 
     let page = get(a, "/", None, &[]);
     assert_eq!(page.status, 200);
-    let csp = page.header("content-security-policy").expect("a CSP header");
-    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
-    assert_eq!(page.header("x-content-type-options").as_deref(), Some("nosniff"));
-    assert!(!page.body.contains("<script>alert"), "the page carries no run data");
+    let csp = page
+        .header("content-security-policy")
+        .expect("a CSP header");
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(
+        page.header("x-content-type-options").as_deref(),
+        Some("nosniff")
+    );
+    assert!(
+        !page.body.contains("<script>alert"),
+        "the page carries no run data"
+    );
     assert_eq!(get(a, "/assets/app.js", None, &[]).status, 200);
 
     let runs = get(a, "/api/runs", None, &[]);
@@ -148,13 +174,20 @@ fn ui_serves_a_run_as_data_and_writes_nothing() {
     let v = runs.json();
     let row = &v["live"][0];
     assert_eq!(row["id"], "r1");
-    assert_eq!(row["task"], "task <b>bold</b>", "the task is data, as given");
+    assert_eq!(
+        row["task"], "task <b>bold</b>",
+        "the task is data, as given"
+    );
     assert_eq!(row["done"], 1);
     assert_eq!(row["total"], 5);
 
     let s = get(a, "/api/runs/r1", None, &[]);
     assert_eq!(s.status, 200);
-    assert!(s.header("content-type").unwrap().starts_with("application/json"));
+    assert!(
+        s.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
     assert!(s.header("content-security-policy").is_some());
     let s = s.json();
     assert_eq!(s["counts"]["blocked"], 1);
@@ -189,9 +222,15 @@ fn ui_serves_a_run_as_data_and_writes_nothing() {
         pending.body.contains("\\u003c") || pending.body.contains("<script>alert(1)</script>"),
         "the name is a JSON string"
     );
-    assert_eq!(pending.header("content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        pending.header("content-type").as_deref(),
+        Some("application/json")
+    );
     assert_eq!(get(a, "/api/runs/r1/lists/nope", None, &[]).status, 404);
-    assert_eq!(get(a, "/api/runs/r1/lists/pending?page=x", None, &[]).status, 400);
+    assert_eq!(
+        get(a, "/api/runs/r1/lists/pending?page=x", None, &[]).status,
+        400
+    );
 
     let enc = "%3Cscript%3Ealert%281%29%3C%2Fscript%3E";
     let u = get(a, &format!("/api/runs/r1/unit?name={enc}"), None, &[]).json();
@@ -201,7 +240,10 @@ fn ui_serves_a_run_as_data_and_writes_nothing() {
     let u = get(a, "/api/runs/r1/unit?name=b", None, &[]).json();
     assert_eq!(u["unit"]["attempts"], 2);
     assert!(u["unit"]["startedAt"].is_string());
-    assert_eq!(get(a, "/api/runs/r1/unit?name=zz", None, &[]).json()["found"], false);
+    assert_eq!(
+        get(a, "/api/runs/r1/unit?name=zz", None, &[]).json()["found"],
+        false
+    );
     assert_eq!(get(a, "/api/runs/r1/unit", None, &[]).status, 400);
 
     // Run ids are checked: nothing leaves the runs root.
@@ -219,8 +261,15 @@ fn ui_serves_a_run_as_data_and_writes_nothing() {
     assert!(r.header("content-security-policy").is_some());
 
     drop(srv);
-    assert_eq!(listing(root), before, "the view changed the root's listing or mtimes");
-    assert!(tree_bytes(root) == bytes_before, "the view changed bytes in the root");
+    assert_eq!(
+        listing(root),
+        before,
+        "the view changed the root's listing or mtimes"
+    );
+    assert!(
+        tree_bytes(root) == bytes_before,
+        "the view changed bytes in the root"
+    );
 }
 
 #[test]
@@ -231,30 +280,66 @@ fn ui_token_is_required_on_every_request_and_stream() {
     let srv = serve(root, &["--token", TOKEN]);
     let a = srv.addr.as_str();
     let wrong = "Authorization: Bearer view-test-token-abcdefghijkX";
-    for path in ["/", "/run/r1", "/assets/app.js", "/api/runs", "/api/runs/r1", "/api/runs/r1/events"] {
-        assert_eq!(get(a, path, None, &[]).status, 401, "{path} without a token");
-        assert_eq!(get(a, path, None, &[wrong]).status, 401, "{path} with a wrong token");
+    for path in [
+        "/",
+        "/run/r1",
+        "/assets/app.js",
+        "/api/runs",
+        "/api/runs/r1",
+        "/api/runs/r1/events",
+    ] {
+        assert_eq!(
+            get(a, path, None, &[]).status,
+            401,
+            "{path} without a token"
+        );
+        assert_eq!(
+            get(a, path, None, &[wrong]).status,
+            401,
+            "{path} with a wrong token"
+        );
         assert_eq!(
             get(a, &format!("{path}?token=nope-nope-nope-nope"), None, &[]).status,
             401,
             "{path} with a wrong query token"
         );
     }
-    for path in ["/", "/run/r1", "/assets/app.js", "/api/runs", "/api/runs/r1"] {
-        assert_eq!(get(a, path, None, &[&bearer()]).status, 200, "{path} with the token");
+    for path in [
+        "/",
+        "/run/r1",
+        "/assets/app.js",
+        "/api/runs",
+        "/api/runs/r1",
+    ] {
+        assert_eq!(
+            get(a, path, None, &[&bearer()]).status,
+            200,
+            "{path} with the token"
+        );
     }
     // The query token sets the cookie the browser's later requests carry.
     let r = get(a, &format!("/?token={TOKEN}"), None, &[]);
     assert_eq!(r.status, 200);
     let cookie = r.header("set-cookie").expect("a cookie");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let pair = cookie.split(';').next().unwrap();
-    assert_eq!(get(a, "/api/runs", None, &[&format!("Cookie: {pair}")]).status, 200);
+    assert_eq!(
+        get(a, "/api/runs", None, &[&format!("Cookie: {pair}")]).status,
+        200
+    );
 
     // The event stream, with the token: its first event arrives.
     let mut s = TcpStream::connect(a).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET /api/runs/r1/events HTTP/1.1\r\nHost: {a}\r\n{}\r\n\r\n", bearer()).unwrap();
+    write!(
+        s,
+        "GET /api/runs/r1/events HTTP/1.1\r\nHost: {a}\r\n{}\r\n\r\n",
+        bearer()
+    )
+    .unwrap();
     let mut r = BufReader::new(s);
     let mut first = String::new();
     r.read_line(&mut first).unwrap();
@@ -269,7 +354,11 @@ fn next_event(r: &mut impl BufRead) -> serde_json::Value {
     loop {
         line.clear();
         assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended");
-        if let Some(d) = line.trim_end().strip_prefix("data: ").or_else(|| line.trim_end().strip_prefix("data:")) {
+        if let Some(d) = line
+            .trim_end()
+            .strip_prefix("data: ")
+            .or_else(|| line.trim_end().strip_prefix("data:"))
+        {
             return serde_json::from_str(d).unwrap();
         }
     }
@@ -297,9 +386,16 @@ fn ui_stream_pushes_when_the_run_advances() {
             assert_eq!(ev["counts"]["done"], 2);
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(8), "no event for the new seq");
+        assert!(
+            t0.elapsed() < Duration::from_secs(8),
+            "no event for the new seq"
+        );
     }
-    assert!(t0.elapsed() < Duration::from_secs(3), "the push took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "the push took {:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]

@@ -128,7 +128,7 @@ with sync_playwright() as p:
         page.fill("#unit-name", "w007")
         page.click("#unit-form button")
         page.wait_for_timeout(1500)
-        page.screenshot(path=os.path.join(a.shots, "ui-run.png"), full_page=False)
+        page.screenshot(path=os.path.join(a.shots, "ui-run.png"), full_page=True)
         step(f"screenshots saved in {a.shots}")
 
     assert not errors, f"script errors on the page: {errors}"

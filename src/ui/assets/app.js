@@ -96,7 +96,7 @@ function runsTable(rows, finished) {
       el("td", { class: "note" }, r.task),
       el("td", {}, bar(r.counts, r.total)),
       el("td", { class: "num" }, fmtNum(r.done) + " / " + fmtNum(r.total)),
-      el("td", { class: "num" }, fmtRate(r.rate)),
+      el("td", { class: "num" }, r.closed ? "" : fmtRate(r.rate)),
       el("td", { class: "num" }, r.closed ? "" : fmtDur(r.etaSecs)),
       el("td", {}, ago(r.updatedAt)),
       el("td", { class: "muted" }, remote)));
@@ -158,6 +158,7 @@ function chart(svg, s) {
   svg.setAttribute("preserveAspectRatio", "none");
   const mk = (tag, attrs) => { const e = document.createElementNS(ns, tag); for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v)); return e; };
   const c = s.lists && s.lists.chart;
+  const caption = [];
   if (c && c.buckets.length) {
     const max = Math.max(1, ...c.buckets);
     const bw = W / c.buckets.length;
@@ -166,19 +167,16 @@ function chart(svg, s) {
       svg.appendChild(mk("rect", { x: i * bw + 0.5, y: H - 12 - h, width: Math.max(1, bw - 1), height: h }));
     });
     const perMin = max / ((c.toMs - c.fromMs) / c.buckets.length / 60000);
-    const t = mk("text", { x: 4, y: 10 });
-    t.textContent = `units done over the run's life (peak ${perMin.toFixed(1)}/min)`;
-    svg.appendChild(t);
+    caption.push(`bars: units done over the run's life (peak ${perMin.toFixed(1)}/min)`);
   }
   // The live rate as this page has seen it, drawn over the last points.
   if (live.points.length > 1) {
     const max = Math.max(0.001, ...live.points.map(p => p.r));
     const pts = live.points.map((p, i) => `${(W * i / (live.points.length - 1)).toFixed(1)},${(H - 12 - (H - 24) * p.r / max).toFixed(1)}`);
     svg.appendChild(mk("polyline", { points: pts.join(" ") }));
-    const t = mk("text", { x: W - 4, y: 10, "text-anchor": "end" });
-    t.textContent = `live rate (max ${fmtRate(max)})`;
-    svg.appendChild(t);
+    caption.push(`line: the rate this page has seen (max ${fmtRate(max)})`);
   }
+  setText("chart-caption", caption.join(" · "));
 }
 
 function kv(rows) {
@@ -314,6 +312,7 @@ function runSkeleton(id) {
     el("div", { class: "counts" }, STATUSES.map(count), el("div", { class: "count" }, el("b", { id: "count-total" }, "–"), "total")),
     el("div", { id: "run-rate" }),
     document.createElementNS("http://www.w3.org/2000/svg", "svg"),
+    el("div", { id: "chart-caption", class: "muted small" }),
     el("div", { id: "lists-age", class: "muted" }),
     el("h2", {}, "Find a unit"),
     el("form", { id: "unit-form" }, el("input", { type: "search", id: "unit-name", placeholder: "unit name", autocomplete: "off" }), " ", el("button", { type: "submit" }, "look up")),
