@@ -20,8 +20,15 @@ bin="${2:?usage: ui_measure.sh N BIN [REPS]}"
 reps="${3:-5}"
 root="$(mktemp -d "${TMPDIR:-/tmp}/runlog-ui-measure.XXXXXX")"
 pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$root"; }
+feed=""
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null
+  [ -n "$feed" ] && pkill -P "$feed" 2>/dev/null
+  true
+  rm -rf "$root"
+}
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 say() { printf 'ui_measure: %s\n' "$*" >&2; }
 r() { "$bin" --dir "$root" "$@"; }
 now() { date +%s.%N; }
@@ -46,7 +53,7 @@ build_secs=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
 say "built $n units in ${build_secs}s ($(du -sh "$root" | cut -f1) on disk)"
 
 start() {
-  r ui big >"$root/url" 2>/dev/null &
+  "$bin" --dir "$root" ui big >"$root/url" 2>/dev/null &
   pid=$!
   for _ in $(seq 100); do [ -s "$root/url" ] && break; sleep 0.05; done
   url="$(head -1 "$root/url")"
@@ -91,12 +98,16 @@ for i in $(seq "$reps"); do
   echo "$hit" >>"$root/live"
   sleep 0.7
 done
+say "live updates: $(tr '\n' ' ' <"$root/live")"
 live_ms=$(awk '{ print $1 }' "$root/live" | median)
 live_bytes=$(awk '{ print $2 }' "$root/live" | median)
 
 # Wait for the lists' scan, then read the server's memory.
 t1=$(now)
-until curl -s "$base/api/runs/big" | grep -q '"lists":{'; do sleep 0.5; done
+for _ in $(seq 1200); do
+  curl -s "$base/api/runs/big" | grep -q '"lists":{' && break
+  sleep 0.5
+done
 scan_secs=$(curl -s "$base/api/runs/big" | sed -n 's/.*"tookMs":\([0-9]*\).*/\1/p' | awk '{ printf "%.1f", $1 / 1000 }')
 sleep 1
 kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }

@@ -388,7 +388,7 @@ pub enum ArchiveCommand {
 }
 
 /// Commands that take no writer lock: `--lock-timeout` is hidden from their help.
-pub const LOCK_FREE_COMMANDS: [&str; 11] = [
+pub const LOCK_FREE_COMMANDS: [&str; 12] = [
     "completions",
     "man",
     "get",
@@ -398,6 +398,7 @@ pub const LOCK_FREE_COMMANDS: [&str; 11] = [
     "dump",
     "gc",
     "archive",
+    "ui",
     "demo",
     "demo-worker",
 ];
