@@ -336,7 +336,7 @@ pub enum Command {
         #[arg(long, requires = "remote")]
         lose_host: bool,
         /// Serve the web view (`runlog ui`) of the demo's run while it runs,
-        /// and print its URL; with --work-us 20000 there is time to watch the kills.
+        /// and print its URL (`--units 20000 --work-us 20000` lasts about a minute).
         #[arg(long)]
         ui: bool,
     },

@@ -25,7 +25,7 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(60);
 /// A watcher with no stream and no request for this long ends.
 pub const IDLE_AFTER: Duration = Duration::from_secs(60);
 /// Runs watched at once; past it the least recently used idle one is dropped.
-pub const MAX_WATCHED: usize = 16;
+pub const MAX_WATCHED: usize = 8;
 /// Open items sent with a summary (the count is exact).
 pub const ITEMS_SHOWN: usize = 50;
 /// How often the remote's lag is re-read, and how long each read may take.
