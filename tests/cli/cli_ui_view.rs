@@ -6,7 +6,7 @@
 //! a foreign Host is refused; run ids that could leave the runs root are
 //! refused; a non-loopback address without a token is refused (exit 2); the
 //! event stream pushes a new summary when the run advances; and the view
-//! writes nothing into the runs root.
+//! writes nothing into the runs root; `demo --ui` serves its run while it runs.
 use crate::cli_support::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -412,4 +412,57 @@ fn ui_refuses_non_loopback_without_a_token() {
     let o = runlog(root, &["ui", "../x"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(!root.join("runs").exists(), "a refused ui wrote the layout");
+}
+
+#[test]
+fn ui_demo_serves_its_run_while_it_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let mut child = cmd(root)
+        .args([
+            "demo",
+            "--ui",
+            "--units",
+            "4000",
+            "--work-us",
+            "5000",
+            "--kills",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut url = None;
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 {
+        if let Some(u) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+            url = Some(u.to_string());
+            break;
+        }
+        line.clear();
+    }
+    let url = url.expect("demo --ui printed no URL");
+    assert!(url.ends_with("/run/demo"), "{url}");
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    let s = get(&addr, "/api/runs/demo", None, &[]);
+    assert_eq!(s.status, 200, "{}", s.body);
+    assert_eq!(s.json()["id"], "demo");
+    // The demo finishes as usual with its view beside it (and the view ends with it).
+    let rest = std::thread::spawn(move || {
+        let mut t = String::new();
+        let _ = err.read_to_string(&mut t);
+        t
+    });
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "demo --ui: {status}: {}",
+        rest.join().unwrap()
+    );
 }
