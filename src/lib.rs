@@ -12,7 +12,8 @@
 //! * `cli`: the `runlog` command line over the run model (`docs/CLI.md`).
 //!
 //! Features: `cli` (on by default) builds the `runlog` binary and the `cli` and
-//! `demo` modules, with `clap` and `indicatif`; an embedder turns it off
+//! `demo` modules, with `clap` and `indicatif`, and `ui` (the `runlog ui` web
+//! view: axum on tokio); an embedder turns it off
 //! (`default-features = false`) and gets the engine and the run model alone.
 //! `sim` (off) is test support for this crate's own tests, fuzz targets and
 //! benches: the simulated filesystem and the engine's internals, hidden from
@@ -75,6 +76,8 @@ pub mod engine;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod run;
+#[cfg(feature = "ui")]
+pub mod ui;
 
 /// The tour: the three ways to drive runs, step by step (`docs/TOUR.md`).
 #[doc = include_str!("../docs/TOUR.md")]

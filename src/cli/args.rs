@@ -335,6 +335,30 @@ pub enum Command {
         /// (a new host) and finish there.
         #[arg(long, requires = "remote")]
         lose_host: bool,
+        /// Serve the web view (`runlog ui`) of the demo's run while it runs,
+        /// and print its URL (`--units 20000 --work-us 20000` lasts about a minute).
+        #[arg(long)]
+        ui: bool,
+    },
+    /// Serve a read-only web view of the runs root (every run; one run's page
+    /// live): binds 127.0.0.1 on a free port and prints the URL. Never takes a
+    /// lock, never writes. Off loopback it needs --token or --token-file.
+    Ui {
+        /// The run whose page the printed URL opens (a unique prefix will do;
+        /// default: the runs page).
+        run: Option<String>,
+        /// Listen here (HOST:PORT); default 127.0.0.1:0, a free loopback port.
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Require this token (16+ visible ASCII characters) on every request.
+        #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
+        token: Option<String>,
+        /// Read the token from the first line of this file.
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// Open the URL in a browser (xdg-open); a failure is reported, not fatal.
+        #[arg(long)]
+        open: bool,
     },
     /// The demo's worker process (started by `demo`).
     #[command(hide = true)]
@@ -364,7 +388,7 @@ pub enum ArchiveCommand {
 }
 
 /// Commands that take no writer lock: `--lock-timeout` is hidden from their help.
-pub const LOCK_FREE_COMMANDS: [&str; 11] = [
+pub const LOCK_FREE_COMMANDS: [&str; 12] = [
     "completions",
     "man",
     "get",
@@ -374,6 +398,7 @@ pub const LOCK_FREE_COMMANDS: [&str; 11] = [
     "dump",
     "gc",
     "archive",
+    "ui",
     "demo",
     "demo-worker",
 ];

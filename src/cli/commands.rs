@@ -449,6 +449,13 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             Ok(EXIT_DONE)
         }
         Command::Dump { run } => dump(runs, &run),
+        Command::Ui {
+            run,
+            listen,
+            token,
+            token_file,
+            open,
+        } => super::ui::serve(runs, json, run, listen, token, token_file, open),
         Command::Demo { .. }
         | Command::DemoWorker { .. }
         | Command::Completions { .. }

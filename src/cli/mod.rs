@@ -9,6 +9,7 @@ mod commands;
 pub mod ops;
 pub mod remote;
 mod render;
+mod ui;
 pub mod wait;
 pub mod watch;
 
@@ -176,6 +177,7 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
             seed,
             remote,
             lose_host,
+            ui,
         } => {
             let opts = crate::demo::DemoOptions {
                 units,
@@ -187,6 +189,7 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
                 progress: !cli.json,
                 remote,
                 lose_host,
+                ui,
             };
             return demo(&opts, cli.json);
         }

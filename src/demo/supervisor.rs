@@ -43,6 +43,9 @@ pub struct DemoOptions {
     /// deletes the worker's run directory, restores the run from the remote
     /// into a fresh runs root (a new host), and the worker finishes there.
     pub lose_host: bool,
+    /// Serve the web view of the run while the demo runs (`runlog demo --ui`)
+    /// and print its URL on stderr; it ends with the demo.
+    pub ui: bool,
 }
 
 /// The host lost mid-run (`--lose-host`), and the run restored on a new one.
@@ -261,6 +264,24 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
     r
 }
 
+/// `--ui`: the web view of the demo's run, on a free loopback port, served
+/// on a thread of its own until the demo ends.
+fn start_ui(root: &Path) -> Result<(), RunError> {
+    let bound = crate::ui::bind(
+        &Runs::new(root),
+        &crate::ui::UiOptions {
+            listen: crate::ui::DEFAULT_LISTEN,
+            token: None,
+            run: Some(DEMO_RUN.into()),
+        },
+    )?;
+    eprintln!(
+        "runlog demo: watch the run at {} (the view ends with the demo)",
+        bound.url()
+    );
+    bound.serve_in_background()
+}
+
 fn interrupted() -> bool {
     crate::run::signal::sigint_received()
 }
@@ -294,6 +315,9 @@ fn run_demo_in(
     })?);
     if let Some(url) = &o.remote {
         attach(&runs.run_dir(DEMO_RUN)?, url)?;
+    }
+    if o.ui {
+        start_ui(&root)?;
     }
     // The kill after which the host is lost: the middle one.
     let lose_after = o.lose_host.then_some(o.kills.div_ceil(2));

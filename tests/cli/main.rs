@@ -27,6 +27,8 @@ mod cli_resume_set;
 mod cli_run_ids;
 mod cli_start_fingerprint;
 mod cli_status_watch;
+mod cli_ui_browser;
+mod cli_ui_view;
 mod cli_watch_tmux;
 mod demo_main_job;
 mod docs_front_pages;

@@ -1,0 +1,424 @@
+//! The live part of a run's page. One [`Watcher`] per run being looked at,
+//! whatever the number of browsers: a thread that re-reads the run lock-free
+//! every [`POLL_EVERY`] (the header and the counts, as `status --watch` does:
+//! the same cost at any size) and, when the log's last seq moved, publishes a
+//! new summary to every event stream at once. It also keeps the rate (over
+//! the last minute it has seen), starts the lists' background scan
+//! (lists.rs) and reads the remote's lag on a thread of its own, so a slow
+//! remote never delays an update. A watcher nobody has asked for in
+//! [`IDLE_AFTER`] and with no stream open ends.
+
+use super::lists::{self, ListSet};
+use crate::run::{RunError, RunView, Runs};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How often a watched run is re-read.
+pub const POLL_EVERY: Duration = Duration::from_millis(300);
+/// An unchanged run's summary is still re-sent this often (the rate and ETA age).
+pub const RESEND_EVERY: Duration = Duration::from_secs(5);
+/// How far back the rate looks.
+pub const RATE_WINDOW: Duration = Duration::from_secs(60);
+/// A watcher with no stream and no request for this long ends.
+pub const IDLE_AFTER: Duration = Duration::from_secs(60);
+/// Runs watched at once; past it the least recently used idle one is dropped.
+pub const MAX_WATCHED: usize = 8;
+/// Open items sent with a summary (the count is exact).
+pub const ITEMS_SHOWN: usize = 50;
+/// How often the remote's lag is re-read, and how long each read may take.
+pub const REMOTE_EVERY: Duration = Duration::from_secs(3);
+/// The deadline of one remote read.
+pub const REMOTE_DEADLINE: Duration = Duration::from_secs(2);
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Milliseconds since the epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Units done per second over the window `samples` cover (at least a second).
+pub fn rate_of(samples: &VecDeque<(Instant, u64)>) -> Option<f64> {
+    let (t0, d0) = *samples.front()?;
+    let (t1, d1) = *samples.back()?;
+    let dt = t1.duration_since(t0).as_secs_f64();
+    (dt >= 1.0).then(|| d1.saturating_sub(d0) as f64 / dt)
+}
+
+/// Adds a sample (at most one a second) and drops those past the window.
+pub fn sample(samples: &mut VecDeque<(Instant, u64)>, now: Instant, done: u64) {
+    if samples
+        .back()
+        .is_none_or(|(t, _)| now.duration_since(*t) >= Duration::from_secs(1))
+    {
+        samples.push_back((now, done));
+    } else if let Some(last) = samples.back_mut() {
+        last.1 = done;
+    }
+    while samples.len() > 2
+        && samples
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > RATE_WINDOW)
+    {
+        samples.pop_front();
+    }
+}
+
+/// The remote's lag as `status` shows it (`None`: the run has no remote).
+pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Value> {
+    use crate::remote::{RemoteLag, deadline_text, error_chain, is_deadline};
+    match RemoteLag::read_within(dir, durable, Some(REMOTE_DEADLINE)) {
+        Ok(None) => None,
+        Ok(Some(l)) => Some(serde_json::json!({
+            "lag": serde_json::to_value(&l).unwrap_or_default(),
+            "line": format!(
+                "remote: {} ({}), durable {}, shipped {}, lag {}, epoch {} (head {}){}",
+                l.url, l.policy, l.durable, l.shipped, l.lag, l.epoch, l.head_epoch,
+                if l.fenced { " (this host is fenced)" } else { "" }
+            ),
+        })),
+        Err(e) if is_deadline(&e) => Some(serde_json::json!({
+            "error": error_chain(&e),
+            "line": format!("remote: not reached within {} (local state shown)", deadline_text(REMOTE_DEADLINE)),
+        })),
+        Err(e) => Some(serde_json::json!({
+            "error": error_chain(&e),
+            "line": format!("remote: cannot read it: {}", error_chain(&e)),
+        })),
+    }
+}
+
+/// The summary of a run a page shows and each live update carries: header,
+/// counts, rate, ETA, phases, budgets, items, fingerprint. Costs the same at
+/// any run size: no unit is read.
+pub fn summary(
+    view: &RunView<'_>,
+    seq: u64,
+    rate: Option<f64>,
+    remote: Option<&serde_json::Value>,
+    lists: Option<&ListSet>,
+    scanning: bool,
+) -> serde_json::Value {
+    let d = view.header();
+    let c = view.counts();
+    let eta = rate
+        .filter(|r| *r > 0.0)
+        .map(|r| c.open() as f64 / r)
+        .filter(|_| !d.is_closed());
+    let mut budgets: Vec<_> = d.budgets.iter().collect();
+    // Exhausted ones first, then by name.
+    budgets.sort_by_key(|(n, b)| (!b.is_exhausted(), n.as_str()));
+    let budgets: Vec<_> = budgets
+        .into_iter()
+        .map(|(n, b)| {
+            serde_json::json!({
+                "name": n, "limit": b.limit, "spent": b.spent, "owner": b.owner,
+                "exhaustedAt": b.exhausted_at, "exhausted": b.is_exhausted(),
+                "remaining": b.remaining(),
+            })
+        })
+        .collect();
+    let phases: Vec<_> = d
+        .phases
+        .iter()
+        .map(|(n, p)| {
+            serde_json::json!({
+                "name": n, "status": p.status, "startedAt": p.started_at,
+                "updatedAt": p.updated_at, "finishedAt": p.finished_at,
+            })
+        })
+        .collect();
+    let items: Vec<_> = d.open_items.iter().take(ITEMS_SHOWN).collect();
+    serde_json::json!({
+        "id": d.id,
+        "initialized": d.is_initialized(),
+        "seq": seq,
+        "task": d.task,
+        "status": d.status,
+        "closed": d.is_closed(),
+        "createdAt": d.created_at,
+        "updatedAt": d.updated_at,
+        "finishedAt": d.finished_at,
+        "result": d.result,
+        "counts": c,
+        "total": c.total(),
+        "rate": rate,
+        "etaSecs": eta,
+        "phases": phases,
+        "budgets": budgets,
+        "openItems": {"total": d.open_items.len(), "shown": items},
+        "resolvedItems": d.resolved_items.len(),
+        "fingerprint": d.fingerprint,
+        "checkpoint": d.checkpoint.as_ref().map(|k| serde_json::json!({"at": k.at, "count": k.count})),
+        "remote": remote,
+        "lists": lists.map(|l| serde_json::json!({
+            "seq": l.seq, "scannedAtMs": l.scanned_at_ms, "tookMs": l.took_ms,
+            "stuckAfterMs": l.stuck_after_ms, "totals": l.totals(),
+            "resume": {"skip": l.done, "eligible": l.list(lists::Kind::Eligible).total,
+                       "heldBack": l.list(lists::Kind::HeldBack).total},
+            "chart": l.chart,
+        })),
+        "scanning": scanning,
+    })
+}
+
+/// One watched run.
+pub struct Watcher {
+    id: String,
+    tx: watch::Sender<Arc<String>>,
+    last_asked: Mutex<Instant>,
+    lists: Mutex<Option<Arc<ListSet>>>,
+    scanning: AtomicBool,
+    last_scan: Mutex<Option<Instant>>,
+    remote: Mutex<Option<serde_json::Value>>,
+    durable: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl std::fmt::Debug for Watcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watcher")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Watcher {
+    /// A receiver of this run's summaries (the latest is there at once).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<String>> {
+        self.touch();
+        self.tx.subscribe()
+    }
+
+    /// The latest summary, as JSON text.
+    pub fn latest(&self) -> Arc<String> {
+        self.touch();
+        self.tx.borrow().clone()
+    }
+
+    /// The lists of the last scan (`None` until the first scan is done).
+    pub fn lists(&self) -> Option<Arc<ListSet>> {
+        self.touch();
+        lock(&self.lists).clone()
+    }
+
+    fn touch(&self) {
+        *lock(&self.last_asked) = Instant::now();
+    }
+
+    fn idle(&self) -> bool {
+        self.tx.receiver_count() == 0 && lock(&self.last_asked).elapsed() > IDLE_AFTER
+    }
+}
+
+/// Every watched run.
+pub struct Watchers {
+    runs: Runs,
+    map: Arc<Mutex<HashMap<String, Arc<Watcher>>>>,
+}
+
+impl std::fmt::Debug for Watchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watchers").finish_non_exhaustive()
+    }
+}
+
+impl Watchers {
+    /// No run watched yet.
+    pub fn new(runs: Runs) -> Watchers {
+        Watchers {
+            runs,
+            map: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The watcher of run `id` (exact, validated), started if need be: the
+    /// run is read once here, so a run that cannot be read is an error now.
+    pub fn get(&self, id: &str) -> Result<Arc<Watcher>, RunError> {
+        if let Some(w) = lock(&self.map).get(id) {
+            w.touch();
+            return Ok(w.clone());
+        }
+        let read = self.runs.read_run(id)?;
+        let seq = read.recovery().last_seq;
+        let first = summary(&read.view(), seq, None, None, None, false).to_string();
+        drop(read);
+        let (tx, _) = watch::channel(Arc::new(first));
+        let w = Arc::new(Watcher {
+            id: id.to_string(),
+            tx,
+            last_asked: Mutex::new(Instant::now()),
+            lists: Mutex::new(None),
+            scanning: AtomicBool::new(false),
+            last_scan: Mutex::new(None),
+            remote: Mutex::new(None),
+            durable: AtomicU64::new(seq),
+            stop: AtomicBool::new(false),
+        });
+        {
+            let mut map = lock(&self.map);
+            if let Some(existing) = map.get(id) {
+                return Ok(existing.clone());
+            }
+            if map.len() >= MAX_WATCHED {
+                let victim = map
+                    .iter()
+                    .filter(|(_, w)| w.tx.receiver_count() == 0)
+                    .min_by_key(|(_, w)| *lock(&w.last_asked))
+                    .map(|(k, _)| k.clone());
+                match victim {
+                    Some(k) => {
+                        if let Some(v) = map.remove(&k) {
+                            v.stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    None => {
+                        return Err(RunError::Invalid(format!(
+                            "this view already streams {MAX_WATCHED} runs; close a page first"
+                        )));
+                    }
+                }
+            }
+            map.insert(id.to_string(), w.clone());
+        }
+        self.spawn(w.clone(), seq)?;
+        Ok(w)
+    }
+
+    fn spawn(&self, w: Arc<Watcher>, seq: u64) -> Result<(), RunError> {
+        let (runs, map) = (self.runs.clone(), self.map.clone());
+        let dir = runs.run_dir(&w.id)?;
+        let has_remote = matches!(
+            crate::remote::RemoteConfig::read(&crate::engine::RealFs, &dir),
+            Ok(Some(_)) | Err(_)
+        );
+        if has_remote {
+            let w2 = w.clone();
+            let dir2 = dir.clone();
+            std::thread::Builder::new()
+                .name("runlog-ui-remote".into())
+                .spawn(move || {
+                    while !w2.stop.load(Ordering::Relaxed) {
+                        let part = remote_part(&dir2, w2.durable.load(Ordering::Relaxed));
+                        *lock(&w2.remote) = part;
+                        std::thread::sleep(REMOTE_EVERY);
+                    }
+                })
+                .map_err(|e| RunError::io("start the remote reader", &dir, e))?;
+        }
+        std::thread::Builder::new()
+            .name("runlog-ui-watch".into())
+            .spawn(move || poll(&runs, &map, &w, seq))
+            .map(drop)
+            .map_err(|e| RunError::io("start the run watcher", &dir, e))
+    }
+}
+
+/// The watcher's loop.
+fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher>, first_seq: u64) {
+    let mut samples = VecDeque::new();
+    let mut last_seq = first_seq;
+    let mut last_sent = Instant::now();
+    let mut last_lists_seq = None;
+    let mut last_remote: Option<serde_json::Value> = None;
+    // The first scan is started at once: the failures lists are wanted first.
+    maybe_scan(runs, w, first_seq);
+    loop {
+        if w.stop.load(Ordering::Relaxed) || w.idle() {
+            w.stop.store(true, Ordering::Relaxed);
+            let mut m = lock(map);
+            if m.get(&w.id).is_some_and(|x| Arc::ptr_eq(x, w)) {
+                m.remove(&w.id);
+            }
+            return;
+        }
+        std::thread::sleep(POLL_EVERY);
+        let text = match runs.read_run(&w.id) {
+            Ok(read) => {
+                let seq = read.recovery().last_seq;
+                w.durable.store(seq, Ordering::Relaxed);
+                let view = read.view();
+                sample(&mut samples, Instant::now(), view.counts().done);
+                let lists = lock(&w.lists).clone();
+                let lists_seq = lists.as_ref().map(|l| l.seq);
+                let remote = lock(&w.remote).clone();
+                maybe_scan(runs, w, seq);
+                let changed =
+                    seq != last_seq || lists_seq != last_lists_seq || remote != last_remote;
+                if !changed && last_sent.elapsed() < RESEND_EVERY {
+                    continue;
+                }
+                last_seq = seq;
+                last_lists_seq = lists_seq;
+                last_remote.clone_from(&remote);
+                summary(
+                    &view,
+                    seq,
+                    rate_of(&samples),
+                    remote.as_ref(),
+                    lists.as_deref(),
+                    w.scanning.load(Ordering::Relaxed),
+                )
+                .to_string()
+            }
+            Err(e) => serde_json::json!({
+                "id": w.id,
+                "error": crate::engine::ErrorChain(&e).to_string(),
+            })
+            .to_string(),
+        };
+        last_sent = Instant::now();
+        w.tx.send_replace(Arc::new(text));
+    }
+}
+
+/// Starts a background scan of the lists when none runs and either none was
+/// was made yet or the run changed since the last one and the gap since it
+/// is past [`lists::min_rescan_gap`].
+fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
+    if w.scanning.load(Ordering::Relaxed) {
+        return;
+    }
+    let last = lock(&w.lists).clone();
+    let due = match (&last, *lock(&w.last_scan)) {
+        (None, None) => true,
+        (Some(l), Some(at)) => l.seq != seq && at.elapsed() >= lists::min_rescan_gap(l.took_ms),
+        // A failed scan is retried after the shortest gap.
+        (None, Some(at)) => at.elapsed() >= lists::min_rescan_gap(0),
+        (Some(_), None) => false,
+    };
+    if !due {
+        return;
+    }
+    w.scanning.store(true, Ordering::Relaxed);
+    *lock(&w.last_scan) = Some(Instant::now());
+    let (runs, w2) = (runs.clone(), w.clone());
+    let spawned = std::thread::Builder::new()
+        .name("runlog-ui-scan".into())
+        .spawn(move || {
+            let result = runs.read_run(&w2.id).and_then(|read| {
+                let seq = read.recovery().last_seq;
+                lists::scan(&read.view(), seq, now_ms())
+            });
+            match result {
+                Ok(l) => *lock(&w2.lists) = Some(Arc::new(l)),
+                Err(e) => eprintln!(
+                    "runlog ui: run {}: cannot scan its units: {}",
+                    w2.id,
+                    crate::engine::ErrorChain(&e)
+                ),
+            }
+            *lock(&w2.last_scan) = Some(Instant::now());
+            w2.scanning.store(false, Ordering::Relaxed);
+        });
+    if spawned.is_err() {
+        w.scanning.store(false, Ordering::Relaxed);
+    }
+}

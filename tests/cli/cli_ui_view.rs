@@ -1,0 +1,468 @@
+//! Proves `runlog ui`, the real binary over real HTTP: the runs page, a run's
+//! summary, its lists and one unit by lookup are served as JSON; a crafted
+//! name and a note with HTML come back as data with the strict
+//! Content-Security-Policy on every response; the token is refused when
+//! missing or wrong and accepted when right, on pages, API and event stream;
+//! a foreign Host is refused; run ids that could leave the runs root are
+//! refused; a non-loopback address without a token is refused (exit 2); the
+//! event stream pushes a new summary when the run advances; and the view
+//! writes nothing into the runs root; `demo --ui` serves its run while it runs.
+use crate::cli_support::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "view-test-token-abcdefghijkl";
+const CRAFTED: &str = "<script>alert(1)</script>";
+const NOTE: &str = "<img src=x onerror=alert(1)> & \"quoted\"";
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(root: &Path, args: &[&str]) -> Server {
+    let mut child = cmd(root)
+        .arg("ui")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no URL printed: {line:?}"))
+        .to_string();
+    Server { child, addr }
+}
+
+struct Reply {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+}
+
+/// One GET with HTTP/1.0 semantics (the server closes after the reply).
+fn get(addr: &str, path: &str, host: Option<&str>, extra: &[&str]) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
+    req.push_str(&format!("Host: {}\r\n", host.unwrap_or(addr)));
+    for h in extra {
+        req.push_str(&format!("{h}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Reply {
+        status,
+        headers: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+fn bearer() -> String {
+    format!("Authorization: Bearer {TOKEN}")
+}
+
+fn setup(root: &Path) {
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            "r1",
+            "--task",
+            "task <b>bold</b>",
+            "--units",
+            "a,b,c,d",
+        ],
+    );
+    ok(root, &["unit", "r1", CRAFTED, "pending", "--note", NOTE]);
+    ok(root, &["unit", "r1", "a", "in_progress"]);
+    ok(root, &["unit", "r1", "a", "blocked", "--note", "disk full"]);
+    ok(root, &["unit", "r1", "b", "in_progress"]);
+    ok(root, &["unit", "r1", "b", "pending"]);
+    ok(root, &["unit", "r1", "b", "in_progress"]);
+    ok(root, &["unit", "r1", "c", "done"]);
+}
+
+/// Every path under the root with its length and mtime.
+fn listing(dir: &Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            out.push((e.path(), m.len(), m.modified().unwrap()));
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn ui_serves_a_run_as_data_and_writes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    let before = listing(root);
+    let bytes_before = tree_bytes(root);
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+
+    let page = get(a, "/", None, &[]);
+    assert_eq!(page.status, 200);
+    let csp = page
+        .header("content-security-policy")
+        .expect("a CSP header");
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(
+        page.header("x-content-type-options").as_deref(),
+        Some("nosniff")
+    );
+    assert!(
+        !page.body.contains("<script>alert"),
+        "the page carries no run data"
+    );
+    assert_eq!(get(a, "/assets/app.js", None, &[]).status, 200);
+
+    let runs = get(a, "/api/runs", None, &[]);
+    assert_eq!(runs.status, 200);
+    let v = runs.json();
+    let row = &v["live"][0];
+    assert_eq!(row["id"], "r1");
+    assert_eq!(
+        row["task"], "task <b>bold</b>",
+        "the task is data, as given"
+    );
+    assert_eq!(row["done"], 1);
+    assert_eq!(row["total"], 5);
+
+    let s = get(a, "/api/runs/r1", None, &[]);
+    assert_eq!(s.status, 200);
+    assert!(
+        s.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert!(s.header("content-security-policy").is_some());
+    let s = s.json();
+    assert_eq!(s["counts"]["blocked"], 1);
+    assert_eq!(s["counts"]["inProgress"], 1);
+    assert_eq!(s["status"], "running");
+
+    // The lists come from the background scan: wait for it.
+    let t0 = Instant::now();
+    let blocked = loop {
+        let l = get(a, "/api/runs/r1/lists/blocked", None, &[]).json();
+        if l["entries"].as_array().is_some_and(|e| !e.is_empty()) {
+            break l;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(15), "no lists: {l}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(blocked["entries"][0]["name"], "a");
+    assert_eq!(blocked["entries"][0]["note"], "disk full");
+    let retried = get(a, "/api/runs/r1/lists/retried", None, &[]).json();
+    assert_eq!(retried["entries"][0]["name"], "b");
+    assert_eq!(retried["entries"][0]["attempts"], 2);
+    let pending = get(a, "/api/runs/r1/lists/pending", None, &[]);
+    let pj = pending.json();
+    let names: Vec<&str> = pj["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&CRAFTED), "{names:?}");
+    assert!(
+        pending.body.contains("\\u003c") || pending.body.contains("<script>alert(1)</script>"),
+        "the name is a JSON string"
+    );
+    assert_eq!(
+        pending.header("content-type").as_deref(),
+        Some("application/json")
+    );
+    assert_eq!(get(a, "/api/runs/r1/lists/nope", None, &[]).status, 404);
+    assert_eq!(
+        get(a, "/api/runs/r1/lists/pending?page=x", None, &[]).status,
+        400
+    );
+
+    let enc = "%3Cscript%3Ealert%281%29%3C%2Fscript%3E";
+    let u = get(a, &format!("/api/runs/r1/unit?name={enc}"), None, &[]).json();
+    assert_eq!(u["found"], true);
+    assert_eq!(u["name"], CRAFTED);
+    assert_eq!(u["unit"]["note"], NOTE);
+    let u = get(a, "/api/runs/r1/unit?name=b", None, &[]).json();
+    assert_eq!(u["unit"]["attempts"], 2);
+    assert!(u["unit"]["startedAt"].is_string());
+    assert_eq!(
+        get(a, "/api/runs/r1/unit?name=zz", None, &[]).json()["found"],
+        false
+    );
+    assert_eq!(get(a, "/api/runs/r1/unit", None, &[]).status, 400);
+
+    // Run ids are checked: nothing leaves the runs root.
+    for bad in ["..", "..%2F..%2Fetc", "%2Fetc", ".hidden", "a%00b"] {
+        let r = get(a, &format!("/api/runs/{bad}"), None, &[]);
+        assert!(matches!(r.status, 400 | 404), "{bad}: {}", r.status);
+        assert!(!r.body.contains("root:"), "{bad}");
+    }
+    assert_eq!(get(a, "/run/..", None, &[]).status, 400);
+    assert_eq!(get(a, "/api/runs/nosuch", None, &[]).status, 404);
+
+    // DNS rebinding: a foreign Host is refused on loopback.
+    let r = get(a, "/api/runs", Some("evil.example:80"), &[]);
+    assert_eq!(r.status, 421);
+    assert!(r.header("content-security-policy").is_some());
+
+    drop(srv);
+    assert_eq!(
+        listing(root),
+        before,
+        "the view changed the root's listing or mtimes"
+    );
+    assert!(
+        tree_bytes(root) == bytes_before,
+        "the view changed bytes in the root"
+    );
+}
+
+#[test]
+fn ui_token_is_required_on_every_request_and_stream() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    let srv = serve(root, &["--token", TOKEN]);
+    let a = srv.addr.as_str();
+    let wrong = "Authorization: Bearer view-test-token-abcdefghijkX";
+    for path in [
+        "/",
+        "/run/r1",
+        "/assets/app.js",
+        "/api/runs",
+        "/api/runs/r1",
+        "/api/runs/r1/events",
+    ] {
+        assert_eq!(
+            get(a, path, None, &[]).status,
+            401,
+            "{path} without a token"
+        );
+        assert_eq!(
+            get(a, path, None, &[wrong]).status,
+            401,
+            "{path} with a wrong token"
+        );
+        assert_eq!(
+            get(a, &format!("{path}?token=nope-nope-nope-nope"), None, &[]).status,
+            401,
+            "{path} with a wrong query token"
+        );
+    }
+    for path in [
+        "/",
+        "/run/r1",
+        "/assets/app.js",
+        "/api/runs",
+        "/api/runs/r1",
+    ] {
+        assert_eq!(
+            get(a, path, None, &[&bearer()]).status,
+            200,
+            "{path} with the token"
+        );
+    }
+    // The query token sets the cookie the browser's later requests carry.
+    let r = get(a, &format!("/?token={TOKEN}"), None, &[]);
+    assert_eq!(r.status, 200);
+    let cookie = r.header("set-cookie").expect("a cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap();
+    assert_eq!(
+        get(a, "/api/runs", None, &[&format!("Cookie: {pair}")]).status,
+        200
+    );
+
+    // The event stream, with the token: its first event arrives.
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /api/runs/r1/events HTTP/1.1\r\nHost: {a}\r\n{}\r\n\r\n",
+        bearer()
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut first = String::new();
+    r.read_line(&mut first).unwrap();
+    assert!(first.contains("200"), "{first}");
+    let ev = next_event(&mut r);
+    assert_eq!(ev["id"], "r1");
+}
+
+/// The next `data:` line of an event stream, parsed.
+fn next_event(r: &mut impl BufRead) -> serde_json::Value {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended");
+        if let Some(d) = line
+            .trim_end()
+            .strip_prefix("data: ")
+            .or_else(|| line.trim_end().strip_prefix("data:"))
+        {
+            return serde_json::from_str(d).unwrap();
+        }
+    }
+}
+
+#[test]
+fn ui_stream_pushes_when_the_run_advances() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+    let mut s = TcpStream::connect(a).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /api/runs/r1/events HTTP/1.1\r\nHost: {a}\r\n\r\n").unwrap();
+    let mut r = BufReader::new(s);
+    let first = next_event(&mut r);
+    let seq = first["seq"].as_u64().unwrap();
+    assert_eq!(first["counts"]["done"], 1);
+    ok(root, &["unit", "r1", "d", "done"]);
+    let t0 = Instant::now();
+    loop {
+        let ev = next_event(&mut r);
+        if ev["seq"].as_u64().unwrap() > seq {
+            assert_eq!(ev["counts"]["done"], 2);
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(8),
+            "no event for the new seq"
+        );
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "the push took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn ui_refuses_non_loopback_without_a_token() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let o = runlog(root, &["ui", "--listen", "0.0.0.0:0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("needs a token"), "{}", text(&o));
+    let o = runlog(root, &["ui", "--token", "short"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = runlog(root, &["ui", "--token-file", "/nonexistent/token"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = runlog(root, &["ui", "../x"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!root.join("runs").exists(), "a refused ui wrote the layout");
+}
+
+#[test]
+fn ui_demo_serves_its_run_while_it_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let mut child = cmd(root)
+        .args([
+            "demo",
+            "--ui",
+            "--units",
+            "4000",
+            "--work-us",
+            "5000",
+            "--kills",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut url = None;
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 {
+        if let Some(u) = line.split_whitespace().find(|w| w.starts_with("http://")) {
+            url = Some(u.to_string());
+            break;
+        }
+        line.clear();
+    }
+    let url = url.expect("demo --ui printed no URL");
+    assert!(url.ends_with("/run/demo"), "{url}");
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    let s = get(&addr, "/api/runs/demo", None, &[]);
+    assert_eq!(s.status, 200, "{}", s.body);
+    assert_eq!(s.json()["id"], "demo");
+    // The demo finishes as usual with its view beside it (and the view ends with it).
+    let rest = std::thread::spawn(move || {
+        let mut t = String::new();
+        let _ = err.read_to_string(&mut t);
+        t
+    });
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "demo --ui: {status}: {}",
+        rest.join().unwrap()
+    );
+}
