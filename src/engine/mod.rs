@@ -89,7 +89,7 @@ pub use store::Store;
 pub use table::{Table, TableIter, TableSpec, TableWriter};
 pub use tag::Key;
 pub use verify::{Integrity, VerifyReport, verify, verify_as, verify_with_key};
-pub use vfs::{FileBytes, LockAttempt, SharedFile, Vfs, VfsFile};
+pub use vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
 pub use walk::{for_each_record, for_each_record_with_key};
 
 use std::path::Path;

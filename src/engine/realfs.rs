@@ -1,7 +1,7 @@
 //! The real filesystem behind [`Vfs`]: O_NOFOLLOW everywhere, 0600 files and
 //! 0700 directories whatever the umask, whole-file reads through a memory map.
 
-use super::vfs::{FileBytes, LockAttempt, SharedFile, Vfs, VfsFile};
+use super::vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
@@ -79,6 +79,34 @@ struct Mapped(memmap2::Mmap);
 impl AsRef<[u8]> for Mapped {
     fn as_ref(&self) -> &[u8] {
         &self.0
+    }
+}
+
+impl FileData for Mapped {
+    fn release(&self, range: std::ops::Range<usize>) {
+        // Whole pages inside the range only.
+        // SAFETY: sysconf has no preconditions.
+        #[allow(unsafe_code)]
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => return,
+        };
+        let start = range.start.next_multiple_of(page);
+        let end = range.end.min(self.0.len()) / page * page;
+        if end <= start {
+            return;
+        }
+        // SAFETY: the map is shared, read-only and of a file that is never
+        // written while mapped (see `read_mapped`): MADV_DONTNEED only drops
+        // the pages from this process, and any later read, through a borrow
+        // taken before or after, faults the same bytes in again from the
+        // page cache or the file. Nothing is zeroed, as it would be in a
+        // private or anonymous map. A failure leaves the pages where they are.
+        #[allow(unsafe_code)]
+        let _ = unsafe {
+            self.0
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
     }
 }
 

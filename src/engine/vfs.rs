@@ -37,7 +37,18 @@ pub trait SharedFile: Send + Sync + fmt::Debug {
 }
 
 /// Bytes of a whole file, read for scanning.
-pub type FileBytes = Box<dyn AsRef<[u8]> + Send + Sync>;
+pub type FileBytes = Box<dyn FileData>;
+
+/// A whole file's bytes: read into memory, or a memory map.
+pub trait FileData: AsRef<[u8]> + Send + Sync {
+    /// Says that the bytes in `range` will not be read again soon: a map of a
+    /// file that never changes may drop those pages from the process's memory
+    /// (a later read faults them in again from the file, the same bytes).
+    /// Bytes read into memory stay as they are.
+    fn release(&self, _range: std::ops::Range<usize>) {}
+}
+
+impl FileData for Vec<u8> {}
 
 /// Outcome of a lock attempt.
 pub enum LockAttempt {

@@ -57,4 +57,5 @@ mod prop_model;
 mod recovery_partial_unlinks_after_compaction;
 mod table_damage;
 mod table_roundtrip;
+mod table_scan_memory;
 mod tamper_keyed_tag;

@@ -29,5 +29,7 @@ pub use format::{
     TABLE_DELTA_VERSION, TABLE_ENTRY_HEADER_LEN, TABLE_FLAG_DELTA, TABLE_FLAG_KEYED, TABLE_FOOTER_LEN, TABLE_FOOTER_MAGIC,
     TABLE_FORMAT_VERSION, TABLE_HEADER_LEN, TABLE_INDEX_ENTRY_FIXED_LEN, TABLE_MAGIC,
 };
+#[cfg(any(test, feature = "sim"))]
+pub use read::RELEASE_EVERY;
 pub use read::{Table, TableIter};
 pub use write::{TableSpec, TableWriter};

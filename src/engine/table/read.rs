@@ -311,6 +311,7 @@ impl Table {
     pub fn iter(&self) -> TableIter<'_> {
         TableIter {
             table: self,
+            released: 0,
             next_block: 0,
             block: None,
             pos: 0,
@@ -323,6 +324,7 @@ impl Table {
     pub fn iter_from(&self, start: &[u8]) -> TableIter<'_> {
         TableIter {
             table: self,
+            released: 0,
             next_block: self.block_for(start),
             block: None,
             pos: 0,
@@ -584,6 +586,8 @@ fn walk_index(
 /// Entries of a [`Table`] in key order (see [`Table::iter`]).
 pub struct TableIter<'a> {
     table: &'a Table,
+    /// Where the bytes not yet released start (see [`RELEASE_EVERY`]).
+    released: usize,
     next_block: usize,
     block: Option<Block<'a>>,
     pos: usize,
@@ -599,6 +603,26 @@ impl fmt::Debug for TableIter<'_> {
             .field("pos", &self.pos)
             .field("done", &self.done)
             .finish()
+    }
+}
+
+/// A scan lets go of the blocks behind it every this many bytes, so that a
+/// mapped table read end to end (a streamed document, a resume set, a view's
+/// lists) keeps about this much of it resident, not the whole file.
+pub const RELEASE_EVERY: usize = 8 << 20;
+
+impl TableIter<'_> {
+    /// Releases the bytes from `released` to the start of the next block
+    /// once they reach [`RELEASE_EVERY`].
+    fn release_behind(&mut self) {
+        let Ok(ix) = self.table.index_entry(self.next_block) else {
+            return;
+        };
+        let at = ix.offset as usize;
+        if at >= self.released + RELEASE_EVERY {
+            self.table.bytes.release(self.released..at);
+            self.released = at;
+        }
     }
 }
 
@@ -627,6 +651,7 @@ impl<'a> Iterator for TableIter<'a> {
                 self.done = true;
                 return None;
             }
+            self.release_behind();
             match self.table.block(self.next_block) {
                 Ok(b) => {
                     self.block = Some(b);
