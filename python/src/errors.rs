@@ -28,19 +28,10 @@ pub fn class<'py>(py: Python<'py>, name: &str) -> PyResult<&'py Bound<'py, PyAny
     CLASSES[i].import(py, "runlog._errors", NAMES[i])
 }
 
-/// The message: this error and each cause that adds something.
+/// The message: this error and each cause that adds something (the
+/// engine's one chain printer).
 pub fn message(e: &RunError) -> String {
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(s) = src {
-        let part = s.to_string();
-        if !msg.contains(&part) {
-            msg.push_str(": ");
-            msg.push_str(&part);
-        }
-        src = s.source();
-    }
-    msg
+    engine::ErrorChain(e).to_string()
 }
 
 /// The exception instance for `e` (not raised: [`to_pyerr`] raises it).
@@ -68,19 +59,13 @@ pub fn exception<'py>(py: Python<'py>, e: &RunError) -> PyResult<Bound<'py, PyAn
             } => class(py, "Locked")?.call1((msg, path(p), holder.clone())),
             _ => class(py, "Error")?.call1((msg,)),
         },
-        RunError::Io { source, .. } => match fenced(source) {
-            Some((epoch, newer)) => class(py, "Fenced")?.call1((msg, epoch, newer)),
-            None => class(py, "Error")?.call1((msg,)),
+        RunError::Remote { source, .. } => match &**source {
+            RemoteError::Fenced { epoch, newer, .. } => {
+                class(py, "Fenced")?.call1((msg, *epoch, *newer))
+            }
+            _ => class(py, "Error")?.call1((msg,)),
         },
         _ => class(py, "Error")?.call1((msg,)),
-    }
-}
-
-/// This writer's and the newer epoch, when `e` is the remote's `Fenced`.
-fn fenced(e: &std::io::Error) -> Option<(u64, u64)> {
-    match e.get_ref()?.downcast_ref::<RemoteError>()? {
-        RemoteError::Fenced { epoch, newer, .. } => Some((*epoch, *newer)),
-        _ => None,
     }
 }
 

@@ -23,7 +23,7 @@ fn digest_of(bytes: &[u8]) -> String {
 /// object's name as its `file`), anything else `Error`. The message names
 /// the operation and the object, then each cause.
 fn to_pyerr(e: RemoteError) -> PyErr {
-    let msg = runlog::remote::error_chain(&e);
+    let msg = runlog::engine::ErrorChain(&e).to_string();
     Python::attach(|py| {
         let made = match &e {
             RemoteError::Corrupt { object, offset, .. } => errors::class(py, "Corrupt")

@@ -43,23 +43,14 @@ mod imp {
     use super::*;
     use crate::engine::RealFs;
     use crate::remote::{
-        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, deadline_text,
-        error_chain, gc, is_deadline, restore, verify_remote,
+        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, deadline_text, gc,
+        is_deadline, restore, verify_remote,
     };
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Condvar, Mutex};
 
     pub(super) fn fail(what: &str, e: RemoteError) -> RunError {
-        let refused = matches!(e, RemoteError::Config(_) | RemoteError::NoRemoteRun { .. });
-        if refused {
-            RunError::Invalid(format!("{what}: {}", error_chain(&e)))
-        } else {
-            RunError::io(
-                "remote",
-                what.to_string(),
-                std::io::Error::other(error_chain(&e)),
-            )
-        }
+        RunError::remote("remote", what, e)
     }
 
     fn print(json: bool, value: serde_json::Value, text: String) -> Result<u8, RunError> {
@@ -104,14 +95,14 @@ mod imp {
             Ok(Some(l)) => Some((serde_json::to_value(&l).unwrap_or_default(), lag_line(&l))),
             Err(e) if is_deadline(&e) => {
                 let within = deadline_text(STATUS_DEADLINE);
-                let why = error_chain(&e);
+                let why = crate::engine::ErrorChain(&e).to_string();
                 Some((
                     serde_json::json!({"error": why, "notReachedWithin": within}),
                     format!("remote: not reached within {within} (local state shown): {why}"),
                 ))
             }
             Err(e) => {
-                let why = error_chain(&e);
+                let why = crate::engine::ErrorChain(&e).to_string();
                 Some((
                     serde_json::json!({"error": why}),
                     format!("remote: cannot read it: {why}"),

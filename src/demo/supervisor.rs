@@ -504,11 +504,7 @@ fn run_demo_in(
 pub const NEW_HOST: &str = "new-host";
 
 fn remote_err(what: &str, url: &str, e: RemoteError) -> RunError {
-    RunError::io(
-        "demo remote",
-        format!("{what} {url}"),
-        std::io::Error::other(crate::remote::error_chain(&e)),
-    )
+    RunError::remote("demo remote", format!("{what} {url}"), e)
 }
 
 /// Attaches `url` to the demo run in `dir` under `sync`. The remote must be

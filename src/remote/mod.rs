@@ -42,7 +42,7 @@ pub use client::{Put, REQUEST_RETRIES, REQUEST_TIMEOUT, Remote, deadline_text, i
 pub use config::{MAX_REMOTE_FILE_LEN, Policy, REMOTE_FILE, RemoteConfig};
 pub use error::{RemoteError, Result};
 pub use gc::{RemoteGcReport, gc};
-pub use replica::{RemoteStats, Replicated, Replication, error_chain};
+pub use replica::{RemoteStats, Replicated, Replication};
 pub use restore::{RestoreReport, restore, verify_remote};
 pub use rootenv::{
     ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, attach_env, configured, env_config, restore_if_missing,

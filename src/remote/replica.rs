@@ -86,15 +86,10 @@ impl Core {
         *lock(&self.state) = s.state().clone();
         match &r {
             Ok(_) => *lock(&self.last_error) = None,
-            Err(e) => *lock(&self.last_error) = Some(error_chain(e)),
+            Err(e) => *lock(&self.last_error) = Some(crate::engine::ErrorChain(e).to_string()),
         }
         r.map(|_| ())
     }
-}
-
-/// `e` and its causes on one line, each once (the engine's one chain printer).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    crate::engine::ErrorChain(e).to_string()
 }
 
 /// Replication of one local store directory.
@@ -305,7 +300,7 @@ impl<M: Machine> Replicated<M> {
     /// Appends a batch: one local fsync and (sync) one remote round for all.
     pub fn append_batch(&self, ts: &[M::Transition]) -> Vec<Result<u64>> {
         if let Err(e) = self.replication.check() {
-            let msg = error_chain(&e);
+            let msg = crate::engine::ErrorChain(&e).to_string();
             return ts
                 .iter()
                 .map(|_| Err(RemoteError::Config(msg.clone())))
@@ -318,7 +313,9 @@ impl<M: Machine> Replicated<M> {
             .into_iter()
             .map(|r| match (r, &remote) {
                 (Err(e), _) => Err(RemoteError::Local(e)),
-                (Ok(_), Some(Err(e))) => Err(RemoteError::Config(error_chain(e))),
+                (Ok(_), Some(Err(e))) => Err(RemoteError::Config(
+                    crate::engine::ErrorChain(e).to_string(),
+                )),
                 (Ok(s), _) => Ok(s),
             })
             .collect()

@@ -50,6 +50,20 @@ pub enum RunError {
         /// The decoder's error.
         source: serde_json::Error,
     },
+    /// The remote tier failed or refused (shipping to, restoring from or
+    /// reading a run's remote). `Fenced`, `Gap` and the rest stay typed in
+    /// `source`; a refused request (a URL or policy that cannot be used, no
+    /// run at the URL) is exit 2, anything else exit 1.
+    #[cfg(feature = "remote")]
+    Remote {
+        /// What was being done (`"ship to remote"`, `"restore the run from its remote"`).
+        op: &'static str,
+        /// Where: the remote's URL, or the local directory the remote is for.
+        at: String,
+        /// The remote tier's error. Shared, so every change of a batch that
+        /// one failed ship left unacknowledged carries the same typed error.
+        source: std::sync::Arc<crate::remote::RemoteError>,
+    },
     /// An I/O error outside a store (runs root, archive, gc).
     Io {
         /// What was being done.
@@ -101,6 +115,29 @@ impl RunError {
         }
     }
 
+    /// A remote-tier error while doing `op` at `at` (a URL or a directory).
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote(
+        op: &'static str,
+        at: impl Into<String>,
+        source: impl Into<std::sync::Arc<crate::remote::RemoteError>>,
+    ) -> Self {
+        RunError::Remote {
+            op,
+            at: at.into(),
+            source: source.into(),
+        }
+    }
+
+    /// The remote tier's error, when the remote tier failed.
+    #[cfg(feature = "remote")]
+    pub fn remote_error(&self) -> Option<&crate::remote::RemoteError> {
+        match self {
+            RunError::Remote { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
     /// True when nothing was written because the request was refused (exit 2).
     pub fn is_refused(&self) -> bool {
         match self {
@@ -113,6 +150,12 @@ impl RunError {
             RunError::Engine { source, .. } => {
                 source.is_refused() || matches!(source, crate::engine::Error::Key { .. })
             }
+            #[cfg(feature = "remote")]
+            RunError::Remote { source, .. } => matches!(
+                **source,
+                crate::remote::RemoteError::Config(_)
+                    | crate::remote::RemoteError::NoRemoteRun { .. }
+            ),
             RunError::Checkpoint { .. } | RunError::Io { .. } => false,
         }
     }
@@ -141,6 +184,10 @@ impl fmt::Display for RunError {
                 f,
                 "run {id}: the saved checkpoint does not decode as the state asked for"
             ),
+            #[cfg(feature = "remote")]
+            RunError::Remote { op, at, .. } if self.is_refused() => write!(f, "refused: {op} {at}"),
+            #[cfg(feature = "remote")]
+            RunError::Remote { op, at, .. } => write!(f, "{op} {at}"),
             RunError::Io { op, path, .. } => write!(f, "{op} {}", path.display()),
         }
     }
@@ -152,6 +199,8 @@ impl std::error::Error for RunError {
             RunError::Refused { source, .. } => Some(source),
             RunError::Engine { source, .. } => Some(source),
             RunError::Io { source, .. } => Some(source),
+            #[cfg(feature = "remote")]
+            RunError::Remote { source, .. } => Some(&**source),
             RunError::Checkpoint { source, .. } => Some(source),
             _ => None,
         }

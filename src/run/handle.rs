@@ -108,41 +108,26 @@ impl Run {
             .store
             .append(&self.stamp(change))
             .map_err(|e| RunError::engine(&self.id, e))?;
-        self.shipped(seq)?;
+        self.shipped(seq).map_err(|f| ship_error(&f))?;
         Ok(seq)
     }
 
     /// Hands an accepted seq to the run's remote (sync: returns once shipped).
     #[cfg(feature = "remote")]
-    fn shipped(&self, seq: u64) -> Result<()> {
+    fn shipped(&self, seq: u64) -> std::result::Result<(), ShipFailure> {
+        // It names the remote's URL: where the change failed to go, not the
+        // local directory it is durable in.
         match &self.remote {
-            // The remote error stays inside the io::Error (its causes
-            // follow through `source()`), so callers can tell `Fenced`.
-            // The "path" of this error is the remote's URL: where the change
-            // failed to go, not the local directory it is durable in.
             Some(r) => r
                 .acknowledged(seq)
-                .map_err(|e| RunError::io("ship to remote", r.url(), std::io::Error::other(e))),
+                .map_err(|e| (r.url().to_string(), Arc::new(e))),
             None => Ok(()),
         }
     }
 
     #[cfg(not(feature = "remote"))]
-    fn shipped(&self, _seq: u64) -> Result<()> {
+    fn shipped(&self, _seq: u64) -> std::result::Result<(), ShipFailure> {
         Ok(())
-    }
-
-    /// The run's remote URL, for an error shipping to it.
-    #[cfg(feature = "remote")]
-    fn remote_url(&self) -> String {
-        self.remote
-            .as_ref()
-            .map_or_else(|| "(no remote)".into(), |r| r.url().to_string())
-    }
-
-    #[cfg(not(feature = "remote"))]
-    fn remote_url(&self) -> String {
-        "(no remote)".into()
     }
 
     /// Applies changes in order with one write and one fsync; each is accepted
@@ -158,29 +143,15 @@ impl Run {
             .collect();
         let local = self.store.append_batch(&ts);
         let top = local.iter().filter_map(|r| r.as_ref().ok()).copied().max();
-        let mut shipped = top.map(|s| self.shipped(s));
-        // The first accepted change carries the ship's own error (a `Fenced`
-        // stays typed through `source()`); the others its whole message.
-        let text = match &shipped {
-            Some(Err(e)) => crate::engine::ErrorChain(e).to_string(),
-            _ => String::new(),
-        };
+        // One failed ship fails every accepted change it covered, each with
+        // the same typed error (a `Fenced` stays `Fenced`).
+        let failed = top.and_then(|s| self.shipped(s).err());
         local
             .into_iter()
-            .map(|r| match r {
-                Err(e) => Err(RunError::engine(&self.id, e)),
-                Ok(s) => match &mut shipped {
-                    Some(Err(_)) => match shipped.take() {
-                        Some(Err(e)) => Err(e),
-                        _ => unreachable!("matched above"),
-                    },
-                    None if !text.is_empty() => Err(RunError::io(
-                        "ship to remote",
-                        self.remote_url(),
-                        std::io::Error::other(text.clone()),
-                    )),
-                    _ => Ok(s),
-                },
+            .map(|r| match (r, &failed) {
+                (Err(e), _) => Err(RunError::engine(&self.id, e)),
+                (Ok(_), Some(f)) => Err(ship_error(f)),
+                (Ok(s), None) => Ok(s),
             })
             .collect()
     }
@@ -309,4 +280,21 @@ impl Run {
             .compact()
             .map_err(|e| RunError::engine(&self.id, e))
     }
+}
+
+/// Why shipping to the run's remote failed: its URL and the remote tier's
+/// error, shared by every change the ship covered.
+#[cfg(feature = "remote")]
+type ShipFailure = (String, Arc<crate::remote::RemoteError>);
+/// Without the remote tier nothing is shipped, so nothing fails.
+#[cfg(not(feature = "remote"))]
+type ShipFailure = std::convert::Infallible;
+
+fn ship_error(f: &ShipFailure) -> RunError {
+    #[cfg(feature = "remote")]
+    {
+        RunError::remote("ship to remote", f.0.clone(), f.1.clone())
+    }
+    #[cfg(not(feature = "remote"))]
+    match *f {}
 }

@@ -325,11 +325,7 @@ fn ignored_by_resume(view: &super::view::RunView<'_>, spec: &InitSpec) -> Result
 
 #[cfg(feature = "remote")]
 fn remote_err(op: &'static str, dir: &std::path::Path, e: crate::remote::RemoteError) -> RunError {
-    RunError::io(
-        op,
-        dir,
-        std::io::Error::other(crate::remote::error_chain(&e)),
-    )
+    RunError::remote(op, dir.display().to_string(), e)
 }
 
 fn refused_live(doc: &RunDoc) -> RunError {

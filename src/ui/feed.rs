@@ -73,7 +73,7 @@ pub fn sample(samples: &mut VecDeque<(Instant, u64)>, now: Instant, done: u64) {
 
 /// The remote's lag as `status` shows it (`None`: the run has no remote).
 pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Value> {
-    use crate::remote::{RemoteLag, deadline_text, error_chain, is_deadline};
+    use crate::remote::{RemoteLag, deadline_text, is_deadline};
     match RemoteLag::read_within(dir, durable, Some(REMOTE_DEADLINE)) {
         Ok(None) => None,
         Ok(Some(l)) => Some(serde_json::json!({
@@ -85,12 +85,12 @@ pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Va
             ),
         })),
         Err(e) if is_deadline(&e) => Some(serde_json::json!({
-            "error": error_chain(&e),
+            "error": crate::engine::ErrorChain(&e).to_string(),
             "line": format!("remote: not reached within {} (local state shown)", deadline_text(REMOTE_DEADLINE)),
         })),
         Err(e) => Some(serde_json::json!({
-            "error": error_chain(&e),
-            "line": format!("remote: cannot read it: {}", error_chain(&e)),
+            "error": crate::engine::ErrorChain(&e).to_string(),
+            "line": format!("remote: cannot read it: {}", crate::engine::ErrorChain(&e).to_string()),
         })),
     }
 }

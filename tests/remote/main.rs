@@ -16,4 +16,5 @@ mod remote_cli;
 mod remote_faults;
 mod remote_lag;
 mod remote_local_backends;
+mod remote_run_fenced;
 mod remote_status_deadline;

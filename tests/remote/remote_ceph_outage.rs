@@ -10,9 +10,7 @@ use crate::remote_support;
 
 use remote_support::{gateway_alone, open, read, s3_url};
 use runlog::engine::RealFs;
-use runlog::remote::{
-    Policy, Remote, RemoteConfig, Replicated, error_chain, latest_manifest, restore,
-};
+use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, latest_manifest, restore};
 use std::process::Command;
 
 fn ceph(cmd: &str) {
@@ -73,7 +71,7 @@ fn ceph_gateway_stopped_mid_run_async_catches_up_and_sync_never_acks_without_it(
     assert_eq!((lag.durable, lag.shipped, lag.lag), (30, 10, 20), "{e}");
     // sync: refused with the remote's error, not acknowledged.
     let e = s.append(&11).unwrap_err();
-    let msg = error_chain(&e);
+    let msg = runlog::engine::ErrorChain(&e).to_string();
     assert!(
         msg.contains("put chunk") || msg.contains("put manifest"),
         "{msg}"
