@@ -135,9 +135,18 @@ impl Runs {
                     runlog::engine::ErrorChain(&e).to_string(),
                 ))
             })?;
+        // As the CLI does: the remote root comes from the environment.
+        let remote_root = runlog::remote::RemoteRoot::from_env().map_err(|e| {
+            errors::to_pyerr(RunError::Invalid(format!(
+                "${}: {}",
+                runlog::remote::ENV_REMOTE_ROOT,
+                runlog::engine::ErrorChain(&e)
+            )))
+        })?;
         let mut inner = run::Runs::new(root)
             .with_lock_wait(Some(wait))
-            .with_key(key);
+            .with_key(key)
+            .with_remote_root(remote_root);
         if let Some(l) = linger {
             inner = inner.with_sync(SyncPolicy::Grouped {
                 linger: seconds("linger", l)?,

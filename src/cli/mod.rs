@@ -160,10 +160,14 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
             engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
             e => RunError::Invalid(ErrorChain(&e).to_string()),
         })?;
+    // The remote root comes from the environment here, never in the library.
+    let remote_root = crate::remote::RemoteRoot::from_env()
+        .map_err(|e| RunError::remote("read", format!("${}", crate::remote::ENV_REMOTE_ROOT), e))?;
     Ok(Runs::new(root)
         .with_clock(clock)
         .with_lock_wait(Some(wait))
-        .with_key(key))
+        .with_key(key)
+        .with_remote_root(remote_root))
 }
 
 /// Runs a parsed command line; returns the exit status for a completed command.

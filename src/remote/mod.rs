@@ -45,7 +45,7 @@ pub use gc::{RemoteGcReport, gc};
 pub use replica::{RemoteStats, Replicated, Replication};
 pub use restore::{RestoreReport, restore, verify_remote};
 pub use rootenv::{
-    ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, attach_env, configured, env_config, restore_if_missing,
+    ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, RemoteRoot, attach_root, configured, restore_if_missing,
 };
 pub use runhook::{RemoteLag, RunRemote};
 pub use shipper::{ShipState, Shipper, latest_manifest, read_manifest};

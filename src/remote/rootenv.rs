@@ -1,52 +1,97 @@
-//! Runs whose remote comes from the environment: with `RUNLOG_REMOTE_ROOT`
-//! set (`s3://bucket/runs`, `file:///dir`), run `ID` lives remotely at
-//! `<root>/<ID>`. Opening a run whose local directory is missing restores it
-//! from there first (a new host); a run created with the variable set is
-//! attached to it (policy from `RUNLOG_REMOTE_POLICY`: `sync`, the default, or
-//! `async`).
+//! Runs whose remote is a common root: with a [`RemoteRoot`] given to
+//! `Runs::with_remote_root` (`s3://bucket/runs`, `file:///dir`), run `ID`
+//! lives remotely at `<root>/<ID>`. Opening a run whose local directory is
+//! missing restores it from there first (a new host); a run created under it
+//! is attached to it with the root's policy.
+//!
+//! The library reads no environment: the CLI and the Python binding build the
+//! root from `RUNLOG_REMOTE_ROOT` and `RUNLOG_REMOTE_POLICY` with
+//! [`RemoteRoot::from_env`].
 
 use super::client::Remote;
 use super::config::{Policy, REMOTE_FILE, RemoteConfig};
-use super::error::Result;
+use super::error::{RemoteError, Result};
 use super::restore::restore;
 use super::shipper::latest_manifest;
 use crate::engine::{Key, RealFs};
 use std::path::Path;
 
-/// The variable naming the remote root of every run.
+/// The variable the CLI and the Python binding read the remote root from.
 pub const ENV_REMOTE_ROOT: &str = "RUNLOG_REMOTE_ROOT";
-/// The variable naming the policy of runs attached through it.
+/// The variable they read that root's policy from (`sync`, the default, or `async`).
 pub const ENV_REMOTE_POLICY: &str = "RUNLOG_REMOTE_POLICY";
 
-/// The remote config run `id` gets from the environment, if any.
-pub fn env_config(id: &str) -> Result<Option<RemoteConfig>> {
-    let Some(root) = std::env::var(ENV_REMOTE_ROOT)
-        .ok()
-        .filter(|r| !r.is_empty())
-    else {
-        return Ok(None);
-    };
-    let policy = match std::env::var(ENV_REMOTE_POLICY) {
-        Ok(p) if !p.is_empty() => Policy::parse(&p)?,
-        _ => Policy::Sync,
-    };
-    Ok(Some(RemoteConfig {
-        url: format!("{}/{id}", root.trim_end_matches('/')),
-        policy,
-        epoch: 0,
-    }))
+/// The remote root every run of a runs root ships under, and the policy runs
+/// attached through it get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRoot {
+    url: String,
+    policy: Policy,
 }
 
-/// Before run `id` is opened at `dir`: a missing directory whose remote holds
-/// the run is restored (true); a run about to be created is attached by
-/// writing its `REMOTE` file once the directory exists (see [`attach_env`]).
-pub fn restore_if_missing(dir: &Path, id: &str, key: Option<&Key>) -> Result<bool> {
+impl RemoteRoot {
+    /// The root at `url` (a trailing `/` is dropped) with `policy`.
+    pub fn new(url: &str, policy: Policy) -> RemoteRoot {
+        RemoteRoot {
+            url: url.trim_end_matches('/').to_string(),
+            policy,
+        }
+    }
+
+    /// The root `RUNLOG_REMOTE_ROOT` names, with `RUNLOG_REMOTE_POLICY`'s
+    /// policy; `None` when the first is unset or empty. A policy that does not
+    /// parse is an error naming the variable.
+    pub fn from_env() -> Result<Option<RemoteRoot>> {
+        let Some(url) = std::env::var(ENV_REMOTE_ROOT)
+            .ok()
+            .filter(|r| !r.is_empty())
+        else {
+            return Ok(None);
+        };
+        let policy = match std::env::var(ENV_REMOTE_POLICY) {
+            Ok(p) if !p.is_empty() => Policy::parse(&p).map_err(|e| {
+                RemoteError::Config(format!(
+                    "${ENV_REMOTE_POLICY}={p:?}: {}",
+                    crate::engine::ErrorChain(&e)
+                ))
+            })?,
+            _ => Policy::Sync,
+        };
+        Ok(Some(RemoteRoot::new(&url, policy)))
+    }
+
+    /// The root's URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The remote config run `id` gets under this root.
+    pub fn config(&self, id: &str) -> RemoteConfig {
+        RemoteConfig {
+            url: format!("{}/{id}", self.url),
+            policy: self.policy,
+            epoch: 0,
+        }
+    }
+}
+
+/// Before run `id` is opened at `dir`: a missing directory whose remote
+/// under `root` holds the run is restored (true); a run about to be created
+/// is attached by writing its `REMOTE` file once the directory exists (see
+/// [`attach_root`]).
+pub fn restore_if_missing(
+    dir: &Path,
+    id: &str,
+    key: Option<&Key>,
+    root: Option<&RemoteRoot>,
+) -> Result<bool> {
+    let Some(root) = root else {
+        return Ok(false);
+    };
     if dir.exists() {
         return Ok(false);
     }
-    let Some(config) = env_config(id)? else {
-        return Ok(false);
-    };
+    let config = root.config(id);
     let remote = Remote::open(&config.url)?;
     if latest_manifest(&remote)?.is_none() {
         return Ok(false);
@@ -56,20 +101,17 @@ pub fn restore_if_missing(dir: &Path, id: &str, key: Option<&Key>) -> Result<boo
     Ok(true)
 }
 
-/// Whether run `id` in `dir` ships to a remote: its `REMOTE` file, or one
-/// `$RUNLOG_REMOTE_ROOT` would give it (an unreadable setting counts as one).
-pub fn configured(dir: &Path, id: &str) -> bool {
-    dir.join(REMOTE_FILE).exists() || !matches!(env_config(id), Ok(None))
+/// Whether run `id` in `dir` ships to a remote: its `REMOTE` file, or the
+/// remote root's.
+pub fn configured(dir: &Path, root: Option<&RemoteRoot>) -> bool {
+    root.is_some() || dir.join(REMOTE_FILE).exists()
 }
 
-/// After run `id` was opened at `dir`: attaches the environment's remote when
-/// the run has none yet.
-pub fn attach_env(dir: &Path, id: &str) -> Result<()> {
-    if dir.join(REMOTE_FILE).exists() {
-        return Ok(());
-    }
-    match env_config(id)? {
-        Some(config) => config.write(&RealFs, dir),
-        None => Ok(()),
+/// After run `id` was opened at `dir`: attaches it under `root` when the run
+/// has no remote yet.
+pub fn attach_root(dir: &Path, id: &str, root: Option<&RemoteRoot>) -> Result<()> {
+    match root {
+        Some(root) if !dir.join(REMOTE_FILE).exists() => root.config(id).write(&RealFs, dir),
+        _ => Ok(()),
     }
 }

@@ -57,9 +57,9 @@ impl Runs {
         if create {
             self.ensure_layout()?;
         }
-        // A run missing here but present at $RUNLOG_REMOTE_ROOT/<id>: a new host.
+        // A run missing here but present under the remote root: a new host.
         #[cfg(feature = "remote")]
-        crate::remote::restore_if_missing(&dir, id, self.key())
+        crate::remote::restore_if_missing(&dir, id, self.key(), self.remote_root.as_ref())
             .map_err(|e| remote_err("restore the run from its remote", &dir, e))?;
         let opts = self.store_options(create, None);
         // A shipped run keeps full snapshots only: the remote restores one
@@ -73,7 +73,7 @@ impl Runs {
         };
         #[cfg(feature = "remote")]
         let opts = {
-            let shipped = crate::remote::configured(&dir, id);
+            let shipped = crate::remote::configured(&dir, self.remote_root.as_ref());
             engine::Options {
                 delta_bytes: if shipped { 0 } else { opts.delta_bytes },
                 // A shipped run's writer holds the lock across its ship round.
@@ -90,7 +90,7 @@ impl Runs {
             Ok(store) => Ok(Run {
                 id: id.to_string(),
                 #[cfg(feature = "remote")]
-                remote: crate::remote::attach_env(store.dir(), id)
+                remote: crate::remote::attach_root(store.dir(), id, self.remote_root.as_ref())
                     .and_then(|()| crate::remote::RunRemote::load(store.dir()))
                     .map_err(|e| remote_err("read the run's remote", store.dir(), e))?,
                 store,

@@ -148,6 +148,9 @@ pub struct Runs {
     pub(crate) key: Option<Key>,
     pub(crate) compaction: engine::CompactionPolicy,
     pub(crate) vfs: Arc<dyn Vfs>,
+    /// Where runs ship when they have no `REMOTE` file of their own.
+    #[cfg(feature = "remote")]
+    pub(crate) remote_root: Option<crate::remote::RemoteRoot>,
 }
 
 impl std::fmt::Debug for Runs {
@@ -172,7 +175,20 @@ impl Runs {
             key: None,
             compaction: RUN_COMPACTION,
             vfs: Arc::new(RealFs),
+            #[cfg(feature = "remote")]
+            remote_root: None,
         }
+    }
+
+    /// The remote root runs ship under (default none): run `ID` lives at
+    /// `<root>/<ID>`. Opening a run for writing that is missing here but
+    /// present there restores it first (a new host); a run opened for writing
+    /// with no remote of its own is attached there. Reading a run never
+    /// touches the remote.
+    #[cfg(feature = "remote")]
+    pub fn with_remote_root(mut self, root: Option<crate::remote::RemoteRoot>) -> Runs {
+        self.remote_root = root;
+        self
     }
 
     /// The filesystem runs are read and written through (default [`RealFs`]);

@@ -201,3 +201,54 @@ fn an_s3_remote_without_credentials_names_the_aws_variables() {
         "said once: {err}"
     );
 }
+
+/// Issue 21: the remote root is the library's builder option; the library
+/// reads no environment. The env test above proves the CLI reads it; this one
+/// proves the library: a `Runs` given a root attaches the run it opens there
+/// and restores a missing run on a "new host"; one given none knows no remote.
+#[test]
+fn a_remote_root_given_to_runs_attaches_and_restores_without_the_environment() {
+    use runlog::remote::{Policy, RemoteRoot};
+    use runlog::run::{Runs, UnitStatus};
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("file://{}/", tmp.path().join("remote").display());
+    std::fs::create_dir_all(tmp.path().join("remote")).unwrap();
+    let (h1, h2, h3) = (
+        tmp.path().join("h1"),
+        tmp.path().join("h2"),
+        tmp.path().join("h3"),
+    );
+    let root = RemoteRoot::new(&url, Policy::Sync);
+    assert_eq!(root.url(), url.trim_end_matches('/'));
+    ok(&runlog(
+        &h1,
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b"],
+    ));
+    let runs = Runs::new(&h1).with_remote_root(Some(root.clone()));
+    runs.open("r1")
+        .unwrap()
+        .set_unit("a", UnitStatus::Done, None, None)
+        .unwrap();
+    let remote_file = std::fs::read_to_string(runs.run_dir("r1").unwrap().join("REMOTE"))
+        .expect("the run was attached under the root");
+    assert!(
+        remote_file.contains(&format!("{}/r1", root.url())),
+        "{remote_file}"
+    );
+
+    // A new host with the root: the run is restored, then written.
+    let runs2 = Runs::new(&h2).with_remote_root(Some(root));
+    runs2
+        .open("r1")
+        .unwrap()
+        .set_unit("b", UnitStatus::Done, None, None)
+        .unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&ok(&runlog(&h2, &["--json", "get", "r1"]))).unwrap();
+    assert_eq!(doc["units"]["a"]["status"], "done", "{doc}");
+    assert_eq!(doc["units"]["b"]["status"], "done", "{doc}");
+
+    // A host without a root knows no remote: nothing to open.
+    let e = Runs::new(&h3).open("r1").expect_err("no such run here");
+    assert!(e.is_refused(), "{e}");
+}
