@@ -1,5 +1,6 @@
 //! A remote: an object store, a prefix inside it, and the one small tokio
-//! runtime the remote layer owns. Every call blocks the calling thread; the
+//! runtime the remote layer owns. Every call blocks the calling thread (from
+//! async code too: there the call runs on a thread of its own); the
 //! engine and the run model stay synchronous. URLs: `s3://bucket/prefix`
 //! (endpoint and credentials from the standard `AWS_*` environment, as
 //! `object_store` reads them) and `file:///path`.
@@ -197,12 +198,17 @@ impl Remote {
     }
 
     /// Runs `f` on the remote runtime, cut short at the deadline, if any.
-    fn block_on<T>(
+    ///
+    /// Called from a thread that is running async code (a caller's own tokio
+    /// runtime: `block_on` there would panic), the future runs on a scoped
+    /// thread of its own, and this thread waits for it: the call blocks, as
+    /// every call of this API does, but never panics.
+    fn block_on<T: Send>(
         &self,
-        f: impl std::future::Future<Output = std::result::Result<T, object_store::Error>>,
+        f: impl std::future::Future<Output = std::result::Result<T, object_store::Error>> + Send,
     ) -> Result<std::result::Result<T, object_store::Error>> {
         let rt = runtime()?;
-        let r = match self.deadline {
+        let run = move || match self.deadline {
             None => rt.block_on(f),
             Some((at, within)) => rt
                 .block_on(async { tokio::time::timeout_at(at.into(), f).await })
@@ -212,6 +218,14 @@ impl Remote {
                         source: format!("no answer within {}", deadline_text(within)).into(),
                     })
                 }),
+        };
+        let r = if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|s| match s.spawn(run).join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+        } else {
+            run()
         };
         Ok(r.map_err(|e| match self.credentials_hint {
             Some(hint) if is_credentials_failure(&e) => object_store::Error::Generic {
@@ -325,5 +339,55 @@ pub fn deadline_text(within: Duration) -> String {
         format!("{}s", within.as_secs())
     } else {
         format!("{}ms", within.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 21: the client's blocking calls panicked ("Cannot start a
+    /// runtime from within a runtime") when made from async code, as an
+    /// embedder's tokio service would. From a current-thread and a
+    /// multi-thread runtime, and with a deadline, they now run and answer.
+    #[test]
+    fn blocking_calls_from_inside_a_callers_runtime_answer_instead_of_panicking() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", dir.path().display());
+        let current = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        for (i, rt) in [current, multi].iter().enumerate() {
+            let url = url.clone();
+            let got = rt.block_on(async move {
+                let r = Remote::open(&url).unwrap();
+                let name = format!("obj-{i}");
+                assert_eq!(
+                    r.put_create("put", &name, b"x".to_vec()).unwrap(),
+                    Put::Created
+                );
+                assert_eq!(
+                    r.put_create("put", &name, b"y".to_vec()).unwrap(),
+                    Put::Exists
+                );
+                let r = r.with_deadline(Duration::from_secs(30));
+                (
+                    r.get("get", &name, 16).unwrap(),
+                    r.list("list", "").unwrap(),
+                )
+            });
+            assert_eq!(got.0.as_deref(), Some(&b"x"[..]));
+            assert!(
+                got.1.iter().any(|n| n.ends_with(&format!("obj-{i}"))),
+                "{:?}",
+                got.1
+            );
+        }
     }
 }
