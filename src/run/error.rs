@@ -3,7 +3,7 @@
 //! `Display` says what happened at this layer; the cause is the `source()`
 //! (print the chain with [`engine::ErrorChain`]).
 
-use super::transition::RuleError;
+use super::rule_error::RuleError;
 use crate::engine;
 use std::fmt;
 use std::path::PathBuf;

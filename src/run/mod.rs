@@ -19,9 +19,13 @@ mod doc;
 mod error;
 pub mod fingerprint;
 mod handle;
+mod id;
 pub mod json;
+mod machine;
 mod open;
+mod record;
 mod resume;
+mod rule_error;
 mod runs;
 // Process signals: SIGTERM for `StopFlag`; the CLI and the demo use the rest.
 pub(crate) mod signal;
@@ -34,20 +38,22 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use doc::*;
 pub use error::{Result, RunError};
 pub use handle::{Claim, Run};
+pub use id::{MAX_RUN_ID_BYTES, check_run_id};
 pub use json::Json;
+pub use machine::{RunKeyed, RunMachine};
 pub use open::{
     CHECKPOINT_DISCARDED, RUN_FINISHED_STARTED_FRESH, START_ARGS_IGNORED, Started, Warning,
     read_dir_state,
 };
+pub use record::UnitRecord;
 pub use resume::{ResumeSet, blocking_roots, resume_set, resume_set_from_rows};
+pub use rule_error::RuleError;
 pub use runs::{
     ARCHIVE_SUBDIR, ArchivedRun, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport,
-    MAX_RUN_ID_BYTES, RUN_COMPACTION, RUN_DELTA_BYTES, RUNS_SUBDIR, RunSummary, Runs, Unreadable,
-    check_run_id, locate_root,
+    RUN_COMPACTION, RUN_DELTA_BYTES, RUNS_SUBDIR, RunSummary, Runs, Unreadable, locate_root,
 };
 pub use transition::{
-    BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, RuleError, RunKeyed, RunMachine, Transition,
-    check_init, check_name,
+    BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, Transition, check_init, check_name,
 };
-pub use units::{RunHeader, UnitCounts, UnitRecord};
+pub use units::{RunHeader, UnitCounts};
 pub use view::{RunRead, RunState, RunView, StreamedDoc, StreamedResume};

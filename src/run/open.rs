@@ -5,8 +5,9 @@ use super::doc::RunDoc;
 use super::error::{Result, RunError};
 use super::fingerprint::{changed_parts, format_parts};
 use super::handle::Run;
+use super::machine::RunKeyed;
 use super::runs::Runs;
-use super::transition::{Change, InitSpec, RunKeyed, check_init};
+use super::transition::{Change, InitSpec, check_init};
 use crate::engine::{self, Keyed, RealFs, Store};
 use serde::Serialize;
 
@@ -329,7 +330,7 @@ fn remote_err(op: &'static str, dir: &std::path::Path, e: crate::remote::RemoteE
 }
 
 fn refused_live(doc: &RunDoc) -> RunError {
-    let why = super::transition::RuleError::AlreadyInitialized { id: doc.id.clone() };
+    let why = super::rule_error::RuleError::AlreadyInitialized { id: doc.id.clone() };
     RunError::Refused {
         id: doc.id.clone(),
         source: why,

@@ -17,7 +17,7 @@
 //! (a transitive closure).
 
 use super::doc::{Unit, UnitStatus};
-use super::units::UnitRecord;
+use super::record::UnitRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::convert::Infallible;

@@ -5,13 +5,11 @@
 use super::clock::{format_rfc3339, parse_rfc3339};
 use super::doc::*;
 use super::json::Json;
-use super::units::{
-    MapUnits, RunHeader, TableUnits, UnitCounts, UnitRecord, Units, missing, roots,
-};
-use crate::engine::{Codec, KeyedMachine, KeyedState, Machine, WholeState, decode_payload};
+use super::record::UnitRecord;
+use super::rule_error::RuleError;
+use super::units::{Units, missing, roots};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// Longest unit, phase, budget or item-id name accepted, in bytes.
 pub const MAX_NAME_BYTES: usize = 256;
@@ -139,108 +137,6 @@ impl Change {
     }
 }
 
-/// Why a transition was refused.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum RuleError {
-    /// The run was never initialized.
-    NotInitialized,
-    /// `init` on an initialized run.
-    AlreadyInitialized {
-        /// The existing run's id.
-        id: String,
-    },
-    /// Any transition on a finalized run.
-    Closed {
-        /// The run's id.
-        id: String,
-        /// Its terminal status.
-        status: RunStatus,
-        /// The attempted operation.
-        op: &'static str,
-    },
-    /// A `done` unit set to another status.
-    Demote {
-        /// The unit.
-        unit: String,
-        /// The status asked for.
-        to: UnitStatus,
-    },
-    /// A unit started or finished while a dependency is not done.
-    DepsNotDone {
-        /// The unit.
-        unit: String,
-        /// The not-done units at the root of the blocking chain.
-        roots: Vec<String>,
-    },
-    /// `finalize done` while units are not done.
-    OpenUnits {
-        /// The units not done, with their status.
-        units: BTreeMap<String, UnitStatus>,
-    },
-    /// `resolve` of an id that is not open.
-    UnknownItem {
-        /// The id.
-        id: String,
-        /// True when it was resolved already.
-        resolved: bool,
-    },
-    /// `spend` against an undeclared budget.
-    UnknownBudget {
-        /// The budget's name.
-        name: String,
-    },
-    /// A malformed argument.
-    Invalid(String),
-    /// The run's stored state could not be read (a damaged table block); the
-    /// store reports the damage itself, with file and offset.
-    Storage(String),
-}
-
-impl fmt::Display for RuleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RuleError::NotInitialized => write!(f, "the run was never initialized"),
-            RuleError::AlreadyInitialized { id } => {
-                write!(
-                    f,
-                    "run {id:?} already exists and is live; resume it instead"
-                )
-            }
-            RuleError::Closed { id, status, op } => write!(
-                f,
-                "run {id:?} is closed ({status}); {op} refused — start a new run to continue"
-            ),
-            RuleError::Demote { unit, to } => {
-                write!(f, "unit {unit:?} is done and is never demoted (to {to})")
-            }
-            RuleError::DepsNotDone { unit, roots } => write!(
-                f,
-                "unit {unit:?} is held back: its dependencies are not done (blocked on {})",
-                roots.join(", ")
-            ),
-            RuleError::OpenUnits { units } => {
-                let list: Vec<String> = units.iter().map(|(n, s)| format!("{n} ({s})")).collect();
-                write!(
-                    f,
-                    "cannot finalize as done: {} unit(s) not done: {}; use needs_attention or aborted",
-                    units.len(),
-                    list.join(", ")
-                )
-            }
-            RuleError::UnknownItem { id, resolved: true } => {
-                write!(f, "item {id:?} is already resolved")
-            }
-            RuleError::UnknownItem { id, .. } => write!(f, "no open item {id:?}"),
-            RuleError::UnknownBudget { name } => write!(f, "no budget {name:?} is declared"),
-            RuleError::Invalid(why) => f.write_str(why),
-            RuleError::Storage(why) => write!(f, "the run's state could not be read: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for RuleError {}
-
 /// Checks a unit, phase or budget name: non-empty, at most [`MAX_NAME_BYTES`],
 /// no control characters and none of `,` `=` `+` (the CLI's separators).
 pub fn check_name(what: &str, name: &str) -> Result<(), RuleError> {
@@ -294,7 +190,7 @@ fn check_budget(name: &str, spec: &BudgetSpec) -> Result<(), RuleError> {
 
 /// Checks an init spec without applying it.
 pub fn check_init(spec: &InitSpec) -> Result<(), RuleError> {
-    super::runs::check_run_id(&spec.id).map_err(RuleError::Invalid)?;
+    super::id::check_run_id(&spec.id).map_err(RuleError::Invalid)?;
     for u in &spec.units {
         check_name("unit", u)?;
     }
@@ -324,73 +220,13 @@ fn new_unit(at_ms: i64) -> UnitRecord {
     }
 }
 
-/// The run state machine over a whole [`RunDoc`]: the reference model of the
-/// rules (property tests and fuzzing compare against it). Stores use
-/// [`RunKeyed`], the same rules over a table of units.
-#[derive(Debug, Clone, Copy)]
-pub struct RunMachine;
-
-impl Machine for RunMachine {
-    type State = RunDoc;
-    type Transition = Transition;
-    type Error = RuleError;
-
-    fn apply(doc: &mut RunDoc, t: &Transition) -> Result<(), RuleError> {
-        let mut units = std::mem::take(&mut doc.units);
-        let r = rules(doc, &mut MapUnits(&mut units), t);
-        doc.units = units;
-        r
-    }
-}
-
-/// The run state machine of a run's store: the header (the document without
-/// units, and the unit counts) in memory, the units in a table by name.
-#[derive(Debug, Clone, Copy)]
-pub struct RunKeyed;
-
-impl KeyedMachine for RunKeyed {
-    type Header = RunHeader;
-    type Value = UnitRecord;
-    type Transition = Transition;
-    type Error = RuleError;
-
-    fn apply(state: &mut KeyedState<RunKeyed>, t: &Transition) -> Result<(), RuleError> {
-        // The header is moved out for the duration (no copy), and back whatever
-        // the outcome: the rules change nothing before every check has passed.
-        let mut h = std::mem::take(state.header_mut());
-        let r = rules(
-            &mut h.doc,
-            &mut TableUnits {
-                state,
-                counts: &mut h.counts,
-            },
-            t,
-        );
-        *state.header_mut() = h;
-        r
-    }
-
-    fn check_header(h: &RunHeader) -> Result<(), String> {
-        super::doc::check_schema(h.doc.schema_version)
-    }
-
-    fn decode_whole(codec: Codec, payload: &[u8]) -> Result<WholeState<RunKeyed>, String> {
-        // A run written before format 2: its snapshot is the whole document.
-        let mut doc: RunDoc = decode_payload(codec, payload)?;
-        let units = std::mem::take(&mut doc.units);
-        let counts = UnitCounts::of(units.values());
-        let mut entries = Vec::with_capacity(units.len());
-        for (name, u) in units {
-            let rec = UnitRecord::from_unit(&u).map_err(|e| format!("unit {name:?}: {e}"))?;
-            entries.push((name, rec));
-        }
-        Ok((RunHeader { doc, counts }, entries))
-    }
-}
-
 /// The rules: every check happens before the first mutation, so a refusal
 /// leaves `doc` and `units` as they were.
-fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> Result<(), RuleError> {
+pub(super) fn rules(
+    doc: &mut RunDoc,
+    units: &mut dyn Units,
+    t: &Transition,
+) -> Result<(), RuleError> {
     // Stored as milliseconds: the one spelling every timestamp renders back to.
     // Units keep the milliseconds; the document keeps that spelling.
     let at_ms = parse_rfc3339(&t.at).ok_or_else(|| {

@@ -4,77 +4,12 @@
 //! rules run over this table-backed store and over a plain map (the whole
 //! [`RunDoc`], kept as the reference model and the materialized view).
 
-use super::clock::{format_rfc3339, parse_rfc3339};
 use super::doc::{RunDoc, Unit, UnitStatus};
-use super::transition::RuleError;
-use crate::engine::KeyedState;
+use super::record::UnitRecord;
+use super::rule_error::RuleError;
+use crate::engine::{KeyedMachine, KeyedState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// A unit as a table stores it: timestamps in milliseconds since the epoch
-/// (rendered as RFC 3339 only on output); its name is the table key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UnitRecord {
-    /// Its status.
-    pub status: UnitStatus,
-    /// Units that must be done first.
-    pub depends_on: Vec<String>,
-    /// A free-text note.
-    pub note: String,
-    /// How many times it went to `in_progress`.
-    pub attempts: u32,
-    /// When it was added (ms).
-    pub created: i64,
-    /// When it last changed (ms).
-    pub updated: i64,
-    /// When it last went to `in_progress` (ms).
-    pub started: Option<i64>,
-    /// When it went to `done` (ms).
-    pub finished: Option<i64>,
-}
-
-fn ms(what: &str, s: &str) -> Result<i64, RuleError> {
-    parse_rfc3339(s)
-        .ok_or_else(|| RuleError::Invalid(format!("{what} {s:?} is not an RFC 3339 UTC timestamp")))
-}
-
-impl UnitRecord {
-    /// The record of `u`; its timestamps must be RFC 3339 UTC.
-    pub fn from_unit(u: &Unit) -> Result<UnitRecord, RuleError> {
-        Ok(UnitRecord {
-            status: u.status,
-            depends_on: u.depends_on.clone(),
-            note: u.note.clone(),
-            attempts: u.attempts,
-            created: ms("createdAt", &u.created_at)?,
-            updated: ms("updatedAt", &u.updated_at)?,
-            started: u
-                .started_at
-                .as_deref()
-                .map(|s| ms("startedAt", s))
-                .transpose()?,
-            finished: u
-                .finished_at
-                .as_deref()
-                .map(|s| ms("finishedAt", s))
-                .transpose()?,
-        })
-    }
-
-    /// The unit as the run document shows it.
-    pub fn to_unit(&self) -> Unit {
-        Unit {
-            status: self.status,
-            depends_on: self.depends_on.clone(),
-            note: self.note.clone(),
-            attempts: self.attempts,
-            created_at: format_rfc3339(self.created),
-            updated_at: format_rfc3339(self.updated),
-            started_at: self.started.map(format_rfc3339),
-            finished_at: self.finished.map(format_rfc3339),
-        }
-    }
-}
 
 /// How many units have each status: kept with every change, so `status` and
 /// the `finalize done` check never count.
@@ -190,8 +125,8 @@ impl Units for MapUnits<'_> {
 
 /// The units of a table-backed run, and its counts (taken out of the header
 /// for the duration of one `apply`).
-pub(crate) struct TableUnits<'a> {
-    pub(crate) state: &'a mut KeyedState<super::transition::RunKeyed>,
+pub(crate) struct TableUnits<'a, M: KeyedMachine<Value = UnitRecord>> {
+    pub(crate) state: &'a mut KeyedState<M>,
     pub(crate) counts: &'a mut UnitCounts,
 }
 
@@ -207,7 +142,7 @@ fn damaged(e: impl std::error::Error + 'static) -> RuleError {
     RuleError::Storage(crate::engine::ErrorChain(&e).to_string())
 }
 
-impl Units for TableUnits<'_> {
+impl<M: KeyedMachine<Value = UnitRecord>> Units for TableUnits<'_, M> {
     fn unit(&self, name: &str) -> Result<Option<UnitRecord>, RuleError> {
         self.state.get(name).map_err(damaged)
     }

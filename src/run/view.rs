@@ -4,7 +4,7 @@
 
 use super::doc::{RunDoc, Unit};
 use super::error::{Result, RunError};
-use super::transition::RunKeyed;
+use super::machine::RunKeyed;
 use super::units::UnitCounts;
 use crate::engine::KeyedState;
 
