@@ -81,6 +81,8 @@ struct Block {
     /// 1-based line of the opening fence.
     line: usize,
     skip: Option<String>,
+    /// `(FROM, TO)` replacements the test makes in the commands.
+    shrink: Vec<(String, String)>,
     commands: Vec<Cmd>,
 }
 
@@ -95,18 +97,30 @@ struct Cmd {
     status_shown_next: bool,
 }
 
-/// Splits `doc` into its shell and console blocks, with the skip markers
+/// What a `<!-- docs-test: … -->` line before a fence says.
+#[derive(Debug, PartialEq)]
+enum Directive {
+    /// `skip: REASON`: the block is not run.
+    Skip(String),
+    /// `shrink: FROM => TO`: the test runs the block's commands with FROM
+    /// replaced by TO (a smaller size, where the doc's own takes too long).
+    Shrink(String, String),
+}
+
+/// Splits `doc` into its shell and console blocks, with the directives
 /// before them. Errors name the line.
 fn parse(doc: &str) -> Result<Vec<Block>, String> {
     let lines: Vec<&str> = doc.lines().collect();
     let mut blocks = vec![];
+    let mut pending: Vec<Directive> = vec![];
     let mut i = 0;
     while i < lines.len() {
         let open = lines[i].trim_start();
         let Some(info) = open.strip_prefix("```") else {
-            if lines[i].contains(DIRECTIVE) && directive(lines[i], i + 1)?.is_some() {
+            if let Some(d) = directive(lines[i], i + 1)? {
+                pending.push(d);
                 let next = lines.get(i + 1).map_or("", |l| l.trim_start());
-                if !next.starts_with("```") {
+                if !next.starts_with("```") && !next.starts_with(DIRECTIVE) {
                     return Err(format!(
                         "line {}: a docs-test marker must be right before a block's fence",
                         i + 1
@@ -130,14 +144,11 @@ fn parse(doc: &str) -> Result<Vec<Block>, String> {
             "console" => Some(Kind::Session),
             _ => None,
         };
-        let skip = match i.checked_sub(1) {
-            Some(p) => directive(lines[p], p + 1)?,
-            None => None,
-        };
+        let directives = std::mem::take(&mut pending);
         match kind {
-            None if skip.is_some() => {
+            None if !directives.is_empty() => {
                 return Err(format!(
-                    "line {fence_line}: a skip marker before a block that is never run (`{}`)",
+                    "line {fence_line}: a docs-test marker before a block that is never run (`{}`)",
                     info.trim()
                 ));
             }
@@ -148,10 +159,27 @@ fn parse(doc: &str) -> Result<Vec<Block>, String> {
                     Kind::Commands => commands(body, body_start + 1),
                     Kind::Session => session(body, body_start + 1)?,
                 };
+                let mut skip = None;
+                let mut shrink = vec![];
+                for d in directives {
+                    match d {
+                        Directive::Skip(why) => skip = Some(why),
+                        Directive::Shrink(from, to) => {
+                            if !commands.iter().any(|c| c.text.contains(&from)) {
+                                return Err(format!(
+                                    "line {fence_line}: `shrink: {from} => {to}` before a block \
+                                     with no `{from}` in it"
+                                ));
+                            }
+                            shrink.push((from, to));
+                        }
+                    }
+                }
                 blocks.push(Block {
                     kind,
                     line: fence_line,
                     skip,
+                    shrink,
                     commands,
                 });
             }
@@ -161,21 +189,30 @@ fn parse(doc: &str) -> Result<Vec<Block>, String> {
     Ok(blocks)
 }
 
-/// The reason of a `<!-- docs-test: skip: REASON -->` line; any other use of
-/// the marker is an error, so a typo cannot silently run or skip a block.
-fn directive(line: &str, n: usize) -> Result<Option<String>, String> {
+/// The directive on a `<!-- docs-test: skip: REASON -->` or
+/// `<!-- docs-test: shrink: FROM => TO -->` line; any other use of the marker
+/// is an error, so a typo cannot silently run or skip a block.
+fn directive(line: &str, n: usize) -> Result<Option<Directive>, String> {
     let Some(rest) = line.trim().strip_prefix(DIRECTIVE) else {
         return Ok(None);
     };
-    let reason = rest
-        .strip_suffix("-->")
-        .and_then(|r| r.trim().strip_prefix("skip:"))
-        .map(str::trim)
-        .filter(|r| !r.is_empty());
-    match reason {
-        Some(r) => Ok(Some(r.to_string())),
+    let body = rest.strip_suffix("-->").map(str::trim);
+    let found = match body {
+        Some(b) if b.starts_with("skip:") => {
+            Some(Directive::Skip(b["skip:".len()..].trim().to_string()))
+                .filter(|d| *d != Directive::Skip(String::new()))
+        }
+        Some(b) if b.starts_with("shrink:") => b["shrink:".len()..]
+            .split_once(" => ")
+            .map(|(f, t)| Directive::Shrink(f.trim().to_string(), t.trim().to_string()))
+            .filter(|d| matches!(d, Directive::Shrink(f, _) if !f.is_empty())),
+        _ => None,
+    };
+    match found {
+        Some(d) => Ok(Some(d)),
         None => Err(format!(
-            "line {n}: a docs-test marker reads `<!-- docs-test: skip: REASON -->`, not `{}`",
+            "line {n}: a docs-test marker reads `<!-- docs-test: skip: REASON -->` or \
+             `<!-- docs-test: shrink: FROM => TO -->`, not `{}`",
             line.trim()
         )),
     }
@@ -411,8 +448,9 @@ struct Ran {
 }
 
 /// Runs `commands` (text already substituted) in one bash process in `dir`,
-/// in order; returns each one's output and status, stopping at a timeout.
-fn run_all(dir: &Path, commands: &[String]) -> Result<Vec<Ran>, (usize, String)> {
+/// in order; returns each one's output and status, and why it stopped early
+/// (a timeout) at the command after the last returned.
+fn run_all(dir: &Path, commands: &[String]) -> (Vec<Ran>, Option<String>) {
     let token = format!("docs-test-{}", std::process::id());
     let mut script = String::from("__ret() { return \"$1\"; }\n__rc=0\n");
     for (k, c) in commands.iter().enumerate() {
@@ -468,7 +506,7 @@ fn run_all(dir: &Path, commands: &[String]) -> Result<Vec<Ran>, (usize, String)>
     let mut ran = vec![];
     let mut buf: Vec<u8> = vec![];
     let mut deadline = Instant::now() + COMMAND_TIMEOUT;
-    let mut result = Ok(());
+    let mut stopped = None;
     'commands: for k in 0..commands.len() {
         let marker = format!("\x1e{token} {k} ");
         loop {
@@ -492,15 +530,14 @@ fn run_all(dir: &Path, commands: &[String]) -> Result<Vec<Ran>, (usize, String)>
                 Ok(chunk) => buf.extend_from_slice(&chunk),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let text = String::from_utf8_lossy(&buf);
-                    result = Err((
-                        k,
-                        format!("no end after {COMMAND_TIMEOUT:?}; printed:\n{text}"),
+                    stopped = Some(format!(
+                        "no end after {COMMAND_TIMEOUT:?}; printed:\n{text}"
                     ));
                     break 'commands;
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     let text = String::from_utf8_lossy(&buf);
-                    result = Err((k, format!("bash ended before it; printed:\n{text}")));
+                    stopped = Some(format!("bash ended before it; printed:\n{text}"));
                     break 'commands;
                 }
             }
@@ -511,7 +548,7 @@ fn run_all(dir: &Path, commands: &[String]) -> Result<Vec<Ran>, (usize, String)>
     let _ = child.wait();
     drop(rx);
     let _ = pump.join();
-    result.map(|()| ran)
+    (ran, stopped)
 }
 
 /// Runs every block of the document at `rel` (from the repository root) and
@@ -561,14 +598,16 @@ fn doc_runs_as_shown(rel: &str) {
     let tmp = format!("{}/", dir.path().join("tmp").display());
     let texts: Vec<String> = to_run
         .iter()
-        .map(|(_, c)| substitute(&c.text, &tmp))
+        .map(|(b, c)| {
+            let shrunk = b
+                .shrink
+                .iter()
+                .fold(c.text.clone(), |t, (from, to)| t.replace(from, to));
+            substitute(&shrunk, &tmp)
+        })
         .collect();
     let started = Instant::now();
-    let ran = run_all(dir.path(), &texts);
-    let (ran, stopped) = match ran {
-        Ok(r) => (r, None),
-        Err((k, why)) => (vec![], Some((k, why))),
-    };
+    let (ran, stopped) = run_all(dir.path(), &texts);
     for (k, ((block, cmd), r)) in to_run.iter().zip(&ran).enumerate() {
         let actual: Vec<&str> = r.output.lines().collect();
         let mut said = vec![];
@@ -593,8 +632,13 @@ fn doc_runs_as_shown(rel: &str) {
             said.push(format!("  printed:\n{}", r.output));
         }
         if !said.is_empty() {
+            let run_as = if texts[k] == cmd.text {
+                String::new()
+            } else {
+                format!("  (run as: {})\n", texts[k])
+            };
             problems.push(format!(
-                "{rel}:{} (block at line {}, command {k}):\n  $ {}\n{}",
+                "{rel}:{} (block at line {}):\n  $ {}\n{run_as}{}",
                 cmd.line,
                 block.line,
                 cmd.text,
@@ -602,8 +646,8 @@ fn doc_runs_as_shown(rel: &str) {
             ));
         }
     }
-    if let Some((k, why)) = stopped {
-        let (_, cmd) = to_run[k];
+    if let Some(why) = stopped {
+        let (_, cmd) = to_run[ran.len()];
         problems.push(format!("{rel}:{}: `{}`: {why}", cmd.line, cmd.text));
     }
     eprintln!(
