@@ -3,7 +3,8 @@
 //! and wherever a doc shows output, the output is compared, so a changed
 //! message fails the build.
 //!
-//! The convention (docs/CLI.md, "Commands in these docs", says it for readers):
+//! The convention (docs/CLI.md, "Commands in these docs", says it for the
+//! docs' writers):
 //!
 //! * A ```` ```sh ````, ```` ```bash ```` or ```` ```shell ```` block is commands
 //!   only (a trailing `\` continues a line, `#` lines are comments); each must
@@ -20,9 +21,15 @@
 //! * `<!-- docs-test: skip: REASON -->` on the line before a block's fence
 //!   (GitHub does not render it) leaves the block out; the test prints each
 //!   skipped block and its reason on the terminal, past the harness's capture.
-//!   A block that must not run in a test (a `cargo install`, a `pip install`,
-//!   an `s3://` URL, `runlog ui`, which serves until stopped, `scripts/test`)
-//!   and is not marked fails the test, unrun.
+//!   A block that must not run in a test (see [`NOT_IN_A_TEST`]: a `cargo
+//!   install` or `build`, a `pip install`, an `s3://` URL, `runlog ui`, which
+//!   serves until stopped, `scripts/test`) and is not marked fails the test,
+//!   unrun.
+//! * `<!-- docs-test: shrink: FROM => TO -->` there (one per line, beside a
+//!   skip or each other) runs the block's commands with FROM replaced by TO:
+//!   a smaller size for a command that takes too long at the doc's (README's
+//!   `runlog demo --units 2000 … --lose-host`, 47 s, runs at 200 units). A
+//!   FROM the block does not contain is an error.
 //!
 //! How they run: each document in one bash process (`bash -c`, so a message
 //! of the shell's own reads `bash: …`) in a fresh temporary directory, every
@@ -718,6 +725,16 @@ fn docs_wildcards_match_only_what_they_stand_for() {
     );
     assert_eq!(s.commands[2].text, "printf 'a\\n' \\\n    'b'");
     assert_eq!(s.commands[2].line, 11);
+    let shrunk = parse("<!-- docs-test: shrink: --units 2000 => --units 20 -->\n```sh\nrunlog demo --units 2000\n```\n").unwrap();
+    assert_eq!(
+        shrunk[0].shrink,
+        [("--units 2000".into(), "--units 20".into())]
+    );
+    assert!(
+        parse("<!-- docs-test: shrink: --units 9 => --units 1 -->\n```sh\nrunlog demo\n```\n")
+            .is_err()
+    );
+    assert!(parse("<!-- docs-test: skip: x -->\n\n```sh\ntrue\n```\n").is_err());
     assert!(parse("<!-- docs-test: skp: typo -->\n```sh\ntrue\n```\n").is_err());
     assert!(parse("```console\noutput first\n```\n").is_err());
 }
