@@ -402,6 +402,9 @@ fn listing(expected: &[(usize, String)], actual: &[&str]) -> String {
             break;
         }
     }
+    // The printed line the reading stopped at, or the first one beyond all
+    // that was shown.
+    let bad_actual = (first_bad.is_some() || a < actual.len()).then_some(a);
     let mut s = String::from("  shown in the doc:\n");
     for (k, (n, e)) in expected.iter().enumerate() {
         let mark = if first_bad == Some(k) { ">" } else { " " };
@@ -412,11 +415,7 @@ fn listing(expected: &[(usize, String)], actual: &[&str]) -> String {
     }
     s.push_str("  printed:\n");
     for (k, l) in actual.iter().enumerate() {
-        let mark = if first_bad.is_some() && k == a {
-            ">"
-        } else {
-            " "
-        };
+        let mark = if bad_actual == Some(k) { ">" } else { " " };
         let _ = writeln!(s, "  {mark} {:>4} | {l}", k + 1);
     }
     if actual.is_empty() {
@@ -498,7 +497,9 @@ fn run_all(dir: &Path, commands: &[String]) -> (Vec<Ran>, Option<String>) {
         c.spawn().expect("spawn bash")
     };
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
-    let pump = std::thread::spawn(move || {
+    // Not joined: a process a command left behind outside the group could
+    // hold the pipe open; the thread ends with the test binary at worst.
+    std::thread::spawn(move || {
         let mut buf = [0u8; 8192];
         while let Ok(n) = reader.read(&mut buf) {
             if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
@@ -506,10 +507,6 @@ fn run_all(dir: &Path, commands: &[String]) -> (Vec<Ran>, Option<String>) {
             }
         }
     });
-    let kill_group = |child: &std::process::Child| {
-        // SAFETY: kill(2) on the process group this test started.
-        unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-    };
     let mut ran = vec![];
     let mut buf: Vec<u8> = vec![];
     let mut deadline = Instant::now() + COMMAND_TIMEOUT;
@@ -550,11 +547,10 @@ fn run_all(dir: &Path, commands: &[String]) -> (Vec<Ran>, Option<String>) {
             }
         }
     }
-    // Background jobs a doc started and left (none should be) go with bash.
-    kill_group(&child);
+    // Background jobs a doc started and left, and a command that timed out,
+    // go with bash. SAFETY: kill(2) of the process group this test started.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
     let _ = child.wait();
-    drop(rx);
-    let _ = pump.join();
     (ran, stopped)
 }
 
