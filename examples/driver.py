@@ -19,7 +19,9 @@ that arrive together share one fsync. At most MAX_IN_FLIGHT lines are unacked.
 A unit counts as done only when its `done` line is acked; its dependents start
 only then.
 
-Restart: run again with the same arguments after a crash or kill -9. `runlog
+Restart: run again with the same arguments after a crash or kill -9
+(`--kill-after K` stands in for one: the driver SIGKILLs itself once K units
+are acked done). `runlog
 start` restores the live run (same fingerprint) and `runlog resume --json`
 lists the done units to skip; units interrupted while in_progress run again.
 """
@@ -31,6 +33,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -123,6 +126,12 @@ def main():
         action="store_true",
         help="also send one operation runlog refuses, to show error acks",
     )
+    p.add_argument(
+        "--kill-after",
+        type=int,
+        metavar="K",
+        help="SIGKILL this process once K units are acked done (a stand-in for kill -9)",
+    )
     args = p.parse_args()
     if shutil.which(args.runlog) is None:
         print(
@@ -146,6 +155,7 @@ def main():
         start += ["--deps", "%s=%s" % (u, "+".join(ds))]
     started = runlog(args, start)
     done = set(runlog(args, ["resume", args.run])["skip"])
+    resumed_done = len(done)
     print(
         "%s run %s: %d done, %d to go"
         % ("resumed" if started["resumed"] else "started", args.run, len(done), len(names) - len(done)),
@@ -205,6 +215,8 @@ def main():
         in_flight.discard(unit)
         done.add(unit)
         print("done %s seq %d" % (unit, ack["seq"]), flush=True)
+        if args.kill_after is not None and len(done) - resumed_done >= args.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
         for d in dependents.get(unit, []):
             if ready(d):
                 submit(d)

@@ -31,6 +31,7 @@ mod cli_ui_browser;
 mod cli_ui_view;
 mod cli_watch_tmux;
 mod demo_main_job;
+mod docs_commands;
 mod docs_front_pages;
 mod example_args_validated;
 mod example_driver_py;

@@ -59,7 +59,7 @@ pub fn child_only(test: &str, var: &str) -> ! {
 /// Writes `line` to file descriptor 2 through a descriptor of its own, so it
 /// reaches the terminal (or wherever stderr points) and not std's capturable
 /// print path.
-fn to_fd2(line: &str) {
+pub fn to_fd2(line: &str) {
     match std::io::stderr().as_fd().try_clone_to_owned() {
         Ok(fd) => {
             let _ = std::fs::File::from(fd).write_all(line.as_bytes());
