@@ -76,6 +76,8 @@ pub mod engine;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod run;
+// Signals and the terminal, below every layer (the one place for their `unsafe`).
+mod sys;
 #[cfg(feature = "ui")]
 pub mod ui;
 

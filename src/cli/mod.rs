@@ -52,7 +52,7 @@ pub fn main() -> ExitCode {
         // The reader of stdout went away (`runlog status | head`): end quietly,
         // as a Unix tool does, by SIGPIPE.
         Err(e) if is_broken_pipe(&e) => {
-            crate::run::signal::end_by_sigpipe();
+            crate::sys::end_by_sigpipe();
             ExitCode::from(EXIT_SIGPIPE)
         }
         Err(e) => {

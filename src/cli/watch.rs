@@ -175,7 +175,7 @@ fn render(
         ),
         Screen::Terminal => {
             let rate = memory.observe(view, Instant::now());
-            let (rows, cols) = crate::run::signal::terminal_size().unwrap_or(FALLBACK_SIZE);
+            let (rows, cols) = crate::sys::terminal_size().unwrap_or(FALLBACK_SIZE);
             let ctx = WatchContext {
                 rows: rows.saturating_sub(HEADER_ROWS).max(1),
                 cols,
@@ -226,7 +226,7 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
         let view = read.view();
         let doc = view.header();
         let frame = render(screen, &view, &mut memory, rw.map(RemoteWatch::latest))?;
-        let cols = crate::run::signal::terminal_size().map_or(usize::MAX, |(_, c)| c);
+        let cols = crate::sys::terminal_size().map_or(usize::MAX, |(_, c)| c);
         let header = super::render::cut(&header, cols);
         if let Some(text) = frame_output(screen, &header, &frame, prev.as_deref()) {
             let mut out = std::io::stdout().lock();
@@ -252,7 +252,7 @@ pub fn watch(runs: &Runs, id: &str, json: bool, interval_secs: f64) -> Result<u8
         // (`--watch | head -3`), as a write would have found.
         if screen == Screen::Terminal {
             std::thread::sleep(interval);
-        } else if crate::run::signal::stdout_reader_gone(interval) {
+        } else if crate::sys::stdout_reader_gone(interval) {
             return Err(RunError::Io {
                 op: "write stdout",
                 path: "-".into(),

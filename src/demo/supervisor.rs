@@ -256,7 +256,7 @@ pub fn run_demo(o: &DemoOptions, exe: &Path) -> Result<DemoReport, RunError> {
     let root = std::env::temp_dir().join(format!("runlog-demo-{}-{seed:x}", std::process::id()));
     // Ctrl-C sets a flag the supervisor polls, so it can kill its worker and
     // remove the temporary root before it exits.
-    crate::run::signal::install_sigint_handler();
+    crate::sys::install_sigint_handler();
     let r = run_demo_in(o, exe, &root, seed, true);
     if !matches!(&r, Ok(rep) if !rep.ok()) {
         let _ = std::fs::remove_dir_all(&root);
@@ -283,7 +283,7 @@ fn start_ui(root: &Path) -> Result<(), RunError> {
 }
 
 fn interrupted() -> bool {
-    crate::run::signal::sigint_received()
+    crate::sys::sigint_received()
 }
 
 fn run_demo_in(

@@ -10,6 +10,7 @@ use super::format::*;
 use super::frame::decode_segment_header;
 use super::frame::open_record;
 use super::mark::{Mark, MarkFound, read_mark};
+use super::options::Progress;
 use super::recovery::{BaseChoice, Corruption, FileRef, Verdict, choose_base, classify_marked};
 use super::scan::{ScanEnd, SegmentScan, UnsyncedTail, scan_segment_tracked};
 use super::snapfile::decode_snapshot;
@@ -75,17 +76,6 @@ pub fn list_store(vfs: &dyn Vfs, dir: &Path) -> Result<Listing> {
     l.segments.sort();
     l.snapshots.sort();
     Ok(l)
-}
-
-/// Progress of a replay, passed to the progress callback.
-#[derive(Debug, Clone, Copy)]
-pub struct Progress {
-    /// Records replayed so far.
-    pub records: u64,
-    /// Segment bytes scanned so far.
-    pub bytes: u64,
-    /// Segments in the log.
-    pub segments: usize,
 }
 
 /// What recovery found and did.

@@ -39,6 +39,7 @@ mod load;
 mod lock;
 mod machine;
 mod merge;
+mod mutex;
 mod open;
 mod options;
 mod pending;
@@ -52,6 +53,9 @@ mod store;
 mod trim;
 mod verify;
 mod walk;
+/// The seam the remote tier ships the log's bytes through (crate-private).
+#[cfg(feature = "remote")]
+pub(crate) mod wire;
 internal_mods! {
     format;
     frame;
@@ -80,9 +84,9 @@ pub use format::Codec;
 pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 #[cfg(feature = "remote")]
 pub(crate) use load::snapshot_parent;
-pub use load::{Progress, RecoveryReport, TornTailReport};
+pub use load::{RecoveryReport, TornTailReport};
 pub use machine::Machine;
-pub use options::{CompactionPolicy, Options, Stats, SyncPolicy};
+pub use options::{CompactionPolicy, Options, Progress, Stats, SyncPolicy};
 pub use realfs::RealFs;
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::Store;

@@ -2,7 +2,6 @@
 //! [`Options`], and [`Stats`].
 
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
-use super::load::Progress;
 use super::realfs::RealFs;
 use super::tag::Key;
 use super::vfs::Vfs;
@@ -55,6 +54,17 @@ impl Default for CompactionPolicy {
             ratio: 1.0,
         }
     }
+}
+
+/// Progress of a replay, passed to the progress callback.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Records replayed so far.
+    pub records: u64,
+    /// Segment bytes scanned so far.
+    pub bytes: u64,
+    /// Segments in the log.
+    pub segments: usize,
 }
 
 /// A callback receiving replay progress.

@@ -11,6 +11,7 @@ use super::chain::{self, Link};
 use super::format::Codec;
 use super::group::GroupCommit;
 use super::mark::{Mark, MarkWriter};
+use super::mutex::lock;
 use super::options::{CompactionPolicy, Options, Stats, SyncPolicy};
 use super::pending::Pending;
 use super::slot::{Slot, Stop};
@@ -18,7 +19,7 @@ use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, VfsFile};
 use super::writers::Writers;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug)]
 pub(crate) struct Active {
@@ -80,12 +81,6 @@ pub(crate) struct Shared<M: Machine> {
     /// `SHARED` and the sync lock, through which every fsync of the log runs
     /// (FORMAT.md §5.8).
     pub(crate) writers: Writers,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding a runlog mutex leaves consistent data (every update is
-    // a single assignment after the I/O it records), so a poisoned mutex is usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<M: Machine> Shared<M> {

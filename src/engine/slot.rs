@@ -3,7 +3,7 @@
 //! a free slot, and a failed background one leaves its error here. Its fields
 //! are its own: compaction claims and frees the slot only through these calls.
 
-use super::shared::lock;
+use super::mutex::lock;
 use std::sync::{Condvar, Mutex};
 use std::thread::JoinHandle;
 

@@ -108,7 +108,7 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// filesystem starts a new boot at every crash.
     fn boot_id(&self) -> [u8; 16] {
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map_or([0; 16], |t| super::writers::parse_boot_id(&t))
+            .map_or([0; 16], |t| parse_boot_id(&t))
     }
     /// Opens the regular file at `path` as a [`SharedFile`] (never through a
     /// symlink), creating it (0600) when `create` and absent. `None` when this
@@ -186,3 +186,31 @@ pub fn retry_interrupted(mut f: impl FnMut() -> io::Result<()>) -> io::Result<()
     }
 }
 
+/// Reads a boot id: the 32 hex digits of Linux's
+/// `/proc/sys/kernel/random/boot_id`, zeros when unknown.
+pub fn parse_boot_id(text: &str) -> [u8; 16] {
+    let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+    let mut id = [0u8; 16];
+    if hex.len() != 32 {
+        return id;
+    }
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+        id[i] = digit(pair[0]) << 4 | digit(pair[1]);
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_boot_id_is_read_from_its_text_form() {
+        let id = parse_boot_id("0123456789ab-cdef-0123-456789abcdef\n");
+        assert_eq!(id[0], 0x01);
+        assert_eq!(id[15], 0xef);
+        assert_eq!(parse_boot_id("short"), [0; 16]);
+        assert_eq!(parse_boot_id(""), [0; 16]);
+    }
+}

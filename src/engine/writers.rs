@@ -8,8 +8,10 @@
 
 use super::format::*;
 use super::mark::{Mark, MarkFound, MarkWriter, decode_mark, read_mark};
-use super::shared::lock;
-use super::vfs::{LockAttempt, SharedFile, Vfs, VfsFile, write_all_at, write_all_with};
+use super::mutex::lock;
+use super::vfs::{
+    LockAttempt, SharedFile, Vfs, VfsFile, write_all_at, write_all_with,
+};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -156,21 +158,6 @@ pub fn decode_shared(bytes: &[u8], boot: &[u8; 16]) -> Found {
             .and_then(|s| decode_sync_state(s).ok())
             .filter(|s| this_boot(&s.boot)),
     }
-}
-
-/// Reads a boot id: the 32 hex digits of Linux's
-/// `/proc/sys/kernel/random/boot_id`, zeros when unknown.
-pub fn parse_boot_id(text: &str) -> [u8; 16] {
-    let hex: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
-    let mut id = [0u8; 16];
-    if hex.len() != 32 {
-        return id;
-    }
-    for (i, pair) in hex.chunks(2).enumerate() {
-        let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
-        id[i] = digit(pair[0]) << 4 | digit(pair[1]);
-    }
-    id
 }
 
 /// Times a slot that fails to decode is read again: a writer may be
@@ -670,14 +657,5 @@ mod tests {
         // A file cut inside the second slot keeps the first.
         assert_eq!(decode_shared(&bytes[..100], &BOOT).appended, Some(a));
         assert_eq!(decode_shared(&bytes[..100], &BOOT).state, None);
-    }
-
-    #[test]
-    fn a_boot_id_is_read_from_its_text_form() {
-        let id = parse_boot_id("0123456789ab-cdef-0123-456789abcdef\n");
-        assert_eq!(id[0], 0x01);
-        assert_eq!(id[15], 0xef);
-        assert_eq!(parse_boot_id("short"), [0; 16]);
-        assert_eq!(parse_boot_id(""), [0; 16]);
     }
 }

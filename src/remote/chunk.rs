@@ -4,10 +4,10 @@
 
 use super::error::{RemoteError, Result};
 use crate::engine::Codec;
-use crate::engine::frame::{
+use crate::engine::wire::to_hex;
+use crate::engine::wire::{
     Frame, SegmentHeader, decode_record, decode_segment_header, encode_segment_header_keyed,
 };
-use crate::engine::tag::to_hex;
 
 /// The hex digest a manifest's `tail` carries: BLAKE3 of one record's frame, first 16 bytes.
 pub fn frame_digest(frame: &[u8]) -> String {
@@ -155,7 +155,7 @@ pub fn decode_chunk<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::frame::{encode_record, encode_segment_header};
+    use crate::engine::wire::{encode_record, encode_segment_header};
 
     fn segment(first: u64, n: u64) -> Vec<u8> {
         let mut s = encode_segment_header(Codec::Binary, first);

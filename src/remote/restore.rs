@@ -10,8 +10,8 @@ use super::client::Remote;
 use super::error::{RemoteError, Result};
 use super::layout::{MAX_CHUNK_LEN, Manifest};
 use super::shipper::{latest_manifest, nonce};
-use crate::engine::format::{MAX_SNAPSHOT_LEN, segment_name, snapshot_name};
-use crate::engine::frame::{Frame, decode_record, encode_segment_header_keyed};
+use crate::engine::wire::{Frame, decode_record, encode_segment_header_keyed};
+use crate::engine::wire::{MAX_SNAPSHOT_LEN, segment_name, snapshot_name};
 use crate::engine::{Codec, Error as EngineError, Integrity, Key, Vfs};
 use std::path::{Path, PathBuf};
 
@@ -108,7 +108,7 @@ fn materialize(
         None
     } else {
         Some(
-            crate::engine::tag::from_hex::<{ crate::engine::tag::STORE_ID_LEN }>(
+            crate::engine::wire::from_hex::<{ crate::engine::wire::STORE_ID_LEN }>(
                 m.store_id.as_bytes(),
             )
             .ok_or_else(|| {
@@ -194,7 +194,7 @@ fn materialize(
 /// must be the one `key` gives. An unkeyed chain has no tags to check.
 fn check_chunk_tags(
     key: &Key,
-    chain_id: Option<&crate::engine::tag::StoreId>,
+    chain_id: Option<&crate::engine::wire::StoreId>,
     object: &str,
     bytes: &[u8],
     view: &ChunkView<'_>,
@@ -206,7 +206,7 @@ fn check_chunk_tags(
             Some(_) => Err(RemoteError::corrupt(
                 object,
                 0,
-                crate::engine::tag::id_mismatch("the chunk", found, chain_id),
+                crate::engine::wire::id_mismatch("the chunk", found, chain_id),
             )),
         };
     };
@@ -214,14 +214,14 @@ fn check_chunk_tags(
         return Err(RemoteError::corrupt(
             object,
             0,
-            crate::engine::tag::id_mismatch("the chunk", found, chain_id),
+            crate::engine::wire::id_mismatch("the chunk", found, chain_id),
         ));
     }
     let codec = view.header.codec;
     for &start in &view.starts {
         let at = view.header.len + start;
         if let Frame::Record { seq, payload, .. } = decode_record(codec, bytes, at) {
-            crate::engine::frame::open_record(key, id, codec, bytes, at as u64, seq, payload)
+            crate::engine::wire::open_record(key, id, codec, bytes, at as u64, seq, payload)
                 .map_err(|why| {
                     RemoteError::corrupt(
                         object,

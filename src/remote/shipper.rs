@@ -14,7 +14,7 @@ use super::chunk::{encode_chunk, take_records};
 use super::client::{Put, Remote};
 use super::error::{RemoteError, Result};
 use super::layout::*;
-use crate::engine::format::{parse_segment_name, parse_snapshot_name};
+use crate::engine::wire::{parse_segment_name, parse_snapshot_name};
 use crate::engine::{Codec, Vfs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -128,12 +128,12 @@ pub fn local_header(vfs: &dyn Vfs, dir: &Path) -> Result<(Codec, String)> {
     let l = list_local(vfs, dir)?;
     for (_, name) in &l.segments {
         let path = dir.join(name);
-        if let Ok(b) = vfs.read_head(&path, crate::engine::format::MAX_JSONL_HEADER_LEN)
-            && let Ok(h) = crate::engine::frame::decode_segment_header(&b)
+        if let Ok(b) = vfs.read_head(&path, crate::engine::wire::MAX_JSONL_HEADER_LEN)
+            && let Ok(h) = crate::engine::wire::decode_segment_header(&b)
         {
             let id = h
                 .store_id
-                .map(|i| crate::engine::tag::to_hex(&i))
+                .map(|i| crate::engine::wire::to_hex(&i))
                 .unwrap_or_default();
             return Ok((h.codec, id));
         }
@@ -504,7 +504,7 @@ impl Shipper {
         from: u64,
         upto: u64,
     ) -> Result<(
-        crate::engine::frame::SegmentHeader,
+        crate::engine::wire::SegmentHeader,
         Vec<u8>,
         u64,
         u64,

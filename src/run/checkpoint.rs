@@ -64,7 +64,7 @@ impl StopFlag {
 
     /// A flag that also reports SIGTERM (installs the handler).
     pub fn watching_sigterm() -> StopFlag {
-        let installed = super::signal::install_sigterm_handler();
+        let installed = crate::sys::install_sigterm_handler();
         StopFlag {
             state: Arc::default(),
             sigterm: installed,
@@ -87,7 +87,7 @@ impl StopFlag {
 
     /// The stop asked for, if any.
     pub fn requested(&self) -> Option<StopReason> {
-        if self.sigterm && super::signal::sigterm_received() {
+        if self.sigterm && crate::sys::sigterm_received() {
             return Some(StopReason::Signal);
         }
         match self.state.load(Ordering::SeqCst) {

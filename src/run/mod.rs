@@ -27,8 +27,6 @@ mod record;
 mod resume;
 mod rule_error;
 mod runs;
-// Process signals: SIGTERM for `StopFlag`; the CLI and the demo use the rest.
-pub(crate) mod signal;
 mod transition;
 mod units;
 mod view;

@@ -38,3 +38,4 @@ mod example_driver_py;
 mod example_orchestrator;
 mod example_pipeline;
 mod example_scale;
+mod house_layers;

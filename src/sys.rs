@@ -1,9 +1,11 @@
-//! The one place with `unsafe`: signal dispositions (a SIGTERM or SIGINT
+//! The process's signals and terminal, the crate's one place for them and
+//! for the `unsafe` they need: signal dispositions (a SIGTERM or SIGINT
 //! handler that sets a flag, the conventional end on a closed stdout), the
 //! one terminal query the CLI needs (its size, for `status --watch`) and the
 //! wait of an idle `status --watch` that notices its reader went away.
-//! Crate-private: the run layer's `StopFlag` uses SIGTERM; the rest serves the
-//! CLI and the demo (feature `cli`).
+//! Crate-private and below every layer (it knows none): the run layer's
+//! `StopFlag` uses SIGTERM; the rest serves the CLI and the demo (feature
+//! `cli`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,0 +1,360 @@
+//! Proves the house's two import rules (docs/ARCHITECTURE.md, "Layers"), read
+//! from the source as it stands, so a change that breaks one fails the build:
+//!
+//! 1. **Layers import downward, through the public API only.** The layers, from
+//!    the ground up: `engine`, `remote`, `run`, `ui`, `demo`, `cli`. A file of
+//!    one layer names another layer (`crate::LAYER::…`) only if that layer is
+//!    below it, and then only items the layer makes public: never one of its
+//!    private or crate-private modules (`crate::engine::frame::…`). The one
+//!    exception is a declared seam ([`SEAMS`]): `engine::wire`, what the
+//!    remote tier needs of the log's bytes.
+//! 2. **No import cycle among the files of a layer.** Each `super::NAME` or
+//!    `crate::LAYER::NAME` inside a layer is an edge from the file to
+//!    `NAME.rs` (or `NAME/mod.rs`); the graph has no cycle.
+//!
+//! The source is read as text: `use` lines (braces included) and paths in
+//! code. Comments and doc comments are skipped, so a path named in prose does
+//! not count.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layers, from the ground up.
+const LAYERS: [&str; 6] = ["engine", "remote", "run", "ui", "demo", "cli"];
+
+/// Crate-private modules that are a layer's deliberate seam to the layers
+/// above, and may be named by them: the remote tier ships the log's frames
+/// byte for byte, so it reads and writes them through `engine::wire`.
+const SEAMS: [(&str, &str); 1] = [("engine", "wire")];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The code of a file without its comments (line comments and `/* */`),
+/// keeping line breaks so line numbers stay true. String literals are kept:
+/// a path inside one is rare and, if it appears, worth a look.
+fn code_of(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    let (mut i, mut in_str) = (0, false);
+    while i < b.len() {
+        if in_str {
+            if b[i] == b'\\' && i + 1 < b.len() {
+                out.push(b[i] as char);
+                out.push(b[i + 1] as char);
+                i += 2;
+                continue;
+            }
+            if b[i] == b'"' {
+                in_str = false;
+            }
+            out.push(b[i] as char);
+            i += 1;
+        } else if text[i..].starts_with("//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if text[i..].starts_with("/*") {
+            while i < b.len() && !text[i..].starts_with("*/") {
+                if b[i] == b'\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 2;
+        } else {
+            // A char literal holding a quote ('"') must not open a string.
+            if text[i..].starts_with("'\"'") {
+                out.push_str("'\"'");
+                i += 3;
+                continue;
+            }
+            if b[i] == b'"' {
+                in_str = true;
+            }
+            let c = text[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+/// Every path the code names after `prefix` (`crate::` or `super::`), with
+/// the line: `crate::engine::frame::x` gives `engine::frame::x`; a brace
+/// group `crate::engine::{a, b::c}` gives `engine::a` and `engine::b::c`.
+fn paths_after(code: &str, prefix: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find(prefix) {
+        let start = from + at;
+        from = start + prefix.len();
+        // `xcrate::` or `a::crate::` is not this prefix.
+        if code[..start]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+        {
+            continue;
+        }
+        let line = code[..start].matches('\n').count() + 1;
+        expand(&code[from..], String::new(), line, &mut out);
+    }
+    out
+}
+
+/// Reads one path (or brace group) at the start of `rest`, prefixed by `head`.
+fn expand(rest: &str, head: String, line: usize, out: &mut Vec<(usize, String)>) {
+    let ident: String = rest
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    let after = &rest[ident.len()..];
+    let joined = if head.is_empty() {
+        ident.clone()
+    } else if ident.is_empty() {
+        head.clone()
+    } else {
+        format!("{head}::{ident}")
+    };
+    if let Some(next) = after.strip_prefix("::") {
+        if let Some(group) = next.strip_prefix('{') {
+            // Split the group's top level on commas.
+            let (mut depth, mut part) = (0usize, String::new());
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        expand(part.trim_start(), joined.clone(), line, out);
+                        part.clear();
+                        continue;
+                    }
+                    _ => {}
+                }
+                part.push(c);
+            }
+            if !part.trim().is_empty() {
+                expand(part.trim_start(), joined, line, out);
+            }
+        } else {
+            expand(next, joined, line, out);
+        }
+    } else if !joined.is_empty() {
+        out.push((line, joined));
+    }
+}
+
+/// The modules a layer declares that are not plainly `pub` (private,
+/// `pub(crate)`, or crate-private unless the `sim` feature: `internal_mods!`).
+fn private_modules(layer: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(src().join(layer).join("mod.rs")).unwrap();
+    let code = code_of(&text);
+    let mut private = BTreeSet::new();
+    let mut in_internal = false;
+    for line in code.lines() {
+        let t = line.trim();
+        if t.starts_with("internal_mods!") {
+            in_internal = true;
+            continue;
+        }
+        if in_internal {
+            if t.starts_with('}') {
+                in_internal = false;
+            } else if let Some(name) = t.strip_suffix(';') {
+                private.insert(name.trim().to_string());
+            }
+            continue;
+        }
+        for lead in ["mod ", "pub(crate) mod ", "pub(super) mod "] {
+            if let Some(name) = t.strip_prefix(lead).and_then(|n| n.strip_suffix(';')) {
+                private.insert(name.trim().to_string());
+            }
+        }
+    }
+    private
+}
+
+fn layer_of(file: &Path) -> Option<&'static str> {
+    let rel = file.strip_prefix(src()).ok()?;
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    LAYERS.iter().copied().find(|l| *l == first)
+}
+
+fn rank(layer: &str) -> usize {
+    LAYERS.iter().position(|l| *l == layer).unwrap()
+}
+
+#[test]
+fn layers_import_downward_through_public_items_only() {
+    let private: BTreeMap<&str, BTreeSet<String>> =
+        LAYERS.iter().map(|l| (*l, private_modules(l))).collect();
+    assert!(
+        private["engine"].contains("frame") && private["run"].contains("transition"),
+        "the mod.rs reader found no private modules: {private:?}"
+    );
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut wrong = Vec::new();
+    let mut seen_cross = 0;
+    for f in &files {
+        let Some(layer) = layer_of(f) else { continue };
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        for (line, path) in paths_after(&code, "crate::") {
+            let mut segs = path.split("::");
+            let Some(target) = segs.next().and_then(|t| LAYERS.iter().find(|l| **l == t)) else {
+                continue;
+            };
+            if *target == layer {
+                continue;
+            }
+            seen_cross += 1;
+            let at = format!(
+                "{}:{line}: crate::{path}",
+                f.strip_prefix(src()).unwrap().display()
+            );
+            if rank(target) > rank(layer) {
+                wrong.push(format!("{at} (`{layer}` is below `{target}`)"));
+            } else if let (Some(m), Some(_)) = (segs.next(), segs.next()) {
+                // `crate::remote::gc` is the function the layer re-exports;
+                // `crate::remote::gc::x` would be its private module's item.
+                if private[target].contains(m) && !SEAMS.contains(&(*target, m)) {
+                    wrong.push(format!("{at} (`{target}::{m}` is private to `{target}`)"));
+                }
+            }
+        }
+    }
+    assert!(seen_cross > 50, "only {seen_cross} cross-layer paths read");
+    assert!(
+        wrong.is_empty(),
+        "{} import(s) break the layering:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_layer_has_an_import_cycle_among_its_files() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    for f in &files {
+        let Some(layer) = layer_of(f) else { continue };
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        let dir = f.parent().unwrap();
+        // `super::x` from `a/b.rs` is `a/x`; from `a/mod.rs` it is `a/../x`.
+        let super_dir = if f.file_name().unwrap() == "mod.rs" {
+            dir.parent().unwrap()
+        } else {
+            dir
+        };
+        let mut targets = BTreeSet::new();
+        for (_, path) in paths_after(&code, "super::") {
+            let name = path.split("::").next().unwrap_or("");
+            targets.extend(module_file(super_dir, name));
+        }
+        for (_, path) in paths_after(&code, "crate::") {
+            let mut segs = path.split("::");
+            if segs.next() == Some(layer) {
+                let name = segs.next().unwrap_or("");
+                targets.extend(module_file(&src().join(layer), name));
+            }
+        }
+        targets.remove(f);
+        edges.insert(f.clone(), targets);
+    }
+    let total: usize = edges.values().map(BTreeSet::len).sum();
+    assert!(total > 100, "only {total} edges read");
+    // Depth-first search for a back edge.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    let mut mark: BTreeMap<&PathBuf, Mark> = edges.keys().map(|k| (k, Mark::New)).collect();
+    fn visit<'a>(
+        n: &'a PathBuf,
+        edges: &'a BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+        mark: &mut BTreeMap<&'a PathBuf, Mark>,
+        stack: &mut Vec<&'a PathBuf>,
+    ) -> Option<Vec<String>> {
+        mark.insert(n, Mark::Open);
+        stack.push(n);
+        for m in edges.get(n).into_iter().flatten() {
+            match mark.get(m).copied().unwrap_or(Mark::Done) {
+                Mark::Open => {
+                    let from = stack.iter().position(|s| *s == m).unwrap();
+                    let show = |p: &PathBuf| p.strip_prefix(src()).unwrap().display().to_string();
+                    let mut cycle: Vec<String> = stack[from..].iter().map(|p| show(p)).collect();
+                    cycle.push(show(m));
+                    return Some(cycle);
+                }
+                Mark::New => {
+                    if let Some(c) = visit(m, edges, mark, stack) {
+                        return Some(c);
+                    }
+                }
+                Mark::Done => {}
+            }
+        }
+        stack.pop();
+        mark.insert(n, Mark::Done);
+        None
+    }
+    let keys: Vec<&PathBuf> = edges.keys().collect();
+    for k in keys {
+        if mark[k] == Mark::New
+            && let Some(cycle) = visit(k, &edges, &mut mark, &mut Vec::new())
+        {
+            panic!("an import cycle: {}", cycle.join(" -> "));
+        }
+    }
+}
+
+/// The file of module `name` in `dir`: `name.rs` or `name/mod.rs`.
+fn module_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    if name.is_empty() {
+        return None;
+    }
+    [
+        dir.join(format!("{name}.rs")),
+        dir.join(name).join("mod.rs"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+}
+
+#[test]
+fn the_path_reader_expands_groups_and_skips_comments() {
+    let code = code_of(
+        "use crate::engine::{a, b::{c, d}, e::f};\n// crate::run::x\nlet s = \"//\"; crate::run::y();\n",
+    );
+    let got = paths_after(&code, "crate::");
+    assert_eq!(
+        got,
+        vec![
+            (1, "engine::a".to_string()),
+            (1, "engine::b::c".to_string()),
+            (1, "engine::b::d".to_string()),
+            (1, "engine::e::f".to_string()),
+            (3, "run::y".to_string()),
+        ]
+    );
+}
