@@ -7,12 +7,12 @@ use super::ops::items_from_json;
 use super::render::{render_archive_list, render_list, render_status, status_json};
 use super::wait::with_lock_notice;
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, write_out};
-use crate::engine::{self, Codec, Integrity, Keyed, RealFs};
+use crate::engine::{self, Codec, Integrity, RealFs};
 use crate::run::fingerprint::parse_parts;
 use crate::run::json::parse_json_limited;
 use crate::run::{
-    Change, InitSpec, Launch, PhaseStatus, RunError, RunKeyed, RunStatus, RunSummary, Runs,
-    Transition, UnitStatus,
+    Change, InitSpec, Launch, PhaseStatus, RunError, RunStatus, RunSummary, Runs, Transition,
+    UnitStatus,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -131,83 +131,14 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             task,
             fingerprint,
             new,
-        } => {
-            let (spec, codec) = init_spec(id.clone(), task, fingerprint.as_deref(), &new)?;
-            let runs = runs.clone().with_codec(codec);
-            let run = match with_lock_notice(&runs, |r| r.init(spec.clone())) {
-                Ok(run) => run,
-                Err(e) if is_already_live(&e) => {
-                    let fp = fingerprint
-                        .as_deref()
-                        .map_or(String::new(), |f| format!(" --fingerprint {f:?}"));
-                    eprintln!(
-                        "runlog: {}\nrunlog: to resume it: runlog start --id {id}{fp} (with the --fingerprint it was made with, if any)",
-                        super::report(&e)
-                    );
-                    return Ok(EXIT_REFUSED);
-                }
-                Err(e) => return Err(e),
-            };
-            if json {
-                print_json(
-                    &json!({ "id": run.id(), "seq": run.store().last_seq() }),
-                    true,
-                )?;
-            } else {
-                println_out(&format!("created run {}", run.id()))?;
-            }
-            Ok(EXIT_DONE)
-        }
+        } => init(runs, json, id, task, fingerprint, &new),
         Command::Start {
             id,
             fingerprint,
             task,
             keep_finished,
             new,
-        } => {
-            // The live run as it is now: its task is the default, and with
-            // --keep-finished a finished run is left alone.
-            let live = match runs.read_run(&id) {
-                Ok(r) => Some(r.view().header().clone()).filter(|d| d.is_initialized()),
-                Err(_) => None,
-            };
-            if let Some(doc) = live.as_ref().filter(|d| keep_finished && d.is_closed()) {
-                if json {
-                    let v = json!({"id": id, "resumed": false, "finished": true,
-                                   "status": doc.status, "warnings": []});
-                    print_json(&v, true)?;
-                } else {
-                    println_out(&format!(
-                        "run {id} has finished ({}); left as it is (--keep-finished)",
-                        doc.status
-                    ))?;
-                }
-                return Ok(EXIT_DONE);
-            }
-            let task = task
-                .or_else(|| live.filter(|d| !d.is_closed()).map(|d| d.task))
-                .unwrap_or_else(|| id.clone());
-            let (spec, codec) = init_spec(id, task, Some(&fingerprint), &new)?;
-            let runs = runs.clone().with_codec(codec);
-            let started = with_lock_notice(&runs, |r| r.start(spec.clone()))?;
-            warn_all(&started.warnings);
-            if json {
-                let v = json!({
-                    "id": started.run.id(),
-                    "resumed": started.resumed,
-                    "warnings": started.warnings,
-                });
-                print_json(&v, true)?;
-            } else {
-                let what = if started.resumed {
-                    "resumed"
-                } else {
-                    "started"
-                };
-                println_out(&format!("{what} run {}", started.run.id()))?;
-            }
-            Ok(EXIT_DONE)
-        }
+        } => start(runs, json, id, fingerprint, task, keep_finished, &new),
         Command::Unit {
             run,
             unit,
@@ -229,25 +160,7 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             let status: PhaseStatus = parse_status(&status)?;
             change(runs, json, &run, Change::Phase { phase, status })
         }
-        Command::Item { run, item: text } => {
-            let v = parse_json_limited(&text).map_err(invalid)?;
-            let items = items_from_json(v).map_err(invalid)?;
-            let n = items.len() as u64;
-            let c = Change::Items { items };
-            // `nextItem` holds the last id handed out: the new ones end there.
-            let (seq, last) = with_lock_notice(runs, |r| {
-                r.change_then(&run, c.clone(), |v| v.header().next_item)
-            })?;
-            let ids: Vec<String> = (last + 1 - n.min(last)..=last)
-                .map(|i| format!("item-{i}"))
-                .collect();
-            if json {
-                print_json(&json!({ "seq": seq, "ids": ids }), true)?;
-            } else {
-                println_out(&format!("{} (seq {seq})", ids.join(" ")))?;
-            }
-            Ok(EXIT_DONE)
-        }
+        Command::Item { run, item: text } => item(runs, json, &run, &text),
         Command::Resolve { run, item_id, note } => {
             change(runs, json, &run, Change::Resolve { id: item_id, note })
         }
@@ -267,108 +180,25 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             run,
             budget,
             amount,
-        } => {
-            let amount = parse_amount(&amount)?;
-            let c = Change::Spend {
-                budget: budget.clone(),
-                amount,
-            };
-            let (seq, b) = with_lock_notice(runs, |r| {
-                r.change_then(&run, c.clone(), |v| {
-                    v.header().budgets.get(&budget).cloned()
-                })
-            })?;
-            let mut warnings = vec![];
-            if let Some(b) = b.filter(|b| b.is_exhausted()) {
-                warnings.push(crate::run::Warning {
-                    code: BUDGET_EXCEEDED.to_string(),
-                    message: format!(
-                        "budget {budget:?} of run {run}: spent {} of its limit {} (owner {}); `runlog budget` changes the limit",
-                        b.spent,
-                        b.limit.map_or("-".to_string(), |l| l.to_string()),
-                        b.owner
-                    ),
-                    changed: vec![budget.clone()],
-                    archived_to: String::new(),
-                });
-            }
-            warn_all(&warnings);
-            if json {
-                print_json(&json!({ "seq": seq, "warnings": warnings }), true)?;
-            } else {
-                println_out(&format!("seq {seq}"))?;
-            }
-            Ok(EXIT_DONE)
-        }
+        } => spend(runs, json, &run, budget, &amount),
         Command::Finalize {
             run,
             status,
             result,
-        } => {
-            let status: RunStatus = match status.parse() {
-                Ok(s) if RunStatus::is_terminal(s) => s,
-                _ => {
-                    return Err(invalid(format!(
-                        "finalize takes done, needs_attention or aborted, not {status:?}"
-                    )));
-                }
-            };
-            change(runs, json, &run, Change::Finalize { status, result })
-        }
+        } => finalize(runs, json, &run, &status, result),
         Command::Apply { run } => super::apply::apply_stdin(runs, &run),
         Command::Archive {
             action: ArchiveCommand::List,
         } => archive_list(runs, json),
         Command::Archive {
             action: ArchiveCommand::Restore { name },
-        } => {
-            let id = runs.restore_archived(&name)?;
-            if json {
-                print_json(&json!({ "id": id, "restoredFrom": name }), true)?;
-            } else {
-                println_out(&format!("restored run {id} from archive/{name}"))?;
-            }
-            Ok(EXIT_DONE)
-        }
-        Command::Get { run, unit: None } => {
-            let id = runs.resolve(&run)?;
-            let read = runs.read_run(&id)?;
-            // A store whose init record never made it (a torn creation) holds no
-            // run: refused as a missing run is, never printed as a made-up one.
-            if !read.view().header().is_initialized() {
-                return Err(runs.not_initialized(&id));
-            }
-            let doc = read.view().doc_streamed();
-            // A damaged unit stops the output part-way: report the damage itself.
-            write_json(&doc, json).map_err(|e| doc.take_damage().unwrap_or(e))?;
-            Ok(EXIT_DONE)
-        }
+        } => archive_restore(runs, json, &name),
+        Command::Get { run, unit: None } => get_doc(runs, json, &run),
         Command::Get {
             run,
             unit: Some(name),
-        } => {
-            let id = runs.resolve(&run)?;
-            let unit = runs
-                .unit(&id, &name)?
-                .ok_or_else(|| invalid(format!("run {id} has no unit {name:?}")))?;
-            let mut value = serde_json::to_value(&unit)
-                .map_err(|e| invalid(format!("cannot print JSON: {e}")))?;
-            if let Some(fields) = value.as_object_mut() {
-                fields.insert("name".into(), name.into());
-            }
-            print_json(&value, json)?;
-            Ok(EXIT_DONE)
-        }
-        Command::Resume { run } => {
-            let id = runs.resolve(&run)?;
-            let read = runs.read_run(&id)?;
-            if !read.view().header().is_initialized() {
-                return Err(runs.not_initialized(&id));
-            }
-            let set = read.view().resume_streamed()?;
-            write_json(&set, json).map_err(|e| set.take_damage().unwrap_or(e))?;
-            Ok(EXIT_DONE)
-        }
+        } => get_unit(runs, json, &run, &name),
+        Command::Resume { run } => resume(runs, json, &run),
         Command::Status {
             run,
             list,
@@ -390,64 +220,8 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             keep_manifests,
             ..
         } => super::remote::gc_remote(json, &url, keep_manifests),
-        Command::Rebuild { run } => {
-            let id = runs.resolve(&run)?;
-            let dir = runs.run_dir(&id)?;
-            let (rec, c) = with_lock_notice(runs, |r| {
-                let opts = engine::Options {
-                    lock_wait: r.lock_wait,
-                    key: r.key().cloned(),
-                    ..engine::Options::default()
-                };
-                engine::rebuild_snapshot::<Keyed<RunKeyed>>(&dir, opts).map_err(|e| {
-                    RunError::Engine {
-                        id: id.clone(),
-                        source: e,
-                    }
-                })
-            })?;
-            if json {
-                let v = json!({
-                    "id": id,
-                    "lastSeq": rec.last_seq,
-                    "tornTailDropped": rec.torn_tail.is_some(),
-                    "snapshotSeq": c.snapshot_seq,
-                    "segmentsRemoved": c.segments_removed,
-                });
-                print_json(&v, true)?;
-            } else {
-                let torn = if rec.torn_tail.is_some() {
-                    "a torn tail dropped"
-                } else {
-                    "no torn tail"
-                };
-                println_out(&format!(
-                    "rebuilt run {id}: {} records, {torn}; snapshot at seq {}, {} segment(s) removed",
-                    rec.last_seq, c.snapshot_seq, c.segments_removed
-                ))?;
-            }
-            Ok(EXIT_DONE)
-        }
-        Command::Compact { run } => {
-            let id = runs.resolve(&run)?;
-            let c = with_lock_notice(runs, |r| r.open(&id))?.compact()?;
-            if json {
-                let v = json!({
-                    "id": id,
-                    "snapshotSeq": c.snapshot_seq,
-                    "snapshotBytes": c.snapshot_bytes,
-                    "segmentsRemoved": c.segments_removed,
-                    "snapshotsRemoved": c.snapshots_removed,
-                });
-                print_json(&v, true)?;
-            } else {
-                println_out(&format!(
-                    "compacted run {id}: snapshot at seq {} ({} bytes), {} segment(s) and {} old snapshot(s) removed",
-                    c.snapshot_seq, c.snapshot_bytes, c.segments_removed, c.snapshots_removed
-                ))?;
-            }
-            Ok(EXIT_DONE)
-        }
+        Command::Rebuild { run } => rebuild(runs, json, &run),
+        Command::Compact { run } => compact(runs, json, &run),
         Command::Dump { run } => dump(runs, &run),
         Command::Ui {
             run,
@@ -462,39 +236,307 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
         | Command::Man => Err(invalid(
             "the demo runs before a runs root is chosen (see cli::run_cli)",
         )),
-        Command::Gc { keep_days, .. } => {
-            let r = runs.gc(keep_days)?;
-            for u in &r.skipped_unreadable {
-                eprintln!("runlog: gc skipped {}: it can't be read: {}", u.id, u.error);
-            }
-            if json {
-                print_json(&r, true)?;
-            } else {
-                for id in &r.removed {
-                    println_out(&format!("removed {id}"))?;
-                }
-                for id in &r.removed_archived {
-                    println_out(&format!("removed archived {id}"))?;
-                }
-                for id in &r.skipped_locked {
-                    println_out(&format!("skipped {id} (in use)"))?;
-                }
-                for u in &r.skipped_unreadable {
-                    println_out(&format!("skipped {} (can't be read)", u.id))?;
-                }
-                if r.removed.is_empty() && r.removed_archived.is_empty() {
-                    println_out(&format!(
-                        "nothing to remove (no finished or archived run older than {keep_days} days)"
-                    ))?;
-                }
-            }
-            Ok(if r.skipped_unreadable.is_empty() {
-                EXIT_DONE
-            } else {
-                EXIT_FAILED
-            })
+        Command::Gc { keep_days, .. } => gc(runs, json, keep_days),
+    }
+}
+
+/// `init`: a new run, refused if one with its id is live.
+fn init(
+    runs: &Runs,
+    json: bool,
+    id: String,
+    task: String,
+    fingerprint: Option<String>,
+    new: &NewRun,
+) -> Result<u8, RunError> {
+    let (spec, codec) = init_spec(id.clone(), task, fingerprint.as_deref(), new)?;
+    let runs = runs.clone().with_codec(codec);
+    let run = match with_lock_notice(&runs, |r| r.init(spec.clone())) {
+        Ok(run) => run,
+        Err(e) if is_already_live(&e) => {
+            let fp = fingerprint
+                .as_deref()
+                .map_or(String::new(), |f| format!(" --fingerprint {f:?}"));
+            eprintln!(
+                "runlog: {}\nrunlog: to resume it: runlog start --id {id}{fp} (with the --fingerprint it was made with, if any)",
+                super::report(&e)
+            );
+            return Ok(EXIT_REFUSED);
+        }
+        Err(e) => return Err(e),
+    };
+    if json {
+        print_json(
+            &json!({ "id": run.id(), "seq": run.store().last_seq() }),
+            true,
+        )?;
+    } else {
+        println_out(&format!("created run {}", run.id()))?;
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `start`: resumes the live run, or starts it fresh.
+fn start(
+    runs: &Runs,
+    json: bool,
+    id: String,
+    fingerprint: String,
+    task: Option<String>,
+    keep_finished: bool,
+    new: &NewRun,
+) -> Result<u8, RunError> {
+    // The live run as it is now: its task is the default, and with
+    // --keep-finished a finished run is left alone.
+    let live = match runs.read_run(&id) {
+        Ok(r) => Some(r.view().header().clone()).filter(|d| d.is_initialized()),
+        Err(_) => None,
+    };
+    if let Some(doc) = live.as_ref().filter(|d| keep_finished && d.is_closed()) {
+        if json {
+            let v = json!({"id": id, "resumed": false, "finished": true,
+                               "status": doc.status, "warnings": []});
+            print_json(&v, true)?;
+        } else {
+            println_out(&format!(
+                "run {id} has finished ({}); left as it is (--keep-finished)",
+                doc.status
+            ))?;
+        }
+        return Ok(EXIT_DONE);
+    }
+    let task = task
+        .or_else(|| live.filter(|d| !d.is_closed()).map(|d| d.task))
+        .unwrap_or_else(|| id.clone());
+    let (spec, codec) = init_spec(id, task, Some(&fingerprint), new)?;
+    let runs = runs.clone().with_codec(codec);
+    let started = with_lock_notice(&runs, |r| r.start(spec.clone()))?;
+    warn_all(&started.warnings);
+    if json {
+        let v = json!({
+            "id": started.run.id(),
+            "resumed": started.resumed,
+            "warnings": started.warnings,
+        });
+        print_json(&v, true)?;
+    } else {
+        let what = if started.resumed {
+            "resumed"
+        } else {
+            "started"
+        };
+        println_out(&format!("{what} run {}", started.run.id()))?;
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `item`: open items, printing the ids they were given.
+fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> {
+    let v = parse_json_limited(text).map_err(invalid)?;
+    let items = items_from_json(v).map_err(invalid)?;
+    let n = items.len() as u64;
+    let c = Change::Items { items };
+    // `nextItem` holds the last id handed out: the new ones end there.
+    let (seq, last) = with_lock_notice(runs, |r| {
+        r.change_then(run, c.clone(), |v| v.header().next_item)
+    })?;
+    let ids: Vec<String> = (last + 1 - n.min(last)..=last)
+        .map(|i| format!("item-{i}"))
+        .collect();
+    if json {
+        print_json(&json!({ "seq": seq, "ids": ids }), true)?;
+    } else {
+        println_out(&format!("{} (seq {seq})", ids.join(" ")))?;
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `spend`: against a budget, warning when it is exhausted.
+fn spend(runs: &Runs, json: bool, run: &str, budget: String, amount: &str) -> Result<u8, RunError> {
+    let amount = parse_amount(amount)?;
+    let c = Change::Spend {
+        budget: budget.clone(),
+        amount,
+    };
+    let (seq, b) = with_lock_notice(runs, |r| {
+        r.change_then(run, c.clone(), |v| v.header().budgets.get(&budget).cloned())
+    })?;
+    let mut warnings = vec![];
+    if let Some(b) = b.filter(|b| b.is_exhausted()) {
+        warnings.push(crate::run::Warning {
+                code: BUDGET_EXCEEDED.to_string(),
+                message: format!(
+                    "budget {budget:?} of run {run}: spent {} of its limit {} (owner {}); `runlog budget` changes the limit",
+                    b.spent,
+                    b.limit.map_or("-".to_string(), |l| l.to_string()),
+                    b.owner
+                ),
+                changed: vec![budget.clone()],
+                archived_to: String::new(),
+            });
+    }
+    warn_all(&warnings);
+    if json {
+        print_json(&json!({ "seq": seq, "warnings": warnings }), true)?;
+    } else {
+        println_out(&format!("seq {seq}"))?;
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `finalize`: the run's terminal status.
+fn finalize(
+    runs: &Runs,
+    json: bool,
+    run: &str,
+    status: &str,
+    result: Option<String>,
+) -> Result<u8, RunError> {
+    let status: RunStatus = match status.parse() {
+        Ok(s) if RunStatus::is_terminal(s) => s,
+        _ => {
+            return Err(invalid(format!(
+                "finalize takes done, needs_attention or aborted, not {status:?}"
+            )));
+        }
+    };
+    change(runs, json, run, Change::Finalize { status, result })
+}
+
+/// `archive restore`: an archived run back under its id.
+fn archive_restore(runs: &Runs, json: bool, name: &str) -> Result<u8, RunError> {
+    let id = runs.restore_archived(name)?;
+    if json {
+        print_json(&json!({ "id": id, "restoredFrom": name }), true)?;
+    } else {
+        println_out(&format!("restored run {id} from archive/{name}"))?;
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `get RUN`: the whole run document, streamed.
+fn get_doc(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
+    let id = runs.resolve(run)?;
+    let read = runs.read_run(&id)?;
+    // A store whose init record never made it (a torn creation) holds no
+    // run: refused as a missing run is, never printed as a made-up one.
+    if !read.view().header().is_initialized() {
+        return Err(runs.not_initialized(&id));
+    }
+    let doc = read.view().doc_streamed();
+    // A damaged unit stops the output part-way: report the damage itself.
+    write_json(&doc, json).map_err(|e| doc.take_damage().unwrap_or(e))?;
+    Ok(EXIT_DONE)
+}
+
+/// `get RUN --unit NAME`: one unit, by lookup.
+fn get_unit(runs: &Runs, json: bool, run: &str, name: &str) -> Result<u8, RunError> {
+    let id = runs.resolve(run)?;
+    let unit = runs
+        .unit(&id, name)?
+        .ok_or_else(|| invalid(format!("run {id} has no unit {name:?}")))?;
+    let mut value =
+        serde_json::to_value(&unit).map_err(|e| invalid(format!("cannot print JSON: {e}")))?;
+    if let Some(fields) = value.as_object_mut() {
+        fields.insert("name".into(), name.into());
+    }
+    print_json(&value, json)?;
+    Ok(EXIT_DONE)
+}
+
+/// `resume`: the resume set, streamed.
+fn resume(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
+    let id = runs.resolve(run)?;
+    let read = runs.read_run(&id)?;
+    if !read.view().header().is_initialized() {
+        return Err(runs.not_initialized(&id));
+    }
+    let set = read.view().resume_streamed()?;
+    write_json(&set, json).map_err(|e| set.take_damage().unwrap_or(e))?;
+    Ok(EXIT_DONE)
+}
+
+/// `rebuild`: the snapshot rebuilt from the log.
+fn rebuild(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
+    let id = runs.resolve(run)?;
+    let (rec, c) = with_lock_notice(runs, |r| r.rebuild_snapshot(&id))?;
+    if json {
+        let v = json!({
+            "id": id,
+            "lastSeq": rec.last_seq,
+            "tornTailDropped": rec.torn_tail.is_some(),
+            "snapshotSeq": c.snapshot_seq,
+            "segmentsRemoved": c.segments_removed,
+        });
+        print_json(&v, true)?;
+    } else {
+        let torn = if rec.torn_tail.is_some() {
+            "a torn tail dropped"
+        } else {
+            "no torn tail"
+        };
+        println_out(&format!(
+            "rebuilt run {id}: {} records, {torn}; snapshot at seq {}, {} segment(s) removed",
+            rec.last_seq, c.snapshot_seq, c.segments_removed
+        ))?;
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `compact`: a full snapshot now.
+fn compact(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
+    let id = runs.resolve(run)?;
+    let c = with_lock_notice(runs, |r| r.open(&id))?.compact()?;
+    if json {
+        let v = json!({
+            "id": id,
+            "snapshotSeq": c.snapshot_seq,
+            "snapshotBytes": c.snapshot_bytes,
+            "segmentsRemoved": c.segments_removed,
+            "snapshotsRemoved": c.snapshots_removed,
+        });
+        print_json(&v, true)?;
+    } else {
+        println_out(&format!(
+            "compacted run {id}: snapshot at seq {} ({} bytes), {} segment(s) and {} old snapshot(s) removed",
+            c.snapshot_seq, c.snapshot_bytes, c.segments_removed, c.snapshots_removed
+        ))?;
+    }
+    Ok(EXIT_DONE)
+}
+
+/// `gc`: finished and archived runs older than `keep_days` removed.
+fn gc(runs: &Runs, json: bool, keep_days: u64) -> Result<u8, RunError> {
+    let r = runs.gc(keep_days)?;
+    for u in &r.skipped_unreadable {
+        eprintln!("runlog: gc skipped {}: it can't be read: {}", u.id, u.error);
+    }
+    if json {
+        print_json(&r, true)?;
+    } else {
+        for id in &r.removed {
+            println_out(&format!("removed {id}"))?;
+        }
+        for id in &r.removed_archived {
+            println_out(&format!("removed archived {id}"))?;
+        }
+        for id in &r.skipped_locked {
+            println_out(&format!("skipped {id} (in use)"))?;
+        }
+        for u in &r.skipped_unreadable {
+            println_out(&format!("skipped {} (can't be read)", u.id))?;
+        }
+        if r.removed.is_empty() && r.removed_archived.is_empty() {
+            println_out(&format!(
+                "nothing to remove (no finished or archived run older than {keep_days} days)"
+            ))?;
         }
     }
+    Ok(if r.skipped_unreadable.is_empty() {
+        EXIT_DONE
+    } else {
+        EXIT_FAILED
+    })
 }
 
 fn status(

@@ -324,6 +324,22 @@ impl Runs {
         }
     }
 
+    /// Rebuilds run `id`'s snapshot from its log: opens it for writing
+    /// (recovery drops a torn tail, as any writer's open does) and compacts it
+    /// in full. Returns what recovery found and what the compaction wrote.
+    pub fn rebuild_snapshot(
+        &self,
+        id: &str,
+    ) -> Result<(engine::RecoveryReport, engine::CompactReport)> {
+        let dir = self.run_dir(id)?;
+        engine::rebuild_snapshot::<Keyed<RunKeyed>>(&dir, self.store_options(false, None)).map_err(
+            |e| match e {
+                engine::Error::NotFound { .. } => self.not_found(id),
+                e => RunError::engine(id, e),
+            },
+        )
+    }
+
     /// Reads run `id` whole, units included (memory in proportion to the run;
     /// [`Runs::read_run`] looks things up instead).
     pub fn read(&self, id: &str) -> Result<RunDoc> {
