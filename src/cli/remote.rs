@@ -299,17 +299,8 @@ mod imp {
             }
             RemoteCommand::Status { run } => {
                 let id = runs.resolve(&run)?;
-                let dir = runs.run_dir(&id)?;
-                let local = crate::engine::read_state_with_key::<
-                    crate::engine::Keyed<crate::run::RunKeyed>,
-                >(&RealFs, &dir, runs.key())
-                .map(|(_, r)| r.last_seq)
-                .map_err(|e| RunError::Engine {
-                    id: id.clone(),
-                    source: e,
-                })?;
-                let l = RemoteLag::read(&dir, local)
-                    .map_err(|e| fail(&id, e))?
+                let l = runs
+                    .remote_lag(&id, None)?
                     .ok_or_else(|| RunError::Invalid(format!("run {id} has no remote")))?;
                 print(
                     json,

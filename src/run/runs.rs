@@ -340,6 +340,21 @@ impl Runs {
         )
     }
 
+    /// Run `id`'s remote lag: its local durable seq (read lock-free) against
+    /// what its remote holds; `None` when the run has no remote. `within`
+    /// bounds the wait for the remote's answer.
+    #[cfg(feature = "remote")]
+    pub fn remote_lag(
+        &self,
+        id: &str,
+        within: Option<Duration>,
+    ) -> Result<Option<crate::remote::RemoteLag>> {
+        let durable = self.read_run(id)?.recovery().last_seq;
+        let dir = self.run_dir(id)?;
+        crate::remote::RemoteLag::read_within(&dir, durable, within)
+            .map_err(|e| RunError::remote("remote", id, e))
+    }
+
     /// Reads run `id` whole, units included (memory in proportion to the run;
     /// [`Runs::read_run`] looks things up instead).
     pub fn read(&self, id: &str) -> Result<RunDoc> {
