@@ -136,6 +136,7 @@ def main():
     if shutil.which(args.runlog) is None:
         print(
             "driver.py: no runlog binary at %r: install it with `cargo install --path .` "
+            "or `pip install ./python` (the Python package brings it) "
             "from the repository, or pass --runlog target/debug/runlog (or set $RUNLOG) "
             "after `cargo build`" % args.runlog,
             file=sys.stderr,

@@ -1,5 +1,6 @@
 //! Proves the Python package builds and passes its tests: builds the abi3 wheel
-//! of `python/` once (maturin, release, its own target dir so it never waits on
+//! of `python/` once (`pip wheel` through python/backend: maturin's module and
+//! the native `runlog` CLI, release, its own target dir so it never waits on
 //! the outer cargo's lock), installs it into the venv named by
 //! `$RUNLOG_PYTHON_VENV` (maturin and pytest installed; `.ci/run` creates it),
 //! and runs `python/tests` with pytest there, the wheel-in-a-fresh-venv test
@@ -48,6 +49,13 @@ fn venv() -> Option<(PathBuf, PathBuf)> {
     None
 }
 
+/// $PATH with `dir` first.
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&rest)))
+        .expect("PATH")
+}
+
 fn run(what: &str, cmd: &mut Command) -> String {
     let t = Instant::now();
     let out = cmd
@@ -69,7 +77,7 @@ fn run(what: &str, cmd: &mut Command) -> String {
 
 #[test]
 fn python_package_builds_and_passes_pytest() {
-    let Some((python, maturin)) = venv() else {
+    let Some((python, _maturin)) = venv() else {
         return;
     };
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -78,15 +86,25 @@ fn python_package_builds_and_passes_pytest() {
         .unwrap_or_else(|| repo.join("target/python"));
     let dist = tempfile::tempdir().expect("temp dir");
 
+    // Through the package's PEP 517 backend, as `pip install ./python` builds
+    // it: maturin's wheel plus the native `runlog` CLI (python/backend).
     run(
-        "maturin build --release",
-        Command::new(&maturin)
-            .args(["build", "--release", "--quiet", "--manifest-path"])
-            .arg(repo.join("python/Cargo.toml"))
-            .arg("--interpreter")
-            .arg(&python)
-            .arg("--out")
+        "pip wheel ./python (maturin + the runlog CLI)",
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-index",
+                "--no-build-isolation",
+                "--wheel-dir",
+            ])
             .arg(dist.path())
+            .arg(repo.join("python"))
+            // maturin's backend runs `maturin` from PATH.
+            .env("PATH", path_with(python.parent().expect("venv bin")))
             .env("CARGO_TARGET_DIR", &target),
     );
     let wheels: Vec<PathBuf> = std::fs::read_dir(dist.path())

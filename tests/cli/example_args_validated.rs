@@ -81,7 +81,9 @@ fn examples_without_a_runlog_binary_say_how_to_get_one() {
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(127), "{c:?}: {stderr}");
         assert!(
-            stderr.contains("cargo install --path .") && stderr.contains("no-runlog-here"),
+            stderr.contains("cargo install --path .")
+                && stderr.contains("pip install ./python")
+                && stderr.contains("no-runlog-here"),
             "{c:?}: {stderr}"
         );
         assert!(!stderr.contains("Traceback"), "{c:?}: {stderr}");
