@@ -12,8 +12,8 @@ use runlog::engine::scan::scan_segment;
 use runlog::engine::sim::SimFs;
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_keyed};
 use runlog::engine::{
-    Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Store, SyncPolicy,
-    decode_payload, read_state, verify,
+    ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Store,
+    SyncPolicy, decode_payload, read_state, verify,
 };
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -162,12 +162,12 @@ impl KeyedMachine for KNums {
     type Value = u64;
     type Transition = u64;
     type Error = Zero;
-    fn apply(s: &mut KeyedState<KNums>, t: &u64) -> Result<(), Zero> {
+    fn apply(s: &mut KeyedState<KNums>, t: &u64) -> Result<(), ApplyError<Zero>> {
         if *t == 0 {
-            return Err(Zero);
+            return Err(ApplyError::Refused(Zero));
         }
         let n = s.header().count + 1;
-        s.put(&knums_key(n), *t).map_err(|_| Zero)?;
+        s.put(&knums_key(n), *t).map_err(ApplyError::Damaged)?;
         s.header_mut().count = n;
         Ok(())
     }

@@ -181,11 +181,9 @@ fn stage<M: Machine>(
             max,
         });
     }
-    M::apply(&mut g.state, t).map_err(|e| match M::take_fault(&mut g.state) {
-        // Damage met while reading the state is not the rules' refusal.
-        Some(fault) => fault,
-        None => Error::Refused(Box::new(e)),
-    })?;
+    // Damage met while reading the state is not the rules' refusal: `failure`
+    // keeps the two apart.
+    M::apply(&mut g.state, t).map_err(M::failure)?;
     let seq = g.next_seq;
     let tag = keying.map(|(key, id)| record_tag(key, id, seq, payload));
     encode_record_tagged(codec, seq, synced, payload, tag.as_ref(), batch);

@@ -12,6 +12,7 @@ use super::Machine;
 use super::codec::decode_payload;
 use super::error::{Error, Result};
 use super::format::Codec;
+use super::machine::ApplyError;
 use super::merge::{Source, pop_newest};
 use super::snapshot::{SnapshotData, SnapshotSink};
 use super::table::{Table, TableIter};
@@ -22,7 +23,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A state machine over a keyed state: a header that is always in memory and
 /// a sorted map of string keys to values that is looked up.
@@ -37,12 +38,13 @@ pub trait KeyedMachine: Sized + Send + Sync + 'static {
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// Applies `t`, or refuses it leaving `state` as it was. A lookup that
-    /// fails (a damaged table block) must make `apply` fail before it changes
-    /// anything; the store then reports the damage, not a refusal.
+    /// fails (a damaged table block) must make `apply` fail with
+    /// [`ApplyError::Damaged`] before it changes anything; the store then
+    /// reports the damage, not a refusal.
     fn apply(
         state: &mut KeyedState<Self>,
         t: &Self::Transition,
-    ) -> std::result::Result<(), Self::Error>;
+    ) -> std::result::Result<(), ApplyError<Self::Error>>;
 
     /// Refuses a header this build must not use (see [`Machine::check_state`]).
     fn check_header(header: &Self::Header) -> std::result::Result<(), String> {
@@ -90,8 +92,6 @@ pub struct KeyedState<M: KeyedMachine> {
     len: u64,
     /// The seq of the last transition applied.
     seq: u64,
-    /// Damage met by a lookup during the current `apply`.
-    fault: Mutex<Option<Error>>,
 }
 
 impl<M: KeyedMachine> Default for KeyedState<M> {
@@ -102,7 +102,6 @@ impl<M: KeyedMachine> Default for KeyedState<M> {
             overlay: BTreeMap::new(),
             len: 0,
             seq: 0,
-            fault: Mutex::new(None),
         }
     }
 }
@@ -118,23 +117,6 @@ impl<M: KeyedMachine> std::fmt::Debug for KeyedState<M> {
             )
             .field("overlay", &self.overlay.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// The error a keyed lookup returns: damage to the table it read.
-#[derive(Debug)]
-pub struct Damaged(pub Error);
-
-impl std::fmt::Display for Damaged {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-// Transparent: it prints as the store's error and passes on its cause.
-impl std::error::Error for Damaged {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.0.source()
     }
 }
 
@@ -176,28 +158,22 @@ impl<M: KeyedMachine> KeyedState<M> {
 
     /// Looks `key` up: the overlay, then the delta tables newest first, then
     /// the full table (each block read is checked).
-    pub fn get(&self, key: &str) -> std::result::Result<Option<M::Value>, Damaged> {
+    pub fn get(&self, key: &str) -> Result<Option<M::Value>> {
         if let Some(w) = self.overlay.get(key) {
             return Ok(Some(w.value.clone()));
         }
         for t in self.tables.iter().rev() {
-            match t.get(key.as_bytes()) {
-                Err(e) => return Err(self.record(e)),
-                Ok(None) => {}
-                Ok(Some(bytes)) => {
-                    return decode_value::<M>(t, key, bytes)
-                        .map(Some)
-                        .map_err(|e| self.record(e));
-                }
+            if let Some(bytes) = t.get(key.as_bytes())? {
+                return decode_value::<M>(t, key, bytes).map(Some);
             }
         }
         Ok(None)
     }
 
     /// Whether `key` is in one of the tables (newest first, stopping at the first).
-    fn in_tables(&self, key: &str) -> std::result::Result<bool, Damaged> {
+    fn in_tables(&self, key: &str) -> Result<bool> {
         for t in self.tables.iter().rev() {
-            if t.get(key.as_bytes()).map_err(|e| self.record(e))?.is_some() {
+            if t.get(key.as_bytes())?.is_some() {
                 return Ok(true);
             }
         }
@@ -205,7 +181,7 @@ impl<M: KeyedMachine> KeyedState<M> {
     }
 
     /// Sets `key` to `value`. In `apply`, call it only once every check passed.
-    pub fn put(&mut self, key: &str, value: M::Value) -> std::result::Result<(), Damaged> {
+    pub fn put(&mut self, key: &str, value: M::Value) -> Result<()> {
         let seq = self.seq + 1;
         if let Some(w) = self.overlay.get_mut(key) {
             *w = Written { seq, value };
@@ -249,15 +225,6 @@ impl<M: KeyedMachine> KeyedState<M> {
         self.iter_from(None)
     }
 
-    fn record(&self, e: Error) -> Damaged {
-        let copy = Damaged(clone_error(&e));
-        self.fault
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(e);
-        copy
-    }
-
     /// The state of a full table and the deltas over it (oldest first): the
     /// header (and, for a delta, the entry count) from the newest.
     fn from_tables(tables: Vec<Arc<Table>>, seq: u64) -> std::result::Result<Self, String> {
@@ -277,7 +244,6 @@ impl<M: KeyedMachine> KeyedState<M> {
             tables,
             overlay: BTreeMap::new(),
             seq,
-            fault: Mutex::new(None),
         })
     }
 
@@ -291,7 +257,6 @@ impl<M: KeyedMachine> KeyedState<M> {
             overlay: self.overlay.clone(),
             len: self.len,
             seq: self.seq,
-            fault: Mutex::new(None),
         })
     }
 
@@ -306,7 +271,6 @@ impl<M: KeyedMachine> KeyedState<M> {
             len: overlay.len() as u64,
             overlay,
             seq,
-            fault: Mutex::new(None),
         }
     }
 }
@@ -327,41 +291,6 @@ fn encode_binary<T: Serialize>(v: &T, seq: u64, out: &mut Vec<u8>) -> Result<()>
         seq: Some(seq),
         reason,
     })
-}
-
-/// The engine's errors hold `io::Error`s, which do not clone; a fault is
-/// reported twice (to `apply` and to the store), so copy what it says.
-fn clone_error(e: &Error) -> Error {
-    match e {
-        Error::Corrupt {
-            path,
-            offset,
-            seq,
-            reason,
-        } => Error::Corrupt {
-            path: path.clone(),
-            offset: *offset,
-            seq: *seq,
-            reason: reason.clone(),
-        },
-        Error::Tampered {
-            path,
-            offset,
-            seq,
-            what,
-        } => Error::Tampered {
-            path: path.clone(),
-            offset: *offset,
-            seq: *seq,
-            what: what.clone(),
-        },
-        other => Error::Corrupt {
-            path: Default::default(),
-            offset: 0,
-            seq: None,
-            reason: super::ErrorChain(other).to_string(),
-        },
-    }
 }
 
 /// An entry a merge source yields (`merge.rs`).
@@ -467,12 +396,19 @@ impl<'a, M: KeyedMachine> Iterator for Entries<'a, M> {
 impl<M: KeyedMachine> Machine for Keyed<M> {
     type State = KeyedState<M>;
     type Transition = M::Transition;
-    type Error = M::Error;
+    type Error = ApplyError<M::Error>;
 
-    fn apply(state: &mut KeyedState<M>, t: &M::Transition) -> std::result::Result<(), M::Error> {
+    fn apply(
+        state: &mut KeyedState<M>,
+        t: &M::Transition,
+    ) -> std::result::Result<(), ApplyError<M::Error>> {
         M::apply(state, t)?;
         state.seq += 1;
         Ok(())
+    }
+
+    fn failure(e: ApplyError<M::Error>) -> Error {
+        e.into_store_error()
     }
 
     fn check_state(state: &KeyedState<M>) -> std::result::Result<(), String> {
@@ -563,14 +499,6 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
             }
             state.overlay.retain(|_, w| w.seq > seq);
         }
-    }
-
-    fn take_fault(state: &mut KeyedState<M>) -> Option<Error> {
-        state
-            .fault
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
     }
 }
 

@@ -242,12 +242,14 @@ pub(crate) fn replay_one<M: super::Machine>(
     p: &[u8],
 ) -> std::result::Result<(), String> {
     let t: M::Transition = super::codec::decode_payload(codec, p)?;
-    M::apply(s, &t).map_err(|e| match M::take_fault(s) {
-        Some(fault) => format!(
+    M::apply(s, &t).map_err(|e| match M::failure(e) {
+        super::Error::Refused(why) => {
+            format!("apply refused it: {}", super::error::ErrorChain(&*why))
+        }
+        fault => format!(
             "the state it applies to is damaged: {}",
             super::error::ErrorChain(&fault)
         ),
-        None => format!("apply refused it: {}", super::error::ErrorChain(&e)),
     })
 }
 

@@ -94,10 +94,57 @@ pub trait Machine: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Why the last `apply` failed, when the cause was damage found while
-    /// reading the state rather than a refusal by the rules. The default: never.
-    fn take_fault(state: &mut Self::State) -> Option<Error> {
-        let _ = state;
-        None
+    /// The store's error for an `apply` that failed with `e`:
+    /// [`Error::Refused`] by default. A machine whose `apply` reads its state
+    /// from disk (a keyed state's tables) returns [`ApplyError`], and the
+    /// damage it met reaches the caller as what it is, not as a refusal.
+    fn failure(e: Self::Error) -> Error {
+        Error::Refused(Box::new(e))
+    }
+}
+
+/// Why an `apply` that reads its state from disk failed: the rules refused the
+/// transition, or a read of the state met damage (and nothing was changed).
+#[derive(Debug)]
+pub enum ApplyError<E> {
+    /// The rules refused the transition.
+    Refused(E),
+    /// A read of the state met damage: the store's error, carried as it is.
+    Damaged(Error),
+}
+
+impl<E> From<E> for ApplyError<E> {
+    fn from(e: E) -> Self {
+        ApplyError::Refused(e)
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> ApplyError<E> {
+    /// The store's error: [`Error::Refused`] with the rules' reason, or the
+    /// damage itself.
+    pub fn into_store_error(self) -> Error {
+        match self {
+            ApplyError::Refused(e) => Error::Refused(Box::new(e)),
+            ApplyError::Damaged(e) => e,
+        }
+    }
+}
+
+// Transparent: it prints as the refusal or the damage, and passes on its cause.
+impl<E: std::fmt::Display> std::fmt::Display for ApplyError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::Refused(e) => e.fmt(f),
+            ApplyError::Damaged(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for ApplyError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ApplyError::Refused(e) => e.source(),
+            ApplyError::Damaged(e) => std::error::Error::source(e),
+        }
     }
 }

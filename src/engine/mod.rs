@@ -81,11 +81,11 @@ pub use dir::{create_dir_all_durable, create_dir_durable};
 pub use error::{Error, ErrorChain, Result};
 pub use files::write_file_atomic;
 pub use format::Codec;
-pub use keyed::{Damaged, Entries, Keyed, KeyedMachine, KeyedState, WholeState};
+pub use keyed::{Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 #[cfg(feature = "remote")]
 pub(crate) use load::snapshot_parent;
 pub use load::{RecoveryReport, TornTailReport};
-pub use machine::Machine;
+pub use machine::{ApplyError, Machine};
 pub use options::{CompactionPolicy, Options, Progress, Stats, SyncPolicy};
 pub use realfs::RealFs;
 pub use snapshot::{SnapshotData, SnapshotSink};

@@ -7,7 +7,9 @@ use super::record::UnitRecord;
 use super::rule_error::RuleError;
 use super::transition::{Transition, rules};
 use super::units::{MapUnits, RunHeader, TableUnits, UnitCounts};
-use crate::engine::{Codec, KeyedMachine, KeyedState, Machine, WholeState, decode_payload};
+use crate::engine::{
+    ApplyError, Codec, Error, KeyedMachine, KeyedState, Machine, WholeState, decode_payload,
+};
 
 /// The run state machine over a whole [`RunDoc`]: the reference model of the
 /// rules (property tests and fuzzing compare against it). Stores use
@@ -18,13 +20,17 @@ pub struct RunMachine;
 impl Machine for RunMachine {
     type State = RunDoc;
     type Transition = Transition;
-    type Error = RuleError;
+    type Error = ApplyError<RuleError>;
 
-    fn apply(doc: &mut RunDoc, t: &Transition) -> Result<(), RuleError> {
+    fn apply(doc: &mut RunDoc, t: &Transition) -> Result<(), ApplyError<RuleError>> {
         let mut units = std::mem::take(&mut doc.units);
         let r = rules(doc, &mut MapUnits(&mut units), t);
         doc.units = units;
         r
+    }
+
+    fn failure(e: ApplyError<RuleError>) -> Error {
+        e.into_store_error()
     }
 }
 
@@ -39,7 +45,10 @@ impl KeyedMachine for RunKeyed {
     type Transition = Transition;
     type Error = RuleError;
 
-    fn apply(state: &mut KeyedState<RunKeyed>, t: &Transition) -> Result<(), RuleError> {
+    fn apply(
+        state: &mut KeyedState<RunKeyed>,
+        t: &Transition,
+    ) -> Result<(), ApplyError<RuleError>> {
         // The header is moved out for the duration (no copy), and back whatever
         // the outcome: the rules change nothing before every check has passed.
         let mut h = std::mem::take(state.header_mut());

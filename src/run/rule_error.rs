@@ -58,9 +58,6 @@ pub enum RuleError {
     },
     /// A malformed argument.
     Invalid(String),
-    /// The run's stored state could not be read (a damaged table block); the
-    /// store reports the damage itself, with file and offset.
-    Storage(String),
 }
 
 impl fmt::Display for RuleError {
@@ -100,7 +97,6 @@ impl fmt::Display for RuleError {
             RuleError::UnknownItem { id, .. } => write!(f, "no open item {id:?}"),
             RuleError::UnknownBudget { name } => write!(f, "no budget {name:?} is declared"),
             RuleError::Invalid(why) => f.write_str(why),
-            RuleError::Storage(why) => write!(f, "the run's state could not be read: {why}"),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::json::Json;
 use super::record::UnitRecord;
 use super::rule_error::RuleError;
 use super::units::{Units, missing, roots};
+use crate::engine::ApplyError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -222,11 +223,15 @@ fn new_unit(at_ms: i64) -> UnitRecord {
 
 /// The rules: every check happens before the first mutation, so a refusal
 /// leaves `doc` and `units` as they were.
-pub(super) fn rules(
-    doc: &mut RunDoc,
-    units: &mut dyn Units,
-    t: &Transition,
-) -> Result<(), RuleError> {
+/// What the rules return: `Ok`, a refusal, or damage met reading the units.
+pub(super) type Applied = Result<(), ApplyError<RuleError>>;
+
+/// A refusal by the rules.
+fn refuse<T>(e: RuleError) -> Result<T, ApplyError<RuleError>> {
+    Err(ApplyError::Refused(e))
+}
+
+pub(super) fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> Applied {
     // Stored as milliseconds: the one spelling every timestamp renders back to.
     // Units keep the milliseconds; the document keeps that spelling.
     let at_ms = parse_rfc3339(&t.at).ok_or_else(|| {
@@ -239,17 +244,17 @@ pub(super) fn rules(
     let at = at.as_str();
     if let Change::Init(spec) = &t.change {
         if doc.is_initialized() {
-            return Err(RuleError::AlreadyInitialized { id: doc.id.clone() });
+            return refuse(RuleError::AlreadyInitialized { id: doc.id.clone() });
         }
         check_init(spec)?;
         init(doc, units, spec, at, at_ms)?;
         return Ok(());
     }
     if !doc.is_initialized() {
-        return Err(RuleError::NotInitialized);
+        return refuse(RuleError::NotInitialized);
     }
     if doc.is_closed() {
-        return Err(RuleError::Closed {
+        return refuse(RuleError::Closed {
             id: doc.id.clone(),
             status: doc.status,
             op: t.change.op(),
@@ -289,7 +294,7 @@ pub(super) fn rules(
         }
         Change::Items { items } => {
             if items.is_empty() || items.len() > MAX_ITEMS_PER_CHANGE {
-                return Err(RuleError::Invalid(format!(
+                return refuse(RuleError::Invalid(format!(
                     "an item change carries 1–{MAX_ITEMS_PER_CHANGE} items, not {}",
                     items.len()
                 )));
@@ -306,7 +311,7 @@ pub(super) fn rules(
         Change::Resolve { id, note } => {
             let Some(pos) = doc.open_items.iter().position(|i| &i.id == id) else {
                 let resolved = doc.resolved_items.iter().any(|i| &i.id == id);
-                return Err(RuleError::UnknownItem {
+                return refuse(RuleError::UnknownItem {
                     id: id.clone(),
                     resolved,
                 });
@@ -339,7 +344,7 @@ pub(super) fn rules(
         Change::Spend { budget, amount } => {
             check_amount("an amount spent", *amount)?;
             let Some(b) = doc.budgets.get_mut(budget) else {
-                return Err(RuleError::UnknownBudget {
+                return refuse(RuleError::UnknownBudget {
                     name: budget.clone(),
                 });
             };
@@ -358,7 +363,7 @@ pub(super) fn rules(
         }
         Change::Finalize { status, result } => {
             if !status.is_terminal() {
-                return Err(RuleError::Invalid(
+                return refuse(RuleError::Invalid(
                     "finalize takes done, needs_attention or aborted".into(),
                 ));
             }
@@ -377,7 +382,7 @@ pub(super) fn rules(
             }
             let open = units.open_units()?;
             if *status == RunStatus::Done && !open.is_empty() {
-                return Err(RuleError::OpenUnits { units: open });
+                return refuse(RuleError::OpenUnits { units: open });
             }
             doc.open_at_finish = Some(OpenAtFinish {
                 units: open,
@@ -392,13 +397,7 @@ pub(super) fn rules(
     Ok(())
 }
 
-fn init(
-    doc: &mut RunDoc,
-    units: &mut dyn Units,
-    spec: &InitSpec,
-    at: &str,
-    at_ms: i64,
-) -> Result<(), RuleError> {
+fn init(doc: &mut RunDoc, units: &mut dyn Units, spec: &InitSpec, at: &str, at_ms: i64) -> Applied {
     // An uninitialized store holds no unit: every one named is new.
     let mut named: BTreeMap<&String, Vec<String>> = BTreeMap::new();
     let deps_named = spec
@@ -448,7 +447,7 @@ fn set_unit(
     status: UnitStatus,
     note: Option<&str>,
     deps: Option<&[String]>,
-) -> Result<(), RuleError> {
+) -> Applied {
     check_name("unit", name)?;
     if let Some(d) = deps {
         check_deps(name, d)?;
@@ -458,7 +457,7 @@ fn set_unit(
         && u.status == UnitStatus::Done
         && status != UnitStatus::Done
     {
-        return Err(RuleError::Demote {
+        return refuse(RuleError::Demote {
             unit: name.to_string(),
             to: status,
         });
@@ -471,7 +470,7 @@ fn set_unit(
         .as_ref()
         .is_some_and(|u| u.status == UnitStatus::Done);
     if starting && !already_done && !missing(&*units, effective_deps)?.is_empty() {
-        return Err(RuleError::DepsNotDone {
+        return refuse(RuleError::DepsNotDone {
             unit: name.to_string(),
             roots: roots(&*units, effective_deps)?,
         });

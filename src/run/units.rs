@@ -7,7 +7,10 @@
 use super::doc::{RunDoc, Unit, UnitStatus};
 use super::record::UnitRecord;
 use super::rule_error::RuleError;
-use crate::engine::{KeyedMachine, KeyedState};
+use crate::engine::{ApplyError, KeyedMachine, KeyedState};
+
+/// A lookup's failure inside the rules: a refusal, or damage to the store.
+pub(crate) type Fail = ApplyError<RuleError>;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -84,27 +87,27 @@ pub struct RunHeader {
 /// no timestamp parsing or formatting; only the whole-document model converts.
 pub(crate) trait Units {
     /// The unit called `name`. `Err` only for damage to the store.
-    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, RuleError>;
+    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, Fail>;
     /// Adds or replaces a unit (`was`: its status before, `None` when new).
-    fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), RuleError>;
+    fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), Fail>;
     /// How many units there are per status.
     fn counts(&self) -> UnitCounts;
     /// Every unit not done, with its status (a scan: only when finalizing).
-    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, RuleError>;
+    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, Fail>;
 }
 
 /// The units of a whole [`RunDoc`].
 pub(crate) struct MapUnits<'a>(pub &'a mut BTreeMap<String, Unit>);
 
 impl Units for MapUnits<'_> {
-    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, RuleError> {
+    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, Fail> {
         self.0
             .get(name)
-            .map(|u| UnitRecord::from_unit(u).map_err(|e| in_unit(name, e)))
+            .map(|u| UnitRecord::from_unit(u).map_err(|e| in_unit(name, e).into()))
             .transpose()
     }
 
-    fn set(&mut self, name: &str, u: UnitRecord, _: Option<UnitStatus>) -> Result<(), RuleError> {
+    fn set(&mut self, name: &str, u: UnitRecord, _: Option<UnitStatus>) -> Result<(), Fail> {
         self.0.insert(name.to_string(), u.to_unit());
         Ok(())
     }
@@ -113,7 +116,7 @@ impl Units for MapUnits<'_> {
         UnitCounts::of(self.0.values())
     }
 
-    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, RuleError> {
+    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, Fail> {
         Ok(self
             .0
             .iter()
@@ -138,18 +141,14 @@ fn in_unit(name: &str, e: RuleError) -> RuleError {
     }
 }
 
-fn damaged(e: impl std::error::Error + 'static) -> RuleError {
-    RuleError::Storage(crate::engine::ErrorChain(&e).to_string())
-}
-
 impl<M: KeyedMachine<Value = UnitRecord>> Units for TableUnits<'_, M> {
-    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, RuleError> {
-        self.state.get(name).map_err(damaged)
+    fn unit(&self, name: &str) -> Result<Option<UnitRecord>, Fail> {
+        self.state.get(name).map_err(ApplyError::Damaged)
     }
 
-    fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), RuleError> {
+    fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), Fail> {
         let status = u.status;
-        self.state.put(name, u).map_err(damaged)?;
+        self.state.put(name, u).map_err(ApplyError::Damaged)?;
         self.counts.moved(was, status);
         Ok(())
     }
@@ -158,10 +157,10 @@ impl<M: KeyedMachine<Value = UnitRecord>> Units for TableUnits<'_, M> {
         *self.counts
     }
 
-    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, RuleError> {
+    fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, Fail> {
         let mut open = BTreeMap::new();
         for e in self.state.iter() {
-            let (name, r) = e.map_err(damaged)?;
+            let (name, r) = e.map_err(ApplyError::Damaged)?;
             if r.status != UnitStatus::Done {
                 open.insert(name.into_owned(), r.status);
             }
@@ -171,15 +170,12 @@ impl<M: KeyedMachine<Value = UnitRecord>> Units for TableUnits<'_, M> {
 }
 
 /// The not-done dependencies among `deps` (unknown units count as not done).
-pub(crate) fn missing<'d>(
-    units: &dyn Units,
-    deps: &'d [String],
-) -> Result<Vec<&'d String>, RuleError> {
+pub(crate) fn missing<'d>(units: &dyn Units, deps: &'d [String]) -> Result<Vec<&'d String>, Fail> {
     super::resume::missing_deps_by(deps, &mut |n| units.unit(n))
 }
 
 /// The roots of the blocking chain of a unit with dependencies `deps`, by
 /// lookup: [`super::resume::blocking_roots`] over the run's units.
-pub(crate) fn roots(units: &dyn Units, deps: &[String]) -> Result<Vec<String>, RuleError> {
+pub(crate) fn roots(units: &dyn Units, deps: &[String]) -> Result<Vec<String>, Fail> {
     super::resume::blocking_roots_by(deps, &mut |n| units.unit(n))
 }

@@ -48,7 +48,7 @@ impl<'a> RunView<'a> {
         self.state
             .get(name)
             .map(|r| r.map(|r| r.to_unit()))
-            .map_err(|e| RunError::engine(self.id, e.0))
+            .map_err(|e| RunError::engine(self.id, e))
     }
 
     /// Every unit from `start` on (all with `None`), in name order, read as the

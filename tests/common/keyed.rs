@@ -10,7 +10,7 @@
 #![allow(dead_code)]
 
 use super::{Entry, Rejected};
-use runlog::engine::{KeyedMachine, KeyedState};
+use runlog::engine::{ApplyError, KeyedMachine, KeyedState};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -45,11 +45,11 @@ impl KeyedMachine for Tab {
     type Header = TabHeader;
     type Value = TabValue;
     type Transition = Entry;
-    type Error = TabError;
+    type Error = Rejected;
 
-    fn apply(state: &mut KeyedState<Self>, t: &Entry) -> Result<(), TabError> {
+    fn apply(state: &mut KeyedState<Self>, t: &Entry) -> Result<(), ApplyError<Rejected>> {
         if t.value.is_multiple_of(1000) {
-            return Err(TabError::Refused(Rejected(t.value)));
+            return Err(ApplyError::Refused(Rejected(t.value)));
         }
         state
             .put(
@@ -59,31 +59,13 @@ impl KeyedMachine for Tab {
                     pad: t.pad.clone(),
                 },
             )
-            .map_err(|d| TabError::Damaged(d.to_string()))?;
+            .map_err(ApplyError::Damaged)?;
         let h = state.header_mut();
         h.applied += 1;
         h.bytes += t.pad.len() as u64;
         Ok(())
     }
 }
-
-/// Why `Tab` refused a transition (or could not read its table).
-#[derive(Debug)]
-pub enum TabError {
-    Refused(Rejected),
-    Damaged(String),
-}
-
-impl std::fmt::Display for TabError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TabError::Refused(r) => r.fmt(f),
-            TabError::Damaged(d) => write!(f, "damaged table: {d}"),
-        }
-    }
-}
-
-impl std::error::Error for TabError {}
 
 /// A keyed state as plain data: what a recovered `KeyedState<Tab>` holds and
 /// what the model computes.

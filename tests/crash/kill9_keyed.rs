@@ -17,8 +17,8 @@
 use crate::common;
 use common::{Rejected, env_u64, kill9};
 use runlog::engine::{
-    self, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Options, RealFs, Store,
-    SyncPolicy,
+    self, ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Options, RealFs,
+    Store, SyncPolicy,
 };
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -46,12 +46,11 @@ impl KeyedMachine for Wide {
     type Value = u64;
     type Transition = Put;
     type Error = Rejected;
-    fn apply(s: &mut KeyedState<Self>, t: &Put) -> Result<(), Rejected> {
+    fn apply(s: &mut KeyedState<Self>, t: &Put) -> Result<(), ApplyError<Rejected>> {
         if t.value.is_multiple_of(1000) {
-            return Err(Rejected(t.value));
+            return Err(ApplyError::Refused(Rejected(t.value)));
         }
-        s.put(&key(t.value), t.value)
-            .map_err(|_| Rejected(t.value))?;
+        s.put(&key(t.value), t.value).map_err(ApplyError::Damaged)?;
         s.header_mut().applied += 1;
         Ok(())
     }

@@ -155,7 +155,7 @@ fn check(
                 Ok(Some(got)) => assert_eq!(&got, v, "{what}: key {k}"),
                 Ok(None) => panic!("{what}: key {k} silently missing"),
                 Err(d) => {
-                    assert!(names_file(&d.0, &file), "{what}: key {k}: {d}");
+                    assert!(names_file(&d, &file), "{what}: key {k}: {d}");
                     assert!(d.to_string().contains("table block"), "{what}: {d}");
                     errors += 1;
                 }
@@ -165,7 +165,7 @@ fn check(
         match st.get(ABSENT) {
             Ok(None) => {}
             Ok(Some(v)) => panic!("{what}: a key never written reads {v:?}"),
-            Err(d) => assert!(names_file(&d.0, &file), "{what}: {d}"),
+            Err(d) => assert!(names_file(&d, &file), "{what}: {d}"),
         }
     });
     let iterated = s.read(tab_observe);

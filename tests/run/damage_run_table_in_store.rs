@@ -147,7 +147,7 @@ fn check(
                 Ok(None) => panic!("{what}: unit {n} silently missing"),
                 Err(d) => {
                     assert!(
-                        matches!(&d.0, Error::Corrupt { path, .. } if path == &file),
+                        matches!(&d, Error::Corrupt { path, .. } if path == &file),
                         "{what}: {d}"
                     );
                     errors += 1;
@@ -208,5 +208,120 @@ fn damage_to_a_runs_newest_table_is_loud() {
             table.len()
         );
         assert!(out.fallbacks > 0 && out.refused + out.corrupt_at_lookup > 0);
+    }
+}
+
+/// What a transition whose rules read the damaged table did.
+#[derive(Debug, Default)]
+struct AtApply {
+    /// Refused as corruption naming the table, nothing written.
+    corrupt: u64,
+    /// The block it read was not the damaged one: accepted.
+    accepted: u64,
+}
+
+/// Appends `t` to the store over `fs`, whose newest table is damaged: the
+/// store either accepts it, or fails it as `Corrupt` naming `table` and writes
+/// nothing. Never the rules' refusal: the rules did not refuse it, the state
+/// they read was damaged.
+fn append_over_damage(
+    s: &RStore,
+    fs: &SimFs,
+    table: &Path,
+    t: &Transition,
+    what: &str,
+    out: &mut AtApply,
+) {
+    let before = fs.files(Path::new(MEM_DIR));
+    match s.append(t) {
+        Ok(_) => out.accepted += 1,
+        Err(e) => {
+            assert!(
+                matches!(&e, Error::Corrupt { path, .. } if path == table),
+                "{what}: damage met by the rules must be corruption naming {}, got: {e}",
+                table.display()
+            );
+            assert!(
+                e.refusal::<runlog::run::RuleError>().is_none(),
+                "{what}: {e}"
+            );
+            assert_eq!(
+                fs.files(Path::new(MEM_DIR)),
+                before,
+                "{what}: a failed append wrote"
+            );
+            out.corrupt += 1;
+        }
+    }
+}
+
+/// A damaged block of a run's table met by the rules while they check a
+/// transition is reported as the damage (`Corrupt`, naming the table), never as
+/// the rules' refusal, and nothing is written: a unit's lookup (`unit … done`)
+/// and the scan of the open units that closing the run as `needs_attention`
+/// makes. (The scan once came back as a refusal, "the run's state could not be
+/// read", exit 2 where damage exits 1.)
+#[test]
+fn damage_met_by_the_rules_is_corruption_not_a_refusal() {
+    for codec in codecs() {
+        let (files, _want, newest) = build(codec);
+        let table = files.iter().find(|f| f.0 == newest).unwrap().1.clone();
+        let file = Path::new(MEM_DIR).join(&newest);
+        let (mut scans, mut lookups) = (AtApply::default(), AtApply::default());
+        let at = files.len() + changes().len();
+        for bit in (0..table.len() * 8).step_by(61 * 5) {
+            let what = format!("{codec:?} bit {bit}");
+            let mut d = table.clone();
+            d[bit / 8] ^= 1 << (bit % 8);
+            let mut v = files.clone();
+            v.iter_mut().find(|f| f.0 == newest).unwrap().1 = d;
+            let fs = mem_fs();
+            fs.set_files(Path::new(MEM_DIR), &v);
+            let Ok(s) = RStore::open(Path::new(MEM_DIR), mem_opts(codec, &fs)) else {
+                continue; // refused at open: damage_to_a_runs_newest_table_is_loud
+            };
+            if !s.recovery().snapshot_fallbacks.is_empty() {
+                continue;
+            }
+            let close = Change::Finalize {
+                status: runlog::run::RunStatus::NeedsAttention,
+                result: None,
+            };
+            let c = scans.corrupt;
+            append_over_damage(&s, &fs, &file, &transition(at, &close), &what, &mut scans);
+            if scans.corrupt == c {
+                continue; // the damage is where no scan reads (the header, the index)
+            }
+            // The run is still open after a failed close: look each unit up
+            // (the odd ones are in progress) until one lookup meets the damage.
+            for i in (1..UNITS).step_by(2) {
+                let done = Change::Unit {
+                    unit: name(i),
+                    status: UnitStatus::Done,
+                    note: None,
+                    deps: None,
+                };
+                let c = lookups.corrupt;
+                append_over_damage(
+                    &s,
+                    &fs,
+                    &file,
+                    &transition(at + i, &done),
+                    &what,
+                    &mut lookups,
+                );
+                if lookups.corrupt > c {
+                    break;
+                }
+            }
+        }
+        assert!(
+            scans.corrupt > 0,
+            "{codec:?}: no close met the damage: {scans:?}"
+        );
+        assert!(
+            lookups.corrupt > 0,
+            "{codec:?}: no lookup met the damage: {lookups:?}"
+        );
     }
 }
