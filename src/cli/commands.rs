@@ -77,11 +77,31 @@ fn change(runs: &Runs, json: bool, run: &str, change: Change) -> Result<u8, RunE
 /// The code of the warning `spend` prints once a budget's spending reaches its limit.
 pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
 
-/// Prints each warning on stderr as `runlog: warning CODE: message`.
+/// Prints each warning on stderr as `runlog: warning CODE: message`, with the
+/// command that follows from it where there is one.
 fn warn_all(warnings: &[crate::run::Warning]) {
     for w in warnings {
-        eprintln!("runlog: warning {}: {}", w.code, w.message);
+        let archived = std::path::Path::new(&w.archived_to).file_name();
+        match archived {
+            Some(name) if w.code == crate::run::RUN_FINISHED_STARTED_FRESH => eprintln!(
+                "runlog: warning {}: {}; `runlog archive restore {}` brings it back",
+                w.code,
+                w.message,
+                name.to_string_lossy()
+            ),
+            _ => eprintln!("runlog: warning {}: {}", w.code, w.message),
+        }
     }
+}
+
+/// The error for a run directory whose store holds no `init` record (its
+/// creation did not finish, or its only record was torn): no run, exactly as
+/// an empty run directory is (exit 2), and `init` may create it again.
+fn not_initialized(runs: &Runs, id: &str) -> RunError {
+    RunError::Invalid(format!(
+        "run {id:?} under {} was never initialized: its store holds no init record (a creation that did not finish); `runlog init` creates it again",
+        runs.root().display()
+    ))
 }
 
 /// True when `e` is the rules' refusal of an `init` over a live run.
@@ -405,7 +425,15 @@ fn finalize(
 
 /// `archive restore`: an archived run back under its id.
 fn archive_restore(runs: &Runs, json: bool, name: &str) -> Result<u8, RunError> {
-    let id = runs.restore_archived(name)?;
+    let plain = std::path::Path::new(name).file_name() == Some(std::ffi::OsStr::new(name));
+    let listed = plain && runs.root().join("archive").join(name).is_dir();
+    let id = runs.restore_archived(name).map_err(|e| match e {
+        // A name that is not an archived run's: say where the names are listed.
+        RunError::Invalid(why) if !listed => {
+            RunError::Invalid(format!("{why} (see `runlog archive list`)"))
+        }
+        e => e,
+    })?;
     if json {
         print_json(&json!({ "id": id, "restoredFrom": name }), true)?;
     } else {
@@ -421,7 +449,7 @@ fn get_doc(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     // A store whose init record never made it (a torn creation) holds no
     // run: refused as a missing run is, never printed as a made-up one.
     if !read.view().header().is_initialized() {
-        return Err(runs.not_initialized(&id));
+        return Err(not_initialized(runs, &id));
     }
     let doc = read.view().doc_streamed();
     // A damaged unit stops the output part-way: report the damage itself.
@@ -449,7 +477,7 @@ fn resume(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     let id = runs.resolve(run)?;
     let read = runs.read_run(&id)?;
     if !read.view().header().is_initialized() {
-        return Err(runs.not_initialized(&id));
+        return Err(not_initialized(runs, &id));
     }
     let set = read.view().resume_streamed()?;
     write_json(&set, json).map_err(|e| set.take_damage().unwrap_or(e))?;

@@ -200,7 +200,7 @@ impl Runs {
             warnings.push(Warning {
                 code: RUN_FINISHED_STARTED_FRESH.to_string(),
                 message: format!(
-                    "run {id} had finished ({}); it was archived to {} and a fresh run started (every unit will run again; `runlog archive restore` brings it back)",
+                    "run {id} had finished ({}); it was archived to {} and a fresh run started (every unit will run again; the archived run can be moved back under its id)",
                     doc.status,
                     to.display()
                 ),
@@ -250,19 +250,6 @@ impl Runs {
             resumed: false,
             warnings,
         })
-    }
-}
-
-impl Runs {
-    /// The error for a run directory whose store holds no `init` record (its
-    /// creation did not finish, or its only record was torn): no run, exactly
-    /// as an empty run directory is (exit 2), and `init` may create it again.
-    #[cfg(feature = "cli")]
-    pub(crate) fn not_initialized(&self, id: &str) -> RunError {
-        RunError::Invalid(format!(
-            "run {id:?} under {} was never initialized: its store holds no init record (a creation that did not finish); `runlog init` creates it again",
-            self.root().display()
-        ))
     }
 }
 

@@ -445,7 +445,7 @@ impl Runs {
                 })
             }
             Err(engine::Error::NotFound { .. }) => Err(RunError::Invalid(format!(
-                "no archived run {name:?} under {} (see `runlog archive list`)",
+                "no archived run {name:?} under {}",
                 self.root.join(ARCHIVE_SUBDIR).display()
             ))),
             Err(e) => Err(RunError::engine(name, e)),
@@ -660,7 +660,7 @@ fn summary(id: String, view: &super::view::RunView<'_>) -> RunSummary {
     // A store with no initialized run (its first record missing or torn) is
     // not an empty run: say so rather than list "0/0".
     let error = (!doc.is_initialized()).then(|| {
-        format!("holds no initialized run (its first record is missing or torn); `runlog verify {id}` says more")
+        format!("holds no initialized run (its first record is missing or torn); verifying run {id} says more")
     });
     RunSummary {
         status: doc.is_initialized().then_some(doc.status),
@@ -716,7 +716,7 @@ fn check_archive_name(name: &str) -> Result<()> {
         Ok(())
     } else {
         Err(RunError::Invalid(format!(
-            "{name:?} is not the name of an archived run (see `runlog archive list`)"
+            "{name:?} is not the name of an archived run (an archived run is named <id>.<timestamp>)"
         )))
     }
 }

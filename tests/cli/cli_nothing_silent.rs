@@ -67,6 +67,10 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
 
     // archive list shows it; restore is refused while `job` exists, then works.
     let name = archived.file_name().unwrap().to_str().unwrap().to_string();
+    // The library's warning says what happened; the CLI adds the command.
+    let restore = format!("`runlog archive restore {name}` brings it back");
+    assert!(stderr.contains(&restore), "{stderr}");
+    assert!(!w["message"].as_str().unwrap().contains("runlog "), "{v}");
     let list = ok_json(root, &["archive", "list"]);
     assert_eq!(list[0]["name"], name.as_str(), "{list}");
     assert_eq!(list[0]["status"], "done", "{list}");
@@ -81,10 +85,15 @@ fn start_over_a_finished_run_warns_with_the_archive_and_keep_finished_keeps_it()
     assert!(!archived.exists());
     assert_eq!(ok_json(root, &["get", "job"])["status"], "done");
     assert_eq!(ok_json(root, &["archive", "list"]), serde_json::json!([]));
-    let o = runlog(root, &["archive", "restore", "nope.1"]);
-    assert_eq!(o.status.code(), Some(2));
-    let o = runlog(root, &["archive", "restore", ".."]);
-    assert_eq!(o.status.code(), Some(2));
+    for name in ["nope.1", ".."] {
+        let o = runlog(root, &["archive", "restore", name]);
+        assert_eq!(o.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            stderr.contains("(see `runlog archive list`)"),
+            "{name}: {stderr}"
+        );
+    }
 }
 
 #[test]

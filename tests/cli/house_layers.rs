@@ -341,6 +341,117 @@ fn module_file(dir: &Path, name: &str) -> Option<PathBuf> {
     .find(|p| p.exists())
 }
 
+/// The layers whose messages speak of the library: they never name a command
+/// of the CLI (the CLI adds those where it reports an error).
+const LIBRARY_LAYERS: [&str; 3] = ["engine", "remote", "run"];
+
+/// The CLI's commands, read from the binary's own help (`Commands:` section).
+fn cli_commands() -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_runlog"))
+        .arg("--help")
+        .output()
+        .expect("run runlog --help");
+    let help = String::from_utf8_lossy(&out.stdout).into_owned();
+    let section = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Commands: section in runlog --help:\n{help}"));
+    section
+        .lines()
+        .skip(1) // the rest of the `Commands:` line
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn library_messages_name_no_cli_command() {
+    let commands = cli_commands();
+    assert!(
+        commands.len() > 15 && commands.iter().any(|c| c == "archive"),
+        "read too few commands from --help: {commands:?}"
+    );
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut wrong = Vec::new();
+    let mut read = 0;
+    for f in &files {
+        if !layer_of(f).is_some_and(|l| LIBRARY_LAYERS.contains(&l)) {
+            continue;
+        }
+        read += 1;
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        // Inside the layer's own unit tests a command may be named (as input).
+        let code = code.split("#[cfg(test)]").next().unwrap_or("");
+        for (n, line) in code.lines().enumerate() {
+            let named = line.contains("`runlog")
+                || commands
+                    .iter()
+                    .any(|c| line.contains(&format!("runlog {c} ")))
+                || commands
+                    .iter()
+                    .any(|c| line.contains(&format!("runlog {c}`")));
+            if named {
+                wrong.push(format!(
+                    "{}:{}: {}",
+                    f.strip_prefix(src()).unwrap().display(),
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(read > 60, "only {read} library files read");
+    assert!(
+        wrong.is_empty(),
+        "library messages name CLI commands (the CLI adds those):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The files that hold an `unsafe` block or function, from the source.
+fn files_with_unsafe() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files
+        .iter()
+        .filter(|f| {
+            let code = code_of(&std::fs::read_to_string(f).unwrap());
+            code.contains("unsafe {") || code.contains("unsafe fn")
+        })
+        .map(|f| format!("src/{}", f.strip_prefix(src()).unwrap().display()))
+        .collect()
+}
+
+#[test]
+fn architecture_lists_every_file_that_holds_unsafe() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md"))
+            .unwrap();
+    let section = doc
+        .split("## Where the unsafe is")
+        .nth(1)
+        .expect("docs/ARCHITECTURE.md has a \"Where the unsafe is\" section");
+    let section = section.split("\n## ").next().unwrap();
+    let listed: BTreeSet<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `src/"))
+        .filter_map(|l| l.split('`').next())
+        .map(|f| format!("src/{f}"))
+        .collect();
+    let found = files_with_unsafe();
+    assert!(
+        found.contains("src/sys.rs"),
+        "the scan found no unsafe: {found:?}"
+    );
+    assert_eq!(
+        listed, found,
+        "docs/ARCHITECTURE.md's unsafe table (left) must name exactly the files holding unsafe (right)"
+    );
+}
+
 #[test]
 fn the_path_reader_expands_groups_and_skips_comments() {
     let code = code_of(
