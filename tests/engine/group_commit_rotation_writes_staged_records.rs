@@ -63,6 +63,35 @@ impl Hooks for GatedFs {
     }
 }
 
+/// Waits until the thread `task` (`/proc/PID/task/TID`) sleeps in a futex wait:
+/// blocked on a lock, as a compaction is while the leader's fsync holds the
+/// segment. Polls the kernel's view of the thread, not a clock; fails after
+/// 30 s rather than go on unobserved.
+fn wait_blocked_on_a_lock(task: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let stat = std::fs::read_to_string(task.join("stat")).unwrap_or_default();
+        // The state follows the command name in parentheses.
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .split_whitespace()
+            .next();
+        let wchan = std::fs::read_to_string(task.join("wchan")).unwrap_or_default();
+        // A kernel that hides wchan shows "0": the sleeping state is then all there is.
+        if state == Some("S") && (wchan.contains("futex") || wchan.trim() == "0") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never blocked on a lock (state {state:?}, wchan {wchan:?})",
+            task.display()
+        );
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn a_rotation_writes_records_staged_behind_an_fsync_in_flight() {
     for codec in codecs() {
@@ -87,10 +116,21 @@ fn a_rotation_writes_records_staged_behind_an_fsync_in_flight() {
         }
 
         // 3. A compaction rotates: it must wait for the leader's fsync, then write
-        //    the staged record into the segment it closes.
+        //    the staged record into the segment it closes. The gate is released
+        //    only once the compaction's thread is seen blocked on a lock.
         let s = store.clone();
-        let compaction = std::thread::spawn(move || s.compact());
-        std::thread::sleep(Duration::from_millis(50));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let compaction = std::thread::spawn(move || {
+            tx.send(std::fs::read_link("/proc/thread-self").unwrap())
+                .unwrap();
+            s.compact()
+        });
+        let task = Path::new("/proc").join(rx.recv().unwrap());
+        wait_blocked_on_a_lock(&task);
+        assert!(
+            !compaction.is_finished(),
+            "{codec:?}: compaction ran past a held fsync"
+        );
         gate.release();
 
         assert_eq!(leader.join().unwrap().unwrap(), 1, "{codec:?}");
