@@ -33,26 +33,19 @@ fn print_json<T: Serialize>(value: &T, compact: bool) -> Result<(), RunError> {
     println_out(&text)
 }
 
-/// Writes `value` as JSON straight to stdout (one line with `--json`, else
-/// pretty), without building the text first: a large run's document streams.
-fn write_json<T: Serialize>(value: &T, compact: bool) -> Result<(), RunError> {
+/// Writes a streamed view with `write` to stdout (buffered), then a newline.
+fn write_streamed(
+    write: impl FnOnce(&mut dyn std::io::Write) -> Result<(), RunError>,
+) -> Result<(), RunError> {
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
-    let r = if compact {
-        serde_json::to_writer(&mut out, value)
-    } else {
-        serde_json::to_writer_pretty(&mut out, value)
-    };
-    let io = |e: std::io::Error| RunError::Io {
-        op: "write stdout",
-        path: "-".into(),
-        source: e,
-    };
-    match r {
-        Err(e) if e.is_io() => return Err(io(e.into())),
-        Err(e) => return Err(invalid(format!("cannot print JSON: {e}"))),
-        Ok(()) => {}
-    }
-    writeln!(out).and_then(|_| out.flush()).map_err(io)
+    write(&mut out)?;
+    writeln!(out)
+        .and_then(|_| out.flush())
+        .map_err(|e| RunError::Io {
+            op: "write stdout",
+            path: "-".into(),
+            source: e,
+        })
 }
 
 fn println_out(text: &str) -> Result<(), RunError> {
@@ -451,9 +444,8 @@ fn get_doc(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     if !read.view().header().is_initialized() {
         return Err(not_initialized(runs, &id));
     }
-    let doc = read.view().doc_streamed();
-    // A damaged unit stops the output part-way: report the damage itself.
-    write_json(&doc, json).map_err(|e| doc.take_damage().unwrap_or(e))?;
+    // A damaged unit stops the output part-way: the damage itself is the error.
+    write_streamed(|out| read.view().doc_streamed().write_json(out, !json))?;
     Ok(EXIT_DONE)
 }
 
@@ -480,7 +472,7 @@ fn resume(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
         return Err(not_initialized(runs, &id));
     }
     let set = read.view().resume_streamed()?;
-    write_json(&set, json).map_err(|e| set.take_damage().unwrap_or(e))?;
+    write_streamed(|out| set.write_json(out, !json))?;
     Ok(EXIT_DONE)
 }
 

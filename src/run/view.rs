@@ -168,9 +168,32 @@ pub struct StreamedDoc<'a> {
 }
 
 impl StreamedDoc<'_> {
-    /// The damage that stopped serialization part-way, if any.
-    pub fn take_damage(&self) -> Option<RunError> {
-        self.damage.borrow_mut().take()
+    /// Writes the document to `w` as JSON (`pretty`: indented), one unit read
+    /// at a time. Damage met part-way is the error, typed as the read's, with
+    /// what was written so far left in `w`; so is a failed write.
+    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
+        write_streamed(self, &self.damage, w, pretty)
+    }
+}
+
+/// Serializes a streamed view to `w`; the damage its serializer met (kept in
+/// `damage`, since serde's errors carry text only) comes back as itself.
+fn write_streamed<T: serde::Serialize>(
+    value: &T,
+    damage: &std::cell::RefCell<Option<RunError>>,
+    w: impl std::io::Write,
+    pretty: bool,
+) -> Result<()> {
+    let r = if pretty {
+        serde_json::to_writer_pretty(w, value)
+    } else {
+        serde_json::to_writer(w, value)
+    };
+    match (r, damage.borrow_mut().take()) {
+        (_, Some(e)) => Err(e),
+        (Ok(()), None) => Ok(()),
+        (Err(e), None) if e.is_io() => Err(RunError::io("write JSON", "-", e.into())),
+        (Err(e), None) => Err(RunError::Invalid(format!("cannot write JSON: {e}"))),
     }
 }
 
@@ -246,9 +269,11 @@ impl StreamedResume<'_> {
         Ok(set)
     }
 
-    /// The damage that stopped serialization part-way, if any.
-    pub fn take_damage(&self) -> Option<RunError> {
-        self.damage.borrow_mut().take()
+    /// Writes the resume set to `w` as JSON (`pretty`: indented), the done
+    /// units read as they are written. Damage met part-way is the error, typed
+    /// as the read's; so is a failed write.
+    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
+        write_streamed(self, &self.damage, w, pretty)
     }
 
     /// The resume set without its `skip` list (`eligible` and `dep_blocked`

@@ -296,6 +296,23 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
     }
     assert!(damaged > 0 && found > 0, "{found} found, {damaged} damaged");
     assert!(view.to_doc().is_err(), "a whole read meets the damage");
+    // Printed streamed, the damage is the write's error, typed as the read's
+    // (not serde's text), and what came before it is written.
+    let mut out = Vec::new();
+    let err = view.doc_streamed().write_json(&mut out, false).unwrap_err();
+    assert!(
+        matches!(&err, runlog::run::RunError::Engine { source, .. } if source.is_corrupt()),
+        "{err:?}"
+    );
+    assert!(
+        out.starts_with(b"{\"schemaVersion\""),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    assert!(
+        view.resume_streamed().is_err(),
+        "the resume set meets the damage"
+    );
     match engine::verify(&engine::RealFs, &runs.run_dir("dmg").unwrap())
         .unwrap()
         .integrity
