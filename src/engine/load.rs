@@ -344,13 +344,19 @@ pub fn load_every_segment<S: Default>(
     load_scoped(vfs, dir, spec, true)
 }
 
-fn load_scoped<S: Default>(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    spec: LoadSpec<'_, S>,
-    every_segment: bool,
-) -> Result<Loaded<S>> {
-    let started = Instant::now();
+/// What a load finds before it reads a snapshot or a record: the durability
+/// mark (read before the listing), the listing, the codec and the store id.
+struct Found {
+    mark_found: MarkFound,
+    listing: Listing,
+    /// The codec a readable header named (`None`: a store whose creation a
+    /// crash cut short, read as binary).
+    detected: Option<Codec>,
+    codec: Codec,
+    store_id: Option<StoreId>,
+}
+
+fn find(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<Found> {
     // Before the listing: a mark is written only after its records were
     // fsynced, so every record it names is whole in what is read after it,
     // even beside a live writer (FORMAT.md §5.7).
@@ -361,13 +367,12 @@ fn load_scoped<S: Default>(
             path: dir.to_path_buf(),
         });
     }
-    let detected = detect_codec(vfs, dir, &listing, spec.key)?;
+    let detected = detect_codec(vfs, dir, &listing, key)?;
     // The oldest readable header names the store; every file read must carry its id.
     let store_id = detected.and_then(|d| d.1);
     if detected.is_some() {
-        check_key(dir, spec.key, store_id.as_ref())?;
+        check_key(dir, key, store_id.as_ref())?;
     }
-    let keying = spec.key.zip(store_id.as_ref());
     let detected = detected.map(|d| d.0);
     let codec = match detected {
         Some(c) => c,
@@ -397,40 +402,57 @@ fn load_scoped<S: Default>(
             });
         }
     };
-    let mut report = RecoveryReport {
-        codec: detected,
-        ..Default::default()
-    };
-    // A load of the records up to a cut (compaction's rebuild, of closed
-    // segments the writer's open already checked) uses a mark only within it.
-    let mark = mark_found
-        .mark()
-        .filter(|m| spec.upto.is_none_or(|u| m.seq < u));
-    if let MarkFound::Unreadable(why) = &mark_found {
-        report.mark_unreadable = Some(why.clone());
-    }
+    Ok(Found {
+        mark_found,
+        listing,
+        detected,
+        codec,
+        store_id,
+    })
+}
 
-    // 1. The base: the newest snapshot that verifies, decodes, and that the log continues from.
-    let snap_seqs: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
-    let log_first = listing.segments.first().map(|s| s.0);
-    let mut base_state: Option<S> = None;
-    let mut chain: Vec<Link> = Vec::new();
-    let mut snapshot_bytes = 0u64;
-    let mut io_error: Option<Error> = None;
-    let mut tampered: Option<Error> = None;
-    let base = choose_base(&snap_seqs, log_first, |i| {
-        if tampered.is_some() {
+/// The snapshots tried for the base, newest first ([`choose_base`] calls
+/// [`BaseTry::snapshot`] for each until one is chosen): what the chosen one
+/// holds, and what stopped the others.
+struct BaseTry<'a, S> {
+    vfs: &'a dyn Vfs,
+    dir: &'a Path,
+    listing: &'a Listing,
+    key: Option<&'a Key>,
+    codec: Codec,
+    store_id: Option<&'a StoreId>,
+    /// The chosen snapshot's state, its chain and its size.
+    state: Option<S>,
+    chain: Vec<Link>,
+    bytes: u64,
+    /// A snapshot that could not be read (one that vanished under a reader
+    /// fails the load: a compaction raced it).
+    io_error: Option<Error>,
+    /// A snapshot whose checksums passed but whose tag or store id did not:
+    /// tampering fails the load, never a quiet fallback to an older snapshot.
+    tampered: Option<Error>,
+}
+
+impl<S> BaseTry<'_, S> {
+    /// Tries snapshot `i` of the listing: `Ok` when it verifies and decodes
+    /// (kept as the base), else why not.
+    fn snapshot(
+        &mut self,
+        i: usize,
+        decode_state: &mut DecodeState<'_, S>,
+    ) -> std::result::Result<(), String> {
+        if self.tampered.is_some() {
             return Err("not checked: a newer snapshot was tampered with".into());
         }
-        let (seq, name) = &listing.snapshots[i];
-        let path = dir.join(name);
+        let (seq, name) = &self.listing.snapshots[i];
+        let path = self.dir.join(name);
         // Snapshots are immutable once renamed into place (never truncated, only
         // unlinked), so even a lock-free reader may map them.
-        let bytes = match read(vfs, &path, true, "read snapshot") {
+        let bytes = match read(self.vfs, &path, true, "read snapshot") {
             Ok(b) => b,
             Err(e) => {
                 let why = super::ErrorChain(&e).to_string();
-                io_error.get_or_insert(e);
+                self.io_error.get_or_insert(e);
                 return Err(why);
             }
         };
@@ -440,11 +462,11 @@ fn load_scoped<S: Default>(
         // whole snapshot's tag matches (a table checked its own tags on open).
         let mut links = Vec::new();
         let (found_seq, found_codec, found_id, tag_ok, data) = if table_file {
-            let t = match Table::from_bytes(path.clone(), bytes, spec.key) {
+            let t = match Table::from_bytes(path.clone(), bytes, self.key) {
                 Ok(t) => Arc::new(t),
                 Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
                     let why = super::ErrorChain(&e).to_string();
-                    tampered = Some(e);
+                    self.tampered = Some(e);
                     return Err(why);
                 }
                 Err(e) => return Err(super::ErrorChain(&e).to_string()),
@@ -457,12 +479,12 @@ fn load_scoped<S: Default>(
                 }
                 Some(_) => {
                     let under = ChainCheck {
-                        vfs,
-                        dir,
-                        listing: &listing,
-                        key: spec.key,
-                        codec,
-                        store_id: store_id.as_ref(),
+                        vfs: self.vfs,
+                        dir: self.dir,
+                        listing: self.listing,
+                        key: self.key,
+                        codec: self.codec,
+                        store_id: self.store_id,
                     };
                     match under.tables(t.clone()) {
                         Ok(tables) => {
@@ -471,12 +493,12 @@ fn load_scoped<S: Default>(
                         }
                         Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
                             let why = super::ErrorChain(&e).to_string();
-                            tampered = Some(e);
+                            self.tampered = Some(e);
                             return Err(why);
                         }
                         Err(e) if is_vanished(&e) => {
                             let why = super::ErrorChain(&e).to_string();
-                            io_error.get_or_insert(e);
+                            self.io_error.get_or_insert(e);
                             return Err(why);
                         }
                         Err(e) => return Err(super::ErrorChain(&e).to_string()),
@@ -486,7 +508,7 @@ fn load_scoped<S: Default>(
             (found.0, found.1, found.2, true, data)
         } else {
             let view = decode_snapshot((*bytes).as_ref())?;
-            let tag_ok = match (keying, view.keying) {
+            let tag_ok = match (self.key.zip(self.store_id), view.keying) {
                 (Some((key, id)), Some((_, tag))) => {
                     tags_equal(&snapshot_tag(key, id, view.seq, view.payload), &tag)
                 }
@@ -515,14 +537,14 @@ fn load_scoped<S: Default>(
         // Checksums passed: a wrong store id or tag is not damage but tampering,
         // never a reason to fall back quietly to an older snapshot.
         let found = (found_seq, found_codec, found_id.as_ref());
-        let what = match misfit(kind, header, found, (*seq, codec, store_id.as_ref())) {
+        let what = match misfit(kind, header, found, (*seq, self.codec, self.store_id)) {
             Some(Misfit::Damaged(why)) => return Err(why),
             Some(Misfit::Tampered(what)) => Some(what),
             None if !tag_ok => Some("snapshot tag mismatch".to_string()),
             None => None,
         };
         if let Some(what) = what {
-            tampered = Some(Error::Tampered {
+            self.tampered = Some(Error::Tampered {
                 path,
                 offset: 0,
                 seq: Some(*seq),
@@ -530,48 +552,51 @@ fn load_scoped<S: Default>(
             });
             return Err(what);
         }
-        snapshot_bytes = bytes_len;
+        self.bytes = bytes_len;
         let what = if table_file { "table" } else { "payload" };
-        base_state = Some(
-            (spec.decode_state)(codec, *seq, data)
+        self.state = Some(
+            decode_state(self.codec, *seq, data)
                 .map_err(|e| format!("{what} does not decode: {e}"))?,
         );
-        chain = links;
+        self.chain = links;
         Ok(())
-    });
-    if let Some(e) = io_error.filter(is_vanished) {
-        return Err(e);
     }
-    if let Some(e) = tampered {
-        return Err(e);
-    }
-    let base = base.map_err(|c| corruption(dir, &listing, c))?;
-    for (i, why) in &base.skipped {
-        report
-            .snapshot_fallbacks
-            .push((dir.join(&listing.snapshots[*i].1), why.clone()));
-    }
-    report.snapshot_seq = base.snapshot.map(|_| base.seq);
-    report.snapshot_bytes = snapshot_bytes;
-    let mut state = match base.snapshot {
-        Some(_) => base_state.expect("a chosen snapshot was decoded"),
-        None => S::default(),
-    };
+}
 
-    // 2. Replay every record above the base, segment by segment.
-    let first_scanned = if every_segment {
-        0
-    } else {
-        listing
-            .segments
-            .windows(2)
-            .take_while(|w| w[1].0 <= base.seq + 1)
-            .count()
-    };
-    let segments: Vec<&(u64, String)> = listing.segments[first_scanned..]
-        .iter()
-        .filter(|(first, _)| spec.upto.is_none_or(|u| *first <= u))
-        .collect();
+/// The store as [`find`] found it, as every segment read checks it: the
+/// codec, and the store id (with the key) every header and record must carry.
+struct Reading<'a> {
+    vfs: &'a dyn Vfs,
+    dir: &'a Path,
+    codec: Codec,
+    /// A header was readable: every segment's must name `store_id`.
+    detected: bool,
+    store_id: Option<&'a StoreId>,
+    keying: Option<(&'a Key, &'a StoreId)>,
+}
+
+/// What replaying the segments above the base found.
+struct Replayed {
+    scans: Vec<SegmentScan>,
+    unsynced: Option<UnsyncedTail>,
+    records: u64,
+    /// Where the mark's record ends, as the mark's segment shows it.
+    mark_record_end: Option<u64>,
+    mark_segment_scanned: bool,
+}
+
+/// Replays every record above `base_seq` in `segments` into `state`, segment
+/// by segment (every record's checksum and keyed tag checked, also below the
+/// base: a fallback may need them), and notes where the mark's record ends.
+fn replay_segments<S>(
+    r: &Reading<'_>,
+    segments: &[&(u64, String)],
+    spec: &mut LoadSpec<'_, S>,
+    base_seq: u64,
+    mark: Option<Mark>,
+    state: &mut S,
+    report: &mut RecoveryReport,
+) -> Result<Replayed> {
     let mut scans = Vec::with_capacity(segments.len());
     let mut unsynced = None;
     let mut replayed = 0u64;
@@ -579,27 +604,27 @@ fn load_scoped<S: Default>(
     let mut mark_record_end: Option<u64> = None;
     let mut mark_segment_scanned = false;
     for (i, (first, name)) in segments.iter().enumerate() {
-        let path = dir.join(name);
+        let path = r.dir.join(name);
         let in_mark_segment = mark.is_some_and(|m| m.segment == *first);
         let mut saw_mark_record = false;
-        let bytes = read(vfs, &path, spec.mapped, "read segment")?;
+        let bytes = read(r.vfs, &path, spec.mapped, "read segment")?;
         let bytes: &[u8] = (*bytes).as_ref();
-        if detected.is_some()
+        if r.detected
             && let Ok(h) = decode_segment_header(bytes)
-            && h.store_id != store_id
+            && h.store_id.as_ref() != r.store_id
         {
             return Err(Error::Tampered {
                 path,
                 offset: 0,
                 seq: Some(h.first_seq),
-                what: id_mismatch("segment", h.store_id.as_ref(), store_id.as_ref()),
+                what: id_mismatch("segment", h.store_id.as_ref(), r.store_id),
             });
         }
         let (scan, tail) = scan_segment_tracked(bytes, |seq, body, offset| {
             // A keyed store's record passed its checksum; its tag decides whether
             // it is what the writer wrote. Checked for every record, even those
             // the snapshot covers (a fallback may need them).
-            let payload = record_payload(keying, codec, &path, bytes, offset, seq, body)?;
+            let payload = record_payload(r.keying, r.codec, &path, bytes, offset, seq, body)?;
             if let Some(m) = mark.filter(|_| in_mark_segment) {
                 if seq == m.seq {
                     saw_mark_record = true;
@@ -607,14 +632,14 @@ fn load_scoped<S: Default>(
                     mark_record_end = Some(offset);
                 }
             }
-            if seq <= base.seq {
+            if seq <= base_seq {
                 report.bytes_below_snapshot = report.bytes_scanned + offset;
                 return Ok(());
             }
             if spec.upto.is_some_and(|u| seq > u) {
                 return Ok(());
             }
-            (spec.apply)(&mut state, codec, payload).map_err(|reason| Error::Corrupt {
+            (spec.apply)(state, r.codec, payload).map_err(|reason| Error::Corrupt {
                 path: path.clone(),
                 offset,
                 seq: Some(seq),
@@ -652,6 +677,125 @@ fn load_scoped<S: Default>(
         scans.push(scan);
         unsynced = Some(tail);
     }
+    Ok(Replayed {
+        scans,
+        unsynced,
+        records: replayed,
+        mark_record_end,
+        mark_segment_scanned,
+    })
+}
+
+fn load_scoped<S: Default>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    mut spec: LoadSpec<'_, S>,
+    every_segment: bool,
+) -> Result<Loaded<S>> {
+    let started = Instant::now();
+    let Found {
+        mark_found,
+        listing,
+        detected,
+        codec,
+        store_id,
+    } = find(vfs, dir, spec.key)?;
+    let mut report = RecoveryReport {
+        codec: detected,
+        ..Default::default()
+    };
+    // A load of the records up to a cut (compaction's rebuild, of closed
+    // segments the writer's open already checked) uses a mark only within it.
+    let mark = mark_found
+        .mark()
+        .filter(|m| spec.upto.is_none_or(|u| m.seq < u));
+    if let MarkFound::Unreadable(why) = &mark_found {
+        report.mark_unreadable = Some(why.clone());
+    }
+
+    // 1. The base: the newest snapshot that verifies, decodes, and that the log continues from.
+    let snap_seqs: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
+    let log_first = listing.segments.first().map(|s| s.0);
+    let mut tried = BaseTry {
+        vfs,
+        dir,
+        listing: &listing,
+        key: spec.key,
+        codec,
+        store_id: store_id.as_ref(),
+        state: None,
+        chain: Vec::new(),
+        bytes: 0,
+        io_error: None,
+        tampered: None,
+    };
+    let base = choose_base(&snap_seqs, log_first, |i| {
+        tried.snapshot(i, &mut *spec.decode_state)
+    });
+    let BaseTry {
+        state: base_state,
+        chain,
+        bytes: snapshot_bytes,
+        io_error,
+        tampered,
+        ..
+    } = tried;
+    if let Some(e) = io_error.filter(is_vanished) {
+        return Err(e);
+    }
+    if let Some(e) = tampered {
+        return Err(e);
+    }
+    let base = base.map_err(|c| corruption(dir, &listing, c))?;
+    for (i, why) in &base.skipped {
+        report
+            .snapshot_fallbacks
+            .push((dir.join(&listing.snapshots[*i].1), why.clone()));
+    }
+    report.snapshot_seq = base.snapshot.map(|_| base.seq);
+    report.snapshot_bytes = snapshot_bytes;
+    let mut state = match base.snapshot {
+        Some(_) => base_state.expect("a chosen snapshot was decoded"),
+        None => S::default(),
+    };
+
+    // 2. Replay every record above the base, segment by segment.
+    let first_scanned = if every_segment {
+        0
+    } else {
+        listing
+            .segments
+            .windows(2)
+            .take_while(|w| w[1].0 <= base.seq + 1)
+            .count()
+    };
+    let segments: Vec<&(u64, String)> = listing.segments[first_scanned..]
+        .iter()
+        .filter(|(first, _)| spec.upto.is_none_or(|u| *first <= u))
+        .collect();
+    let reading = Reading {
+        vfs,
+        dir,
+        codec,
+        detected: detected.is_some(),
+        store_id: store_id.as_ref(),
+        keying: spec.key.zip(store_id.as_ref()),
+    };
+    let Replayed {
+        scans,
+        unsynced,
+        records: replayed,
+        mark_record_end,
+        mark_segment_scanned,
+    } = replay_segments(
+        &reading,
+        &segments,
+        &mut spec,
+        base.seq,
+        mark,
+        &mut state,
+        &mut report,
+    )?;
     let name_seqs: Vec<u64> = segments.iter().map(|s| s.0).collect();
 
     // 3. The decision, the durability mark checked against the log first.
