@@ -12,6 +12,7 @@
 //!   pushing a summary to every event stream when the log grows;
 //! * [`lists`]: the long lists (blocked, retried, stuck, pending, eligible,
 //!   held back), built by one streamed scan in the background, bounded;
+//! * [`output`]: a unit's output reference, where the cluster driver records one;
 //! * [`fleet`]: the runs page, every run under the root;
 //! * [`routes`]: the JSON API and the pages.
 //!
@@ -23,6 +24,7 @@ pub mod auth;
 pub mod feed;
 pub mod fleet;
 pub mod lists;
+pub mod output;
 pub mod routes;
 
 use crate::run::{RunError, Runs};

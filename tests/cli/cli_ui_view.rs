@@ -5,7 +5,8 @@
 //! missing or wrong and accepted when right, on pages, API and event stream;
 //! a foreign Host is refused; run ids that could leave the runs root are
 //! refused; a non-loopback address without a token is refused (exit 2); the
-//! event stream pushes a new summary when the run advances; and the view
+//! event stream pushes a new summary when the run advances; a unit done by
+//! the cluster driver shows its output reference; and the view
 //! writes nothing into the runs root; `demo --ui` serves its run while it runs.
 use crate::cli_support::*;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -465,4 +466,26 @@ fn ui_demo_serves_its_run_while_it_runs() {
         "demo --ui: {status}: {}",
         rest.join().unwrap()
     );
+}
+
+#[test]
+fn ui_unit_page_shows_the_output_reference_drive_recorded() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    // The note drive.py writes for a result that went to an output store.
+    let note = r#"{"output":{"store":"file:///tmp/outs","name":"r1/d/1-c9","len":42,"digest":"af13","kind":"bytes"},"claim":"c9","attempt":1}"#;
+    ok(root, &["unit", "r1", "d", "done", "--note", note]);
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+    let u = get(a, "/api/runs/r1/unit?name=d", None, &[]).json();
+    let o = &u["outputRef"];
+    assert_eq!(o["store"], "file:///tmp/outs", "{u}");
+    assert_eq!(o["name"], "r1/d/1-c9");
+    assert_eq!(o["len"], 42);
+    assert_eq!(o["digest"], "af13");
+    assert_eq!(o["attempt"], 1);
+    // A unit with no reference says so.
+    let u = get(a, "/api/runs/r1/unit?name=c", None, &[]).json();
+    assert!(u["outputRef"].is_null(), "{u}");
 }

@@ -272,6 +272,17 @@ async function loadList(kind, page) {
   box.appendChild(el("div", { class: "pager" }, prev, el("span", { class: "muted" }, `page ${page + 1} of ${v.pages}${more}`), next));
 }
 
+// The output reference the cluster driver recorded in the done note, as text.
+function outputText(o) {
+  if (!o) return "–";
+  const parts = [`${o.store}/${o.name}`];
+  if (o.len !== null && o.len !== undefined) parts.push(`${fmtNum(o.len)} bytes`);
+  if (o.kind) parts.push(o.kind);
+  if (o.digest) parts.push(`blake3 ${o.digest}`);
+  if (o.attempt !== null && o.attempt !== undefined) parts.push(`attempt ${o.attempt}`);
+  return el("span", { class: "note", id: "unit-output" }, parts.join(" · "));
+}
+
 async function lookup(name) {
   byId("unit-name").value = name;
   const out = byId("unit-result");
@@ -293,6 +304,7 @@ async function lookup(name) {
     ["depends on", (u.dependsOn || []).join(", ") || "–"],
     ["blocking roots", (v.blockingRoots || []).join(", ") + (v.rootsWalkCut ? " …" : "") || "–"],
     ["created", u.createdAt], ["started", u.startedAt || "–"], ["updated", u.updatedAt], ["finished", u.finishedAt || "–"],
+    ["output", outputText(v.outputRef)],
   ]));
   out.appendChild(el("pre", {}, JSON.stringify(u, null, 1)));
 }
