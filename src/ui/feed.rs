@@ -9,7 +9,7 @@
 //! [`IDLE_AFTER`] and with no stream open ends.
 
 use super::lists::{self, ListSet};
-use crate::run::{RunError, RunView, Runs};
+use crate::run::{RunDoc, RunError, RunView, Runs};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +50,27 @@ pub fn rate_of(samples: &VecDeque<(Instant, u64)>) -> Option<f64> {
     let (t1, d1) = *samples.back()?;
     let dt = t1.duration_since(t0).as_secs_f64();
     (dt >= 1.0).then(|| d1.saturating_sub(d0) as f64 / dt)
+}
+
+/// Units done per second since the run started (from its `createdAt` to its
+/// end, or to `now_ms` while it runs): what the run itself records, shown
+/// (and labelled so) until this view has measured a rate of its own.
+pub fn rate_since_start(d: &RunDoc, done: u64, now_ms: i64) -> Option<f64> {
+    let ms = crate::run::clock::parse_rfc3339;
+    let from = ms(&d.created_at)?;
+    let to = d.finished_at.as_deref().and_then(ms).unwrap_or(now_ms);
+    let secs = (to - from) as f64 / 1000.0;
+    (secs >= 1.0 && done > 0).then(|| done as f64 / secs)
+}
+
+/// The rate to show and where it comes from: the one measured over the
+/// last minute (`"lastMinute"`), else the average since the run started
+/// (`"sinceStart"`).
+pub fn shown_rate(measured: Option<f64>, d: &RunDoc, done: u64) -> (Option<f64>, &'static str) {
+    match measured {
+        Some(r) => (Some(r), "lastMinute"),
+        None => (rate_since_start(d, done, now_ms()), "sinceStart"),
+    }
 }
 
 /// Adds a sample (at most one a second) and drops those past the window.
@@ -108,6 +129,7 @@ pub fn summary(
 ) -> serde_json::Value {
     let d = view.header();
     let c = view.counts();
+    let (rate, rate_from) = shown_rate(rate, d, c.done);
     let eta = rate
         .filter(|r| *r > 0.0)
         .map(|r| c.open() as f64 / r)
@@ -150,6 +172,7 @@ pub fn summary(
         "counts": c,
         "total": c.total(),
         "rate": rate,
+        "rateFrom": rate_from,
         "etaSecs": eta,
         "phases": phases,
         "budgets": budgets,

@@ -6,7 +6,8 @@
 //! a foreign Host is refused; run ids that could leave the runs root are
 //! refused; a non-loopback address without a token is refused (exit 2); the
 //! event stream pushes a new summary when the run advances; a unit done by
-//! the cluster driver shows its output reference; and the view
+//! the cluster driver shows its output reference; the runs page shows a rate
+//! (the average since the start) on first paint; and the view
 //! writes nothing into the runs root; `demo --ui` serves its run while it runs.
 use crate::cli_support::*;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -488,4 +489,23 @@ fn ui_unit_page_shows_the_output_reference_drive_recorded() {
     // A unit with no reference says so.
     let u = get(a, "/api/runs/r1/unit?name=c", None, &[]).json();
     assert!(u["outputRef"].is_null(), "{u}");
+}
+
+#[test]
+fn ui_runs_page_shows_the_average_rate_on_its_first_paint() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    // The run is at least a second old: its average since it started exists.
+    std::thread::sleep(Duration::from_millis(1100));
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+    let v = get(a, "/api/runs", None, &[]).json();
+    let row = &v["live"][0];
+    assert_eq!(row["rateFrom"], "sinceStart", "{row}");
+    assert!(row["rate"].as_f64().is_some_and(|r| r > 0.0), "{row}");
+    assert!(row["etaSecs"].as_f64().is_some(), "{row}");
+    let s = get(a, "/api/runs/r1", None, &[]).json();
+    assert_eq!(s["rateFrom"], "sinceStart", "{s}");
+    assert!(s["rate"].as_f64().is_some_and(|r| r > 0.0), "{s}");
 }

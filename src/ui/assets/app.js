@@ -96,7 +96,7 @@ function runsTable(rows, finished) {
       el("td", { class: "note" }, r.task),
       el("td", {}, bar(r.counts, r.total)),
       el("td", { class: "num" }, fmtNum(r.done) + " / " + fmtNum(r.total)),
-      el("td", { class: "num" }, r.closed ? "" : fmtRate(r.rate)),
+      el("td", { class: "num", title: r.rateFrom === "sinceStart" ? "average since the run started (measured over a minute once this page has seen two refreshes)" : "over the last minute" }, r.closed ? "" : fmtRate(r.rate) + (r.rateFrom === "sinceStart" ? " avg" : "")),
       el("td", { class: "num" }, r.closed ? "" : fmtDur(r.etaSecs)),
       el("td", {}, ago(r.updatedAt)),
       el("td", { class: "muted" }, remote)));
@@ -198,8 +198,8 @@ function renderSummary(s) {
   b.appendChild(bar(s.counts, s.total));
   for (const k of STATUSES) setText("count-" + k, fmtNum(s.counts[COUNT_KEY[k]]));
   setText("count-total", fmtNum(s.total));
-  setText("run-rate", `${fmtRate(s.rate)} over the last minute · ETA ${s.closed ? "–" : fmtDur(s.etaSecs)}`);
-  if (s.rate !== null && s.rate !== undefined) {
+  setText("run-rate", `${fmtRate(s.rate)} ${s.rateFrom === "sinceStart" ? "on average since the run started" : "over the last minute"} · ETA ${s.closed ? "–" : fmtDur(s.etaSecs)}`);
+  if (s.rate !== null && s.rate !== undefined && s.rateFrom === "lastMinute") {
     live.points.push({ t: Date.now(), r: s.rate });
     if (live.points.length > 120) live.points.shift();
   }
