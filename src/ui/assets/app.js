@@ -225,8 +225,8 @@ function renderSummary(s) {
   setText("checkpoint", s.checkpoint ? `checkpoint ${s.checkpoint.count} at ${s.checkpoint.at}` : "no checkpoint");
   if (s.lists) {
     const r = s.lists.resume;
-    setText("resume", `skip ${fmtNum(r.skip)} · eligible ${fmtNum(r.eligible)} · held back ${fmtNum(r.heldBack)}`);
-    setText("lists-age", `lists from seq ${fmtNum(s.lists.seq)}, scanned ${ago(new Date(s.lists.scannedAtMs).toISOString())} in ${s.lists.tookMs} ms` + (s.scanning ? " (rescanning)" : "") +
+    setText("resume", `skip ${fmtNum(r.skip)} · eligible ${fmtNum(r.eligible)} · held back ${fmtNum(r.heldBack)} (at the scan's seq ${fmtNum(s.lists.scanSeq)})`);
+    setText("lists-age", `blocked, retried, stuck, pending at seq ${fmtNum(s.lists.seq)} (kept from the log's tail); eligible and held back from the scan at seq ${fmtNum(s.lists.scanSeq)}, ${ago(new Date(s.lists.scannedAtMs).toISOString())}, in ${s.lists.tookMs} ms` + (s.scanning ? " (rescanning)" : "") +
       ` · stuck = in progress ≥ ${fmtDur(s.lists.stuckAfterMs / 1000)}`);
     for (const [k] of LISTS) setText("total-" + k, fmtNum(s.lists.totals[k]));
     if (s.lists.seq !== live.listsSeq) {
