@@ -126,3 +126,125 @@ impl Runs {
         Ok(UnitsChanged::Read(list))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{InitSpec, Run, UnitStatus};
+
+    fn run_in(dir: &std::path::Path) -> (Runs, Run) {
+        let runs = Runs::new(dir);
+        let run = runs
+            .init(InitSpec {
+                id: "r1".into(),
+                task: "t".into(),
+                units: vec!["a".into(), "b".into()],
+                ..Default::default()
+            })
+            .expect("init");
+        (runs, run)
+    }
+
+    fn seq_of(runs: &Runs) -> u64 {
+        runs.read_run("r1").expect("read").recovery().last_seq
+    }
+
+    #[test]
+    fn each_unit_changed_is_named_once_with_the_last_seq_that_set_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (runs, run) = run_in(dir.path());
+        let after = seq_of(&runs);
+        run.set_unit("a", UnitStatus::InProgress, None, None)
+            .expect("set");
+        run.declare_budget("gpu", None, "me").expect("budget");
+        run.set_unit("c", UnitStatus::Pending, None, None)
+            .expect("set");
+        let last_a = run
+            .set_unit("a", UnitStatus::Done, None, None)
+            .expect("set");
+        let read = runs.read_run("r1").expect("read");
+        // Appended after the read: left for the next call.
+        run.set_unit("b", UnitStatus::Blocked, None, None)
+            .expect("set");
+        let got = runs.units_changed(&read, after, 100).expect("changes");
+        let UnitsChanged::Read(list) = &got else {
+            panic!("{got:?}");
+        };
+        assert_eq!(
+            list,
+            &[(after + 3, "c".to_string()), (last_a, "a".to_string())]
+        );
+        let units: Vec<_> = got
+            .units(read.view())
+            .map(|r| r.map(|(_, n, u)| (n.to_string(), u.map(|u| u.status))))
+            .collect::<Result<_>>()
+            .expect("lookups");
+        assert_eq!(
+            units,
+            [
+                ("c".to_string(), Some(UnitStatus::Pending)),
+                ("a".to_string(), Some(UnitStatus::Done))
+            ]
+        );
+        // Nothing after the read's own seq.
+        let last = read.recovery().last_seq;
+        assert_eq!(
+            runs.units_changed(&read, last, 100).expect("changes"),
+            UnitsChanged::Read(vec![])
+        );
+    }
+
+    #[test]
+    fn more_units_than_the_limit_or_a_seq_past_the_read_is_lost() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (runs, run) = run_in(dir.path());
+        let after = seq_of(&runs);
+        for u in ["x", "y", "z"] {
+            run.set_unit(u, UnitStatus::Pending, None, None)
+                .expect("set");
+        }
+        let read = runs.read_run("r1").expect("read");
+        let got = runs.units_changed(&read, after, 2).expect("changes");
+        assert!(
+            matches!(&got, UnitsChanged::Lost(w) if w.contains("more than 2")),
+            "{got:?}"
+        );
+        let last = read.recovery().last_seq;
+        let got = runs.units_changed(&read, last + 5, 100).expect("changes");
+        assert!(
+            matches!(&got, UnitsChanged::Lost(w) if w.contains("rewritten")),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_record_damaged_after_the_read_is_lost_not_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (runs, run) = run_in(dir.path());
+        let after = seq_of(&runs);
+        run.set_unit("a", UnitStatus::Blocked, Some("first"), None)
+            .expect("set");
+        run.set_unit("b", UnitStatus::Blocked, Some("second-unique-note"), None)
+            .expect("set");
+        let read = runs.read_run("r1").expect("read");
+        // Flip a byte inside the last record's note, in the segment file.
+        let run_dir = runs.run_dir("r1").expect("dir");
+        let mut hit = false;
+        for e in std::fs::read_dir(&run_dir).expect("list") {
+            let p = e.expect("entry").path();
+            let mut bytes = std::fs::read(&p).expect("read");
+            let needle = b"second-unique-note";
+            if let Some(i) = bytes.windows(needle.len()).position(|w| w == needle) {
+                bytes[i + 3] ^= 0x55;
+                std::fs::write(&p, &bytes).expect("write");
+                hit = true;
+            }
+        }
+        assert!(hit, "the note was found in a segment");
+        let got = runs.units_changed(&read, after, 100).expect("changes");
+        assert!(
+            matches!(&got, UnitsChanged::Lost(w) if w.contains("damaged")),
+            "{got:?}"
+        );
+    }
+}
