@@ -209,6 +209,10 @@ pub struct TailStats {
     pub steps: AtomicU64,
     /// Units those steps applied.
     pub units: AtomicU64,
+    /// The time those steps took, in all (µs).
+    pub step_us: AtomicU64,
+    /// The longest of them (µs).
+    pub max_step_us: AtomicU64,
     /// Times the tail could not be followed (each followed by a rescan).
     pub lost: AtomicU64,
     /// Why, the last time.
@@ -222,6 +226,8 @@ impl TailStats {
             "scans": self.scans.load(Ordering::Relaxed),
             "steps": self.steps.load(Ordering::Relaxed),
             "units": self.units.load(Ordering::Relaxed),
+            "stepUs": self.step_us.load(Ordering::Relaxed),
+            "maxStepUs": self.max_step_us.load(Ordering::Relaxed),
             "lost": self.lost.load(Ordering::Relaxed),
             "lastLost": *lock(&self.last_lost),
         })
@@ -462,11 +468,15 @@ fn keep_lists(runs: &Runs, w: &Watcher, follower: &mut Follower, read: &RunRead)
     if let Some((l, r)) = lock(&w.fresh).take() {
         follower.rescanned(l, r);
     }
+    let t0 = Instant::now();
     match follower.step(runs, read) {
         Step::Waiting | Step::Current => {}
         Step::Followed { units, .. } => {
+            let us = t0.elapsed().as_micros() as u64;
             w.tail.steps.fetch_add(1, Ordering::Relaxed);
             w.tail.units.fetch_add(units as u64, Ordering::Relaxed);
+            w.tail.step_us.fetch_add(us, Ordering::Relaxed);
+            w.tail.max_step_us.fetch_max(us, Ordering::Relaxed);
         }
         Step::Lost(why) => {
             eprintln!(
