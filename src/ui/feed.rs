@@ -288,6 +288,26 @@ impl Watcher {
         *lock(&self.last_asked) = Instant::now();
     }
 
+    /// A watcher of run `id` at `seq` whose first summary is `first`; its
+    /// threads are not started here.
+    fn new(id: &str, first: String, seq: u64) -> Watcher {
+        let (tx, _) = watch::channel(Arc::new(first));
+        Watcher {
+            id: id.to_string(),
+            tx,
+            last_asked: Mutex::new(Instant::now()),
+            lists: Mutex::new(None),
+            fresh: Mutex::new(None),
+            rescan_now: AtomicBool::new(false),
+            tail: TailStats::default(),
+            scanning: AtomicBool::new(false),
+            last_scan: Mutex::new(None),
+            remote: Mutex::new(None),
+            durable: AtomicU64::new(seq),
+            stop: AtomicBool::new(false),
+        }
+    }
+
     fn idle(&self) -> bool {
         self.tx.receiver_count() == 0 && lock(&self.last_asked).elapsed() > IDLE_AFTER
     }
@@ -325,21 +345,7 @@ impl Watchers {
         let seq = read.recovery().last_seq;
         let first = summary(&read.view(), seq, None, None, None, false, None).to_string();
         drop(read);
-        let (tx, _) = watch::channel(Arc::new(first));
-        let w = Arc::new(Watcher {
-            id: id.to_string(),
-            tx,
-            last_asked: Mutex::new(Instant::now()),
-            lists: Mutex::new(None),
-            fresh: Mutex::new(None),
-            rescan_now: AtomicBool::new(false),
-            tail: TailStats::default(),
-            scanning: AtomicBool::new(false),
-            last_scan: Mutex::new(None),
-            remote: Mutex::new(None),
-            durable: AtomicU64::new(seq),
-            stop: AtomicBool::new(false),
-        });
+        let w = Arc::new(Watcher::new(id, first, seq));
         {
             let mut map = lock(&self.map);
             if let Some(existing) = map.get(id) {
@@ -541,5 +547,88 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
         });
     if spawned.is_err() {
         w.scanning.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{InitSpec, UnitStatus};
+
+    /// Waits (a generous deadline, not a speed claim) for the scan thread to
+    /// hand its lists over and end.
+    fn scanned(w: &Watcher) {
+        let t0 = Instant::now();
+        while lock(&w.fresh).is_none() || w.scanning.load(Ordering::Relaxed) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "no scan");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn blocked(w: &Watcher) -> Vec<String> {
+        let l = lock(&w.lists).clone().expect("lists");
+        let b = l.list(lists::Kind::Blocked);
+        b.kept.iter().map(|e| e.name.clone()).collect()
+    }
+
+    #[test]
+    fn the_watcher_follows_the_tail_then_rescans_at_once_when_compaction_took_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = Runs::new(dir.path());
+        let run = runs
+            .init(InitSpec {
+                id: "r1".into(),
+                task: "t".into(),
+                units: vec!["a".into(), "b".into(), "c".into()],
+                ..Default::default()
+            })
+            .expect("init");
+        run.set_unit("a", UnitStatus::Blocked, None, None)
+            .expect("set");
+        let seq = runs.read_run("r1").expect("read").recovery().last_seq;
+        let w = Arc::new(Watcher::new("r1", String::new(), seq));
+        let mut f = Follower::default();
+        maybe_scan(&runs, &w, seq);
+        scanned(&w);
+        keep_lists(&runs, &w, &mut f, &runs.read_run("r1").expect("read"));
+        assert_eq!(blocked(&w), ["a"]);
+
+        // Followed from the tail: no scan.
+        run.set_unit("b", UnitStatus::Blocked, None, None)
+            .expect("set");
+        let now = runs.read_run("r1").expect("read");
+        keep_lists(&runs, &w, &mut f, &now);
+        f.keep(now);
+        assert_eq!(blocked(&w), ["a", "b"]);
+        assert_eq!(w.tail.steps.load(Ordering::Relaxed), 1);
+        let now_seq = runs.read_run("r1").expect("read").recovery().last_seq;
+        maybe_scan(&runs, &w, now_seq);
+        assert!(
+            !w.scanning.load(Ordering::Relaxed),
+            "no rescan within the gap"
+        );
+        assert_eq!(w.tail.scans.load(Ordering::Relaxed), 1);
+
+        // Compacted twice under it: lost, counted, rescanned without the gap.
+        run.set_unit("a", UnitStatus::Done, None, None)
+            .expect("set");
+        run.compact().expect("compact");
+        run.set_unit("c", UnitStatus::Blocked, None, None)
+            .expect("set");
+        run.compact().expect("compact");
+        let now = runs.read_run("r1").expect("read");
+        let now_seq = now.recovery().last_seq;
+        keep_lists(&runs, &w, &mut f, &now);
+        f.keep(now);
+        assert_eq!(w.tail.lost.load(Ordering::Relaxed), 1);
+        let why = lock(&w.tail.last_lost).clone().expect("why");
+        assert!(why.contains("compacted"), "{why}");
+        assert_eq!(blocked(&w), ["a", "b"], "stale until the rescan");
+        maybe_scan(&runs, &w, now_seq);
+        scanned(&w);
+        keep_lists(&runs, &w, &mut f, &runs.read_run("r1").expect("read"));
+        assert_eq!(blocked(&w), ["b", "c"]);
+        assert_eq!(w.tail.scans.load(Ordering::Relaxed), 2);
+        assert!(f.following());
     }
 }
