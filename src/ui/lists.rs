@@ -21,7 +21,10 @@
 //! limit while its total is above it, until the next scan fills it again.
 //! Following the tail also holds the read the lists are current at (its
 //! header and the units changed since its snapshot, the same as any read of
-//! the run) beside the watcher's newest read. Eligible, held back, the stuck
+//! the run) beside the watcher's newest read, and a step builds the new lists
+//! as a copy: until the old copy is let go (by the step, and by any request
+//! still paging it), a watched run holds two sets of lists, twice the bound
+//! above at most, as during a rescan. Eligible, held back, the stuck
 //! threshold and the chart are as of the last scan ([`ListSet::scan_seq`]):
 //! the watcher scans again in the background when the run changed, no sooner
 //! than [`min_rescan_gap`] after the last scan, and at once when the tail
