@@ -7,6 +7,9 @@
 #     median of REPS restarts, time and bytes;
 #   - one live update: from a `runlog unit` returning to its event arriving on
 #     the event stream (includes the 300 ms poll), median of REPS, and bytes;
+#   - a tail step: the time the watcher took to bring the lists forward from
+#     the log's tail for those updates (the summary's tail.stepUs / steps,
+#     mean and longest, as the server measured it), once the first scan is done;
 #   - the server's memory from /proc: VmRSS (with RssAnon, what it holds, and
 #     RssFile, the run's mapped table pages) once the lists' scan is done,
 #     and VmHWM, the peak.
@@ -77,9 +80,14 @@ done
 load_ms=$(awk '{ print $1 * 1000 }' "$root/load" | median)
 load_bytes=$(awk '{ print $2 }' "$root/load" | median)
 
-# Live updates, and memory, on one server.
+# Live updates, tail steps and memory, on one server.
 start
 curl -s "$base/api/runs/big" >/dev/null
+# The tail is followed once the first scan is done: wait for it first.
+for _ in $(seq 1200); do
+  curl -s "$base/api/runs/big" | grep -q '"lists":{' && break
+  sleep 0.5
+done
 ( curl -sN "$base/api/runs/big/events" | while IFS= read -r line; do
     case "$line" in data:*) printf '%s %s\n' "$(now)" "${#line}" ;; esac
   done >"$root/events" ) &
@@ -99,6 +107,13 @@ for i in $(seq "$reps"); do
   sleep 0.7
 done
 say "live updates: $(tr '\n' ' ' <"$root/live")"
+sleep 0.5
+tail_json=$(curl -s "$base/api/runs/big" | sed -n 's/.*"tail":\({[^}]*}\).*/\1/p')
+say "tail: $tail_json"
+field() { printf '%s' "$tail_json" | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"; }
+tail_steps=$(field steps); tail_us=$(field stepUs); tail_max_us=$(field maxStepUs)
+tail_ms=$(awk -v s="${tail_steps:-0}" -v u="${tail_us:-0}" 'BEGIN { if (s > 0) printf "%.2f", u / s / 1000; else print "null" }')
+tail_max_ms=$(awk -v u="${tail_max_us:-0}" 'BEGIN { printf "%.2f", u / 1000 }')
 live_ms=$(awk '{ print $1 }' "$root/live" | median)
 live_bytes=$(awk '{ print $2 }' "$root/live" | median)
 
@@ -114,6 +129,6 @@ kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$pid/status"; }
 rss=$(kb VmRSS); anon=$(kb RssAnon); file=$(kb RssFile); hwm=$(kb VmHWM)
 kill "$feed" 2>/dev/null || true
 stop
-printf '{"units":%s,"buildSecs":%s,"firstLoadMs":%.1f,"firstLoadBytes":%s,"liveUpdateMs":%.1f,"liveUpdateBytes":%s,"scanSecs":%s,"rssMiB":%.1f,"rssAnonMiB":%.1f,"rssFileMiB":%.1f,"peakRssMiB":%.1f,"reps":%s}\n' \
-  "$n" "$build_secs" "$load_ms" "$load_bytes" "$live_ms" "$live_bytes" "${scan_secs:-null}" \
+printf '{"units":%s,"buildSecs":%s,"firstLoadMs":%.1f,"firstLoadBytes":%s,"liveUpdateMs":%.1f,"liveUpdateBytes":%s,"tailSteps":%s,"tailStepMs":%s,"tailStepMaxMs":%s,"scanSecs":%s,"rssMiB":%.1f,"rssAnonMiB":%.1f,"rssFileMiB":%.1f,"peakRssMiB":%.1f,"reps":%s}\n' \
+  "$n" "$build_secs" "$load_ms" "$load_bytes" "$live_ms" "$live_bytes" "${tail_steps:-0}" "$tail_ms" "$tail_max_ms" "${scan_secs:-null}" \
   "$(echo "$rss/1024" | bc -l)" "$(echo "$anon/1024" | bc -l)" "$(echo "$file/1024" | bc -l)" "$(echo "$hwm/1024" | bc -l)" "$reps"

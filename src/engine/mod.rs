@@ -5,8 +5,8 @@
 //! The API: [`Store`] with its [`Options`], [`SyncPolicy`] and [`CompactionPolicy`];
 //! the [`Machine`] it persists, or a [`KeyedMachine`] whose state is a sorted map
 //! ([`Keyed`], [`KeyedState`], table snapshots through [`SnapshotSink`] and
-//! [`Table`]); the lock-free readers [`read_state`], [`verify`] and
-//! [`for_each_record`]; the I/O seam [`Vfs`] with [`RealFs`]; the store [`Key`];
+//! [`Table`]); the lock-free readers [`read_state`], [`verify`],
+//! [`for_each_record`] and [`for_each_record_after`]; the I/O seam [`Vfs`] with [`RealFs`]; the store [`Key`];
 //! and [`Error`].
 //!
 //! Framing, scanning, recovery, the group commit and the simulator are
@@ -94,7 +94,7 @@ pub use table::{Table, TableIter, TableSpec, TableWriter};
 pub use tag::Key;
 pub use verify::{Integrity, VerifyReport, verify, verify_as, verify_with_key};
 pub use vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
-pub use walk::{for_each_record, for_each_record_with_key};
+pub use walk::{for_each_record, for_each_record_after, for_each_record_with_key};
 
 use std::path::Path;
 

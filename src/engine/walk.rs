@@ -1,5 +1,6 @@
 //! The record walk: every valid record of every segment, oldest first, read
-//! without a lock (`runlog dump` and tests use it).
+//! without a lock (`runlog dump` and tests use it), or only those after a
+//! given seq (a reader following the log, such as `runlog ui`).
 
 use super::dir::check_dir;
 use super::error::{Error, Result};
@@ -31,12 +32,37 @@ pub fn for_each_record_with_key(
     key: Option<&Key>,
     mut f: impl FnMut(u64, &[u8]),
 ) -> Result<Option<Codec>> {
+    for_each_record_after(vfs, dir, key, 0, |seq, _, payload| f(seq, payload))
+}
+
+/// [`for_each_record_with_key`] of the records with a seq above `after`
+/// only, each given with its segment's codec (`f(seq, codec, payload)`, the
+/// payload to decode with [`decode_payload`](super::decode_payload)): segments that hold none of them are not read, records at or below
+/// `after` in the first segment read are skipped. Read-only and lock-free, as
+/// every reader. A record it does not call `f` for is compacted away (the
+/// first seq `f` sees is then above `after + 1`) or past the first damage;
+/// the caller that needs every record checks the seqs it saw.
+pub fn for_each_record_after(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    key: Option<&Key>,
+    after: u64,
+    mut f: impl FnMut(u64, Codec, &[u8]),
+) -> Result<Option<Codec>> {
     check_dir(vfs, dir)?;
     let listing = list_store(vfs, dir)?;
     let mut codec = None;
     // The first readable header names the store (`Some(None)`: unkeyed).
     let mut store: Option<Option<StoreId>> = None;
-    for (_, name) in &listing.segments {
+    let segs = &listing.segments;
+    for (i, (_, name)) in segs.iter().enumerate() {
+        // Every record of this segment is below the next one's first seq.
+        if segs
+            .get(i + 1)
+            .is_some_and(|(next, _)| *next <= after.saturating_add(1))
+        {
+            continue;
+        }
         let path = dir.join(name);
         let bytes = match vfs.read(&path) {
             Ok(b) => b,
@@ -65,15 +91,19 @@ pub fn for_each_record_with_key(
             }
         }
         // No record is read past an unreadable header, so `None` reads nothing.
+        let seg_codec = header.as_ref().map(|h| h.codec);
         let keying = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
         let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
+            let Some(c) = seg_codec.filter(|_| seq > after) else {
+                return Ok(());
+            };
             let payload = match &keying {
                 Some((key, id, c)) => {
                     record_payload(Some((key, id)), *c, &path, bytes, offset, seq, body)?
                 }
                 None => body,
             };
-            f(seq, payload);
+            f(seq, c, payload);
             Ok(())
         })?;
         codec = codec.or(scan.codec);

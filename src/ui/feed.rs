@@ -4,12 +4,18 @@
 //! the same cost at any size) and, when the log's last seq moved, publishes a
 //! new summary to every event stream at once. It also keeps the rate (over
 //! the last minute it has seen), starts the lists' background scan
-//! (lists.rs) and reads the remote's lag on a thread of its own, so a slow
-//! remote never delays an update. A watcher nobody has asked for in
+//! (lists.rs), then keeps the lists current from the log's tail on each poll
+//! that saw the seq move (follow.rs: the transitions since, never a rescan),
+//! and reads the remote's lag on a thread of its own, so a slow remote never
+//! delays an update. A rescan runs in the background when the run changed,
+//! no sooner than [`lists::min_rescan_gap`] after the last one (it refreshes
+//! what the tail does not keep: eligible, held back, newly stuck units, the
+//! chart), and at once when the tail was lost. A watcher nobody has asked for in
 //! [`IDLE_AFTER`] and with no stream open ends.
 
+use super::follow::{Follower, Step};
 use super::lists::{self, ListSet};
-use crate::run::{RunError, RunView, Runs};
+use crate::run::{RunDoc, RunError, RunRead, RunView, Runs};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +56,27 @@ pub fn rate_of(samples: &VecDeque<(Instant, u64)>) -> Option<f64> {
     let (t1, d1) = *samples.back()?;
     let dt = t1.duration_since(t0).as_secs_f64();
     (dt >= 1.0).then(|| d1.saturating_sub(d0) as f64 / dt)
+}
+
+/// Units done per second since the run started (from its `createdAt` to its
+/// end, or to `now_ms` while it runs): what the run itself records, shown
+/// (and labelled so) until this view has measured a rate of its own.
+pub fn rate_since_start(d: &RunDoc, done: u64, now_ms: i64) -> Option<f64> {
+    let ms = crate::run::clock::parse_rfc3339;
+    let from = ms(&d.created_at)?;
+    let to = d.finished_at.as_deref().and_then(ms).unwrap_or(now_ms);
+    let secs = (to - from) as f64 / 1000.0;
+    (secs >= 1.0 && done > 0).then(|| done as f64 / secs)
+}
+
+/// The rate to show and where it comes from: the one measured over the
+/// last minute (`"lastMinute"`), else the average since the run started
+/// (`"sinceStart"`).
+pub fn shown_rate(measured: Option<f64>, d: &RunDoc, done: u64) -> (Option<f64>, &'static str) {
+    match measured {
+        Some(r) => (Some(r), "lastMinute"),
+        None => (rate_since_start(d, done, now_ms()), "sinceStart"),
+    }
 }
 
 /// Adds a sample (at most one a second) and drops those past the window.
@@ -105,9 +132,11 @@ pub fn summary(
     remote: Option<&serde_json::Value>,
     lists: Option<&ListSet>,
     scanning: bool,
+    tail: Option<&TailStats>,
 ) -> serde_json::Value {
     let d = view.header();
     let c = view.counts();
+    let (rate, rate_from) = shown_rate(rate, d, c.done);
     let eta = rate
         .filter(|r| *r > 0.0)
         .map(|r| c.open() as f64 / r)
@@ -150,6 +179,7 @@ pub fn summary(
         "counts": c,
         "total": c.total(),
         "rate": rate,
+        "rateFrom": rate_from,
         "etaSecs": eta,
         "phases": phases,
         "budgets": budgets,
@@ -159,14 +189,49 @@ pub fn summary(
         "checkpoint": d.checkpoint.as_ref().map(|k| serde_json::json!({"at": k.at, "count": k.count})),
         "remote": remote,
         "lists": lists.map(|l| serde_json::json!({
-            "seq": l.seq, "scannedAtMs": l.scanned_at_ms, "tookMs": l.took_ms,
+            "seq": l.seq, "scanSeq": l.scan_seq, "scannedAtMs": l.scanned_at_ms, "tookMs": l.took_ms,
             "stuckAfterMs": l.stuck_after_ms, "totals": l.totals(),
             "resume": {"skip": l.done, "eligible": l.list(lists::Kind::Eligible).total,
                        "heldBack": l.list(lists::Kind::HeldBack).total},
             "chart": l.chart,
         })),
         "scanning": scanning,
+        "tail": tail.map(TailStats::json),
     })
+}
+
+/// How a watcher's lists were kept: scans, steps from the tail, losses.
+#[derive(Debug, Default)]
+pub struct TailStats {
+    /// Scans of every unit made (the first included).
+    pub scans: AtomicU64,
+    /// Steps that brought the lists forward from the tail.
+    pub steps: AtomicU64,
+    /// Units those steps applied.
+    pub units: AtomicU64,
+    /// The time those steps took, in all (µs).
+    pub step_us: AtomicU64,
+    /// The longest of them (µs).
+    pub max_step_us: AtomicU64,
+    /// Times the tail could not be followed (each followed by a rescan).
+    pub lost: AtomicU64,
+    /// Why, the last time.
+    pub last_lost: Mutex<Option<String>>,
+}
+
+impl TailStats {
+    /// As the summary carries them.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "scans": self.scans.load(Ordering::Relaxed),
+            "steps": self.steps.load(Ordering::Relaxed),
+            "units": self.units.load(Ordering::Relaxed),
+            "stepUs": self.step_us.load(Ordering::Relaxed),
+            "maxStepUs": self.max_step_us.load(Ordering::Relaxed),
+            "lost": self.lost.load(Ordering::Relaxed),
+            "lastLost": *lock(&self.last_lost),
+        })
+    }
 }
 
 /// One watched run.
@@ -175,6 +240,11 @@ pub struct Watcher {
     tx: watch::Sender<Arc<String>>,
     last_asked: Mutex<Instant>,
     lists: Mutex<Option<Arc<ListSet>>>,
+    /// A scan's lists and the read it scanned, for the watcher's loop to take.
+    fresh: Mutex<Option<(ListSet, RunRead)>>,
+    /// The tail was lost: rescan without waiting for the gap.
+    rescan_now: AtomicBool,
+    tail: TailStats,
     scanning: AtomicBool,
     last_scan: Mutex<Option<Instant>>,
     remote: Mutex<Option<serde_json::Value>>,
@@ -203,7 +273,12 @@ impl Watcher {
         self.tx.borrow().clone()
     }
 
-    /// The lists of the last scan (`None` until the first scan is done).
+    /// How the lists were kept.
+    pub fn tail(&self) -> &TailStats {
+        &self.tail
+    }
+
+    /// The lists as last brought forward (`None` until the first scan is done).
     pub fn lists(&self) -> Option<Arc<ListSet>> {
         self.touch();
         lock(&self.lists).clone()
@@ -211,6 +286,26 @@ impl Watcher {
 
     fn touch(&self) {
         *lock(&self.last_asked) = Instant::now();
+    }
+
+    /// A watcher of run `id` at `seq` whose first summary is `first`; its
+    /// threads are not started here.
+    fn new(id: &str, first: String, seq: u64) -> Watcher {
+        let (tx, _) = watch::channel(Arc::new(first));
+        Watcher {
+            id: id.to_string(),
+            tx,
+            last_asked: Mutex::new(Instant::now()),
+            lists: Mutex::new(None),
+            fresh: Mutex::new(None),
+            rescan_now: AtomicBool::new(false),
+            tail: TailStats::default(),
+            scanning: AtomicBool::new(false),
+            last_scan: Mutex::new(None),
+            remote: Mutex::new(None),
+            durable: AtomicU64::new(seq),
+            stop: AtomicBool::new(false),
+        }
     }
 
     fn idle(&self) -> bool {
@@ -248,20 +343,9 @@ impl Watchers {
         }
         let read = self.runs.read_run(id)?;
         let seq = read.recovery().last_seq;
-        let first = summary(&read.view(), seq, None, None, None, false).to_string();
+        let first = summary(&read.view(), seq, None, None, None, false, None).to_string();
         drop(read);
-        let (tx, _) = watch::channel(Arc::new(first));
-        let w = Arc::new(Watcher {
-            id: id.to_string(),
-            tx,
-            last_asked: Mutex::new(Instant::now()),
-            lists: Mutex::new(None),
-            scanning: AtomicBool::new(false),
-            last_scan: Mutex::new(None),
-            remote: Mutex::new(None),
-            durable: AtomicU64::new(seq),
-            stop: AtomicBool::new(false),
-        });
+        let w = Arc::new(Watcher::new(id, first, seq));
         {
             let mut map = lock(&self.map);
             if let Some(existing) = map.get(id) {
@@ -328,6 +412,7 @@ fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher
     let mut last_sent = Instant::now();
     let mut last_lists_seq = None;
     let mut last_remote: Option<serde_json::Value> = None;
+    let mut follower = Follower::default();
     // The first scan is started at once: the failures lists are wanted first.
     maybe_scan(runs, w, first_seq);
     loop {
@@ -344,29 +429,33 @@ fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher
             Ok(read) => {
                 let seq = read.recovery().last_seq;
                 w.durable.store(seq, Ordering::Relaxed);
+                keep_lists(runs, w, &mut follower, &read);
                 let view = read.view();
                 sample(&mut samples, Instant::now(), view.counts().done);
-                let lists = lock(&w.lists).clone();
-                let lists_seq = lists.as_ref().map(|l| l.seq);
+                let lists = follower.lists();
+                let lists_seq = lists.as_ref().map(|l| (l.seq, l.scan_seq));
                 let remote = lock(&w.remote).clone();
                 maybe_scan(runs, w, seq);
                 let changed =
                     seq != last_seq || lists_seq != last_lists_seq || remote != last_remote;
-                if !changed && last_sent.elapsed() < RESEND_EVERY {
-                    continue;
-                }
+                let text = (changed || last_sent.elapsed() >= RESEND_EVERY).then(|| {
+                    summary(
+                        &view,
+                        seq,
+                        rate_of(&samples),
+                        remote.as_ref(),
+                        lists.as_deref(),
+                        w.scanning.load(Ordering::Relaxed),
+                        Some(&w.tail),
+                    )
+                    .to_string()
+                });
+                follower.keep(read);
+                let Some(text) = text else { continue };
                 last_seq = seq;
                 last_lists_seq = lists_seq;
                 last_remote.clone_from(&remote);
-                summary(
-                    &view,
-                    seq,
-                    rate_of(&samples),
-                    remote.as_ref(),
-                    lists.as_deref(),
-                    w.scanning.load(Ordering::Relaxed),
-                )
-                .to_string()
+                text
             }
             Err(e) => serde_json::json!({
                 "id": w.id,
@@ -379,9 +468,39 @@ fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher
     }
 }
 
+/// Takes a finished scan's lists, then brings the lists to `read`'s seq from
+/// the tail and publishes them; a lost tail is counted, logged and rescanned.
+fn keep_lists(runs: &Runs, w: &Watcher, follower: &mut Follower, read: &RunRead) {
+    if let Some((l, r)) = lock(&w.fresh).take() {
+        follower.rescanned(l, r);
+    }
+    let t0 = Instant::now();
+    match follower.step(runs, read) {
+        Step::Waiting | Step::Current => {}
+        Step::Followed { units, .. } => {
+            let us = t0.elapsed().as_micros() as u64;
+            w.tail.steps.fetch_add(1, Ordering::Relaxed);
+            w.tail.units.fetch_add(units as u64, Ordering::Relaxed);
+            w.tail.step_us.fetch_add(us, Ordering::Relaxed);
+            w.tail.max_step_us.fetch_max(us, Ordering::Relaxed);
+        }
+        Step::Lost(why) => {
+            eprintln!(
+                "runlog ui: run {}: the lists cannot follow the log's tail ({why}); scanning the units again",
+                w.id
+            );
+            w.tail.lost.fetch_add(1, Ordering::Relaxed);
+            *lock(&w.tail.last_lost) = Some(why);
+            w.rescan_now.store(true, Ordering::Relaxed);
+        }
+    }
+    *lock(&w.lists) = follower.lists();
+}
+
 /// Starts a background scan of the lists when none runs and either none was
-/// was made yet or the run changed since the last one and the gap since it
-/// is past [`lists::min_rescan_gap`].
+/// made yet, or the tail was lost, or the run changed since the last scan and
+/// the gap since it is past [`lists::min_rescan_gap`]. The scan hands its
+/// lists and its read to the watcher's loop, which follows the tail from them.
 fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
     if w.scanning.load(Ordering::Relaxed) {
         return;
@@ -389,7 +508,10 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
     let last = lock(&w.lists).clone();
     let due = match (&last, *lock(&w.last_scan)) {
         (None, None) => true,
-        (Some(l), Some(at)) => l.seq != seq && at.elapsed() >= lists::min_rescan_gap(l.took_ms),
+        (Some(_), _) if w.rescan_now.load(Ordering::Relaxed) => true,
+        (Some(l), Some(at)) => {
+            l.scan_seq != seq && at.elapsed() >= lists::min_rescan_gap(l.took_ms)
+        }
         // A failed scan is retried after the shortest gap.
         (None, Some(at)) => at.elapsed() >= lists::min_rescan_gap(0),
         (Some(_), None) => false,
@@ -398,6 +520,7 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
         return;
     }
     w.scanning.store(true, Ordering::Relaxed);
+    w.rescan_now.store(false, Ordering::Relaxed);
     *lock(&w.last_scan) = Some(Instant::now());
     let (runs, w2) = (runs.clone(), w.clone());
     let spawned = std::thread::Builder::new()
@@ -405,10 +528,14 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
         .spawn(move || {
             let result = runs.read_run(&w2.id).and_then(|read| {
                 let seq = read.recovery().last_seq;
-                lists::scan(&read.view(), seq, now_ms())
+                let l = lists::scan(&read.view(), seq, now_ms())?;
+                Ok((l, read))
             });
             match result {
-                Ok(l) => *lock(&w2.lists) = Some(Arc::new(l)),
+                Ok(done) => {
+                    w2.tail.scans.fetch_add(1, Ordering::Relaxed);
+                    *lock(&w2.fresh) = Some(done);
+                }
                 Err(e) => eprintln!(
                     "runlog ui: run {}: cannot scan its units: {}",
                     w2.id,
@@ -420,5 +547,88 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
         });
     if spawned.is_err() {
         w.scanning.store(false, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{InitSpec, UnitStatus};
+
+    /// Waits (a generous deadline, not a speed claim) for the scan thread to
+    /// hand its lists over and end.
+    fn scanned(w: &Watcher) {
+        let t0 = Instant::now();
+        while lock(&w.fresh).is_none() || w.scanning.load(Ordering::Relaxed) {
+            assert!(t0.elapsed() < Duration::from_secs(30), "no scan");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn blocked(w: &Watcher) -> Vec<String> {
+        let l = lock(&w.lists).clone().expect("lists");
+        let b = l.list(lists::Kind::Blocked);
+        b.kept.iter().map(|e| e.name.clone()).collect()
+    }
+
+    #[test]
+    fn the_watcher_follows_the_tail_then_rescans_at_once_when_compaction_took_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = Runs::new(dir.path());
+        let run = runs
+            .init(InitSpec {
+                id: "r1".into(),
+                task: "t".into(),
+                units: vec!["a".into(), "b".into(), "c".into()],
+                ..Default::default()
+            })
+            .expect("init");
+        run.set_unit("a", UnitStatus::Blocked, None, None)
+            .expect("set");
+        let seq = runs.read_run("r1").expect("read").recovery().last_seq;
+        let w = Arc::new(Watcher::new("r1", String::new(), seq));
+        let mut f = Follower::default();
+        maybe_scan(&runs, &w, seq);
+        scanned(&w);
+        keep_lists(&runs, &w, &mut f, &runs.read_run("r1").expect("read"));
+        assert_eq!(blocked(&w), ["a"]);
+
+        // Followed from the tail: no scan.
+        run.set_unit("b", UnitStatus::Blocked, None, None)
+            .expect("set");
+        let now = runs.read_run("r1").expect("read");
+        keep_lists(&runs, &w, &mut f, &now);
+        f.keep(now);
+        assert_eq!(blocked(&w), ["a", "b"]);
+        assert_eq!(w.tail.steps.load(Ordering::Relaxed), 1);
+        let now_seq = runs.read_run("r1").expect("read").recovery().last_seq;
+        maybe_scan(&runs, &w, now_seq);
+        assert!(
+            !w.scanning.load(Ordering::Relaxed),
+            "no rescan within the gap"
+        );
+        assert_eq!(w.tail.scans.load(Ordering::Relaxed), 1);
+
+        // Compacted twice under it: lost, counted, rescanned without the gap.
+        run.set_unit("a", UnitStatus::Done, None, None)
+            .expect("set");
+        run.compact().expect("compact");
+        run.set_unit("c", UnitStatus::Blocked, None, None)
+            .expect("set");
+        run.compact().expect("compact");
+        let now = runs.read_run("r1").expect("read");
+        let now_seq = now.recovery().last_seq;
+        keep_lists(&runs, &w, &mut f, &now);
+        f.keep(now);
+        assert_eq!(w.tail.lost.load(Ordering::Relaxed), 1);
+        let why = lock(&w.tail.last_lost).clone().expect("why");
+        assert!(why.contains("compacted"), "{why}");
+        assert_eq!(blocked(&w), ["a", "b"], "stale until the rescan");
+        maybe_scan(&runs, &w, now_seq);
+        scanned(&w);
+        keep_lists(&runs, &w, &mut f, &runs.read_run("r1").expect("read"));
+        assert_eq!(blocked(&w), ["b", "c"]);
+        assert_eq!(w.tail.scans.load(Ordering::Relaxed), 2);
+        assert!(f.following());
     }
 }

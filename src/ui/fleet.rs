@@ -4,9 +4,11 @@
 //! counts. The page asks every [`REFRESH_EVERY`]; a snapshot younger than
 //! that is served as it is, so any number of pages cost one refresh. The rate
 //! is measured by this view between refreshes (it has no earlier history):
-//! it appears once two refreshes a second apart have been made.
+//! until two refreshes a second apart have been made, the page shows the
+//! run's average since it started (its done count over its age, from the
+//! header: no unit read), marked as such (`rateFrom`).
 
-use super::feed::{RATE_WINDOW, lock, now_ms, rate_of, remote_part, sample};
+use super::feed::{RATE_WINDOW, lock, now_ms, rate_of, remote_part, sample, shown_rate};
 use crate::run::{RunError, Runs};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -117,6 +119,7 @@ impl Fleet {
             sample(s, now, c.done);
             rate_of(s)
         };
+        let (rate, rate_from) = shown_rate(rate, d, c.done);
         let eta = rate
             .filter(|r| *r > 0.0 && !d.is_closed())
             .map(|r| c.open() as f64 / r);
@@ -133,6 +136,7 @@ impl Fleet {
             "total": c.total(),
             "counts": c,
             "rate": rate,
+            "rateFrom": rate_from,
             "etaSecs": eta,
             "remote": remote,
             "seq": seq,

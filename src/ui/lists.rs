@@ -12,11 +12,25 @@
 //! 13 MiB per watched run in the worst case (names and notes that long), and
 //! far less in practice (about 0.5 MiB for 20-byte names and short notes).
 //! Feed.rs watches at most 8 runs at once. Each list's first 1,000 entries are
-//! paged by [`PAGE_SIZE`]. A request never scans: it pages what the last
-//! scan kept. The watcher rescans in the background when the run changed,
-//! at most every [`min_rescan_gap`] (feed.rs).
+//! paged by [`PAGE_SIZE`]. A request never scans: it pages what is kept.
+//!
+//! After the scan, blocked, retried, stuck and pending are kept current from
+//! the log's tail (follow.rs), entry by entry, within the same bounds: a unit
+//! joining is kept only when it sorts among the first [`KEPT_PER_LIST`], a
+//! unit leaving takes its entry, so a list may keep fewer entries than the
+//! limit while its total is above it, until the next scan fills it again.
+//! Following the tail also holds the read the lists are current at (its
+//! header and the units changed since its snapshot, the same as any read of
+//! the run) beside the watcher's newest read, and a step builds the new lists
+//! as a copy: until the old copy is let go (by the step, and by any request
+//! still paging it), a watched run holds two sets of lists, twice the bound
+//! above at most, as during a rescan. Eligible, held back, the stuck
+//! threshold and the chart are as of the last scan ([`ListSet::scan_seq`]):
+//! the watcher scans again in the background when the run changed, no sooner
+//! than [`min_rescan_gap`] after the last scan, and at once when the tail
+//! could not be followed.
 
-use crate::run::{RunError, RunView, UnitStatus};
+use crate::run::{RunError, RunView, Unit, UnitStatus};
 use serde::Serialize;
 use std::collections::{BinaryHeap, HashSet};
 
@@ -76,6 +90,15 @@ impl Kind {
         }
     }
 
+    /// Kept current from the log's tail (follow.rs); the others are as of
+    /// the last scan.
+    pub fn from_tail(self) -> bool {
+        matches!(
+            self,
+            Kind::Blocked | Kind::Retried | Kind::Stuck | Kind::Pending
+        )
+    }
+
     /// The list named `s`.
     pub fn parse(s: &str) -> Option<Kind> {
         KINDS.into_iter().find(|k| k.name() == s)
@@ -103,6 +126,21 @@ pub struct Entry {
     pub open_deps: Vec<String>,
 }
 
+impl Entry {
+    /// The entry of unit `name` (`deps`: its open dependencies, held back only).
+    pub fn of(name: &str, u: &Unit, deps: Vec<String>) -> Entry {
+        Entry {
+            name: name.to_string(),
+            status: u.status,
+            attempts: u.attempts,
+            note: cut(&u.note, MAX_NOTE_CHARS),
+            updated_at: u.updated_at.clone(),
+            started_at: u.started_at.clone(),
+            open_deps: deps,
+        }
+    }
+}
+
 /// A list: its exact total and its first [`KEPT_PER_LIST`] entries.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Bounded {
@@ -119,6 +157,45 @@ impl Bounded {
             self.kept.push(e());
         }
     }
+
+    /// Where `name` is or would go among the kept entries (name order).
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.kept.binary_search_by(|e| e.name.as_str().cmp(name))
+    }
+
+    /// A unit joins the list (name order): the total grows; the entry is kept
+    /// when the kept entries are every member (and fewer than the limit) or
+    /// it sorts before the last kept one, so what is kept stays the list's
+    /// first members by name.
+    pub fn join(&mut self, e: Entry) {
+        let all_kept = self.kept.len() as u64 == self.total;
+        self.total += 1;
+        match self.position(&e.name) {
+            Ok(i) => self.kept[i] = e,
+            Err(i) if i < self.kept.len() || all_kept => {
+                self.kept.insert(i, e);
+                self.kept.truncate(KEPT_PER_LIST);
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// A unit leaves the list: the total shrinks and its kept entry goes.
+    /// The kept entries then fall short of the limit while the total is above
+    /// them; the next rescan fills them again.
+    pub fn leave(&mut self, name: &str) {
+        self.total = self.total.saturating_sub(1);
+        if let Some(i) = self.kept.iter().position(|e| e.name == name) {
+            self.kept.remove(i);
+        }
+    }
+
+    /// A unit that stays in the list changed: its kept entry, if any, is replaced.
+    pub fn update(&mut self, e: Entry) {
+        if let Some(x) = self.kept.iter_mut().find(|x| x.name == e.name) {
+            *x = e;
+        }
+    }
 }
 
 /// Units finished per bucket over the run's life: the rate chart.
@@ -133,12 +210,16 @@ pub struct Chart {
     pub buckets: Vec<u64>,
 }
 
-/// What one scan found.
+/// What one scan found, then kept current from the log's tail (follow.rs).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListSet {
-    /// The last seq of the state scanned.
+    /// The seq the lists are current at: the scan's, then the last one the
+    /// tail brought (blocked, retried, stuck, pending, `done`).
     pub seq: u64,
+    /// The seq of the last scan: eligible, held back, the stuck threshold and
+    /// units newly in progress long enough to be stuck, and the chart are as of it.
+    pub scan_seq: u64,
     /// When the scan started (ms since the epoch).
     pub scanned_at_ms: i64,
     /// How long it took.
@@ -149,7 +230,8 @@ pub struct ListSet {
     /// The lists, in [`KINDS`] order.
     #[serde(skip)]
     pub lists: Vec<Bounded>,
-    /// Units done (the resume set's skip).
+    /// Units done (the resume set's skip), as of the last scan, as eligible
+    /// and held back are.
     pub done: u64,
     /// The rate chart.
     pub chart: Chart,
@@ -160,6 +242,12 @@ impl ListSet {
     pub fn list(&self, kind: Kind) -> &Bounded {
         let i = KINDS.iter().position(|k| *k == kind).unwrap_or(0);
         &self.lists[i]
+    }
+
+    /// The list `kind`, to change.
+    pub fn list_mut(&mut self, kind: Kind) -> &mut Bounded {
+        let i = KINDS.iter().position(|k| *k == kind).unwrap_or(0);
+        &mut self.lists[i]
     }
 
     /// Each list's total, by name.
@@ -186,7 +274,7 @@ impl ListSet {
             "pages": pages,
             "pageSize": PAGE_SIZE,
             "entries": &l.kept[start..end],
-            "seq": self.seq,
+            "seq": if kind.from_tail() { self.seq } else { self.scan_seq },
             "scannedAtMs": self.scanned_at_ms,
         })
     }
@@ -246,15 +334,7 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
     for u in view.units() {
         let (name, u) = u?;
         let ms = |s: &Option<String>| s.as_deref().and_then(crate::run::clock::parse_rfc3339);
-        let entry = |deps: Vec<String>| Entry {
-            name: name.clone(),
-            status: u.status,
-            attempts: u.attempts,
-            note: cut(&u.note, MAX_NOTE_CHARS),
-            updated_at: u.updated_at.clone(),
-            started_at: u.started_at.clone(),
-            open_deps: deps,
-        };
+        let entry = |deps: Vec<String>| Entry::of(&name, &u, deps);
         if u.attempts > 1 {
             lists[re].offer(|| entry(vec![]));
         }
@@ -338,6 +418,7 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
     }
     Ok(ListSet {
         seq,
+        scan_seq: seq,
         scanned_at_ms: now_ms,
         took_ms: t0.elapsed().as_millis() as u64,
         stuck_after_ms,
@@ -393,10 +474,11 @@ pub fn blocking_roots(
 }
 
 /// How long the watcher waits between two scans of a changed run: at least
-/// ten seconds, and five times what the last scan took, so scanning takes at
-/// most a sixth of one core.
+/// thirty seconds, and ten times what the last scan took, so scanning takes
+/// at most an eleventh of one core. (Blocked, retried, stuck and pending do
+/// not wait for it: the tail keeps them current, follow.rs.)
 pub fn min_rescan_gap(last_took_ms: u64) -> std::time::Duration {
-    std::time::Duration::from_millis(last_took_ms.saturating_mul(5).max(2_000))
+    std::time::Duration::from_millis(last_took_ms.saturating_mul(10).max(30_000))
 }
 
 #[cfg(test)]

@@ -12,6 +12,9 @@
 //!   pushing a summary to every event stream when the log grows;
 //! * [`lists`]: the long lists (blocked, retried, stuck, pending, eligible,
 //!   held back), built by one streamed scan in the background, bounded;
+//! * [`follow`]: blocked, retried, stuck and pending kept current from the
+//!   log's tail after that scan, never rebuilt per request;
+//! * [`output`]: a unit's output reference, where the cluster driver records one;
 //! * [`fleet`]: the runs page, every run under the root;
 //! * [`routes`]: the JSON API and the pages.
 //!
@@ -22,7 +25,9 @@ pub mod assets;
 pub mod auth;
 pub mod feed;
 pub mod fleet;
+pub mod follow;
 pub mod lists;
+pub mod output;
 pub mod routes;
 
 use crate::run::{RunError, Runs};

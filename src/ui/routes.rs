@@ -357,8 +357,9 @@ async fn api_unit(
         } else {
             lists::blocking_roots(&view, &u.depends_on)?
         };
+        let output = super::output::output_ref(&u);
         Ok(serde_json::json!({
-            "name": name, "found": true, "unit": u,
+            "name": name, "found": true, "outputRef": output, "unit": u,
             "blockingRoots": roots, "rootsWalkCut": cut,
             "seq": read.recovery().last_seq,
         }))

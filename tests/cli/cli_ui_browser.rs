@@ -3,7 +3,7 @@
 //! venv at $RUNLOG_PYTHON_VENV (tests/cli/ui_browser.py): the token refused
 //! then accepted, the runs page, the counts moving without a reload while
 //! the run advances, a failure and a retry appearing in the failures lists,
-//! the unit search, and a crafted name and note shown as text with no script
+//! the unit search (with a driven unit's output reference), and a crafted name and note shown as text with no script
 //! run. Skipped, saying so, without a browser or the venv, unless
 //! `RUNLOG_REQUIRE_BROWSER=1` (scripts/test sets it) makes that a failure.
 //! With `RUNLOG_UI_SCREENSHOTS=DIR` it saves DIR/ui-runs.png and DIR/ui-run.png.

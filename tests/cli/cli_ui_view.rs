@@ -5,8 +5,12 @@
 //! missing or wrong and accepted when right, on pages, API and event stream;
 //! a foreign Host is refused; run ids that could leave the runs root are
 //! refused; a non-loopback address without a token is refused (exit 2); the
-//! event stream pushes a new summary when the run advances; and the view
-//! writes nothing into the runs root; `demo --ui` serves its run while it runs.
+//! event stream pushes a new summary when the run advances; the lists follow
+//! the log's tail without a rescan, and stay right when the run is compacted
+//! under them; a unit done by the cluster driver shows its output reference;
+//! the runs page shows a rate (the average since the start) on first paint;
+//! and the view writes nothing into the runs root; `demo --ui` serves its
+//! run while it runs.
 use crate::cli_support::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -465,4 +469,113 @@ fn ui_demo_serves_its_run_while_it_runs() {
         "demo --ui: {status}: {}",
         rest.join().unwrap()
     );
+}
+
+/// The names of one list's first page, once `want` holds of them (the
+/// generous deadline is a wait, not a speed claim).
+fn list_until(a: &str, list: &str, want: impl Fn(&[String]) -> bool) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        let l = get(a, &format!("/api/runs/r1/lists/{list}"), None, &[]).json();
+        let names: Vec<String> = l["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["name"].as_str().map(String::from))
+            .collect();
+        if l["total"].is_u64() && want(&names) {
+            return l;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "{list}: {l}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn ui_lists_follow_the_tail_without_a_rescan_and_survive_a_compaction() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+    list_until(a, "blocked", |n| n == ["a"]);
+    let s = get(a, "/api/runs/r1", None, &[]).json();
+    let scans = s["tail"]["scans"].clone();
+    assert_eq!(scans, 1, "{s}");
+
+    // After the page opened: a unit blocked, the blocked one done, a retry.
+    ok(root, &["unit", "r1", "d", "in_progress"]);
+    ok(
+        root,
+        &["unit", "r1", "d", "blocked", "--note", "from the tail"],
+    );
+    ok(root, &["unit", "r1", "a", "done"]);
+    ok(root, &["unit", "r1", "d", "in_progress"]);
+    ok(root, &["unit", "r1", "d", "blocked", "--note", "again"]);
+    let b = list_until(a, "blocked", |n| n == ["d"]);
+    assert_eq!(b["total"], 1);
+    assert_eq!(b["entries"][0]["note"], "again");
+    let r = list_until(a, "retried", |n| n.contains(&"d".to_string()));
+    assert_eq!(r["total"], 2, "{r}");
+    let s = get(a, "/api/runs/r1", None, &[]).json();
+    assert_eq!(s["tail"]["scans"], 1, "no rescan: {s}");
+    assert_eq!(s["tail"]["lost"], 0, "{s}");
+    assert!(s["tail"]["steps"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(s["lists"]["totals"]["blocked"], 1, "{s}");
+
+    // Compacted under the follower (twice: the second deletes old segments):
+    // followed or rescanned, the lists come out right.
+    ok(root, &["unit", "r1", "b", "blocked", "--note", "b stuck"]);
+    ok(root, &["compact", "r1"]);
+    ok(root, &["unit", "r1", "d", "done"]);
+    ok(root, &["compact", "r1"]);
+    ok(root, &["unit", "r1", "e", "blocked"]);
+    let b = list_until(a, "blocked", |n| n == ["b", "e"]);
+    assert_eq!(b["total"], 2, "{b}");
+    let p = list_until(a, "pending", |n| n == [CRAFTED]);
+    assert_eq!(p["total"], 1, "{p}");
+    let s = get(a, "/api/runs/r1", None, &[]).json();
+    assert_eq!(s["counts"]["blocked"], 2, "{s}");
+    assert_eq!(s["lists"]["totals"]["blocked"], 2, "{s}");
+}
+
+#[test]
+fn ui_unit_page_shows_the_output_reference_drive_recorded() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    // The note drive.py writes for a result that went to an output store.
+    let note = r#"{"output":{"store":"file:///tmp/outs","name":"r1/d/1-c9","len":42,"digest":"af13","kind":"bytes"},"claim":"c9","attempt":1}"#;
+    ok(root, &["unit", "r1", "d", "done", "--note", note]);
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+    let u = get(a, "/api/runs/r1/unit?name=d", None, &[]).json();
+    let o = &u["outputRef"];
+    assert_eq!(o["store"], "file:///tmp/outs", "{u}");
+    assert_eq!(o["name"], "r1/d/1-c9");
+    assert_eq!(o["len"], 42);
+    assert_eq!(o["digest"], "af13");
+    assert_eq!(o["attempt"], 1);
+    // A unit with no reference says so.
+    let u = get(a, "/api/runs/r1/unit?name=c", None, &[]).json();
+    assert!(u["outputRef"].is_null(), "{u}");
+}
+
+#[test]
+fn ui_runs_page_shows_the_average_rate_on_its_first_paint() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    setup(root);
+    // The run is at least a second old: its average since it started exists.
+    std::thread::sleep(Duration::from_millis(1100));
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+    let v = get(a, "/api/runs", None, &[]).json();
+    let row = &v["live"][0];
+    assert_eq!(row["rateFrom"], "sinceStart", "{row}");
+    assert!(row["rate"].as_f64().is_some_and(|r| r > 0.0), "{row}");
+    assert!(row["etaSecs"].as_f64().is_some(), "{row}");
+    let s = get(a, "/api/runs/r1", None, &[]).json();
+    assert_eq!(s["rateFrom"], "sinceStart", "{s}");
+    assert!(s["rate"].as_f64().is_some_and(|r| r > 0.0), "{s}");
 }

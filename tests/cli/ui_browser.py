@@ -112,6 +112,17 @@ with sync_playwright() as p:
     assert "2" in page.locator("#unit-result").inner_text()
     step("unit search found w007 (2 attempts)")
 
+    # A unit the cluster driver finished: its output reference, as text.
+    note = ('{"output":{"store":"file:///srv/outs","name":"r/w008/1-c1","len":2048,'
+            '"digest":"9f2c","kind":"bytes"},"claim":"c1","attempt":1}')
+    runlog("unit", a.run, "w008", "done", "--note", note)
+    page.fill("#unit-name", "w008")
+    page.click("#unit-form button")
+    out = page.locator("#unit-output")
+    wait_for("the output reference", lambda: out.count() and "file:///srv/outs/r/w008/1-c1" in out.inner_text())
+    assert "2,048 bytes" in out.inner_text() and "9f2c" in out.inner_text(), out.inner_text()
+    step("unit search shows w008's output reference")
+
     # The crafted unit: its name and note are shown as text; no script ran.
     page.fill("#unit-name", a.crafted)
     page.click("#unit-form button")

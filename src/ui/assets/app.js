@@ -96,7 +96,7 @@ function runsTable(rows, finished) {
       el("td", { class: "note" }, r.task),
       el("td", {}, bar(r.counts, r.total)),
       el("td", { class: "num" }, fmtNum(r.done) + " / " + fmtNum(r.total)),
-      el("td", { class: "num" }, r.closed ? "" : fmtRate(r.rate)),
+      el("td", { class: "num", title: r.rateFrom === "sinceStart" ? "average since the run started (measured over a minute once this page has seen two refreshes)" : "over the last minute" }, r.closed ? "" : fmtRate(r.rate) + (r.rateFrom === "sinceStart" ? " avg" : "")),
       el("td", { class: "num" }, r.closed ? "" : fmtDur(r.etaSecs)),
       el("td", {}, ago(r.updatedAt)),
       el("td", { class: "muted" }, remote)));
@@ -198,8 +198,8 @@ function renderSummary(s) {
   b.appendChild(bar(s.counts, s.total));
   for (const k of STATUSES) setText("count-" + k, fmtNum(s.counts[COUNT_KEY[k]]));
   setText("count-total", fmtNum(s.total));
-  setText("run-rate", `${fmtRate(s.rate)} over the last minute · ETA ${s.closed ? "–" : fmtDur(s.etaSecs)}`);
-  if (s.rate !== null && s.rate !== undefined) {
+  setText("run-rate", `${fmtRate(s.rate)} ${s.rateFrom === "sinceStart" ? "on average since the run started" : "over the last minute"} · ETA ${s.closed ? "–" : fmtDur(s.etaSecs)}`);
+  if (s.rate !== null && s.rate !== undefined && s.rateFrom === "lastMinute") {
     live.points.push({ t: Date.now(), r: s.rate });
     if (live.points.length > 120) live.points.shift();
   }
@@ -225,8 +225,8 @@ function renderSummary(s) {
   setText("checkpoint", s.checkpoint ? `checkpoint ${s.checkpoint.count} at ${s.checkpoint.at}` : "no checkpoint");
   if (s.lists) {
     const r = s.lists.resume;
-    setText("resume", `skip ${fmtNum(r.skip)} · eligible ${fmtNum(r.eligible)} · held back ${fmtNum(r.heldBack)}`);
-    setText("lists-age", `lists from seq ${fmtNum(s.lists.seq)}, scanned ${ago(new Date(s.lists.scannedAtMs).toISOString())} in ${s.lists.tookMs} ms` + (s.scanning ? " (rescanning)" : "") +
+    setText("resume", `skip ${fmtNum(r.skip)} · eligible ${fmtNum(r.eligible)} · held back ${fmtNum(r.heldBack)} (at the scan's seq ${fmtNum(s.lists.scanSeq)})`);
+    setText("lists-age", `blocked, retried, stuck, pending at seq ${fmtNum(s.lists.seq)} (kept from the log's tail); eligible and held back from the scan at seq ${fmtNum(s.lists.scanSeq)}, ${ago(new Date(s.lists.scannedAtMs).toISOString())}, in ${s.lists.tookMs} ms` + (s.scanning ? " (rescanning)" : "") +
       ` · stuck = in progress ≥ ${fmtDur(s.lists.stuckAfterMs / 1000)}`);
     for (const [k] of LISTS) setText("total-" + k, fmtNum(s.lists.totals[k]));
     if (s.lists.seq !== live.listsSeq) {
@@ -272,6 +272,17 @@ async function loadList(kind, page) {
   box.appendChild(el("div", { class: "pager" }, prev, el("span", { class: "muted" }, `page ${page + 1} of ${v.pages}${more}`), next));
 }
 
+// The output reference the cluster driver recorded in the done note, as text.
+function outputText(o) {
+  if (!o) return "–";
+  const parts = [`${o.store}/${o.name}`];
+  if (o.len !== null && o.len !== undefined) parts.push(`${fmtNum(o.len)} bytes`);
+  if (o.kind) parts.push(o.kind);
+  if (o.digest) parts.push(`blake3 ${o.digest}`);
+  if (o.attempt !== null && o.attempt !== undefined) parts.push(`attempt ${o.attempt}`);
+  return el("span", { class: "note", id: "unit-output" }, parts.join(" · "));
+}
+
 async function lookup(name) {
   byId("unit-name").value = name;
   const out = byId("unit-result");
@@ -293,6 +304,7 @@ async function lookup(name) {
     ["depends on", (u.dependsOn || []).join(", ") || "–"],
     ["blocking roots", (v.blockingRoots || []).join(", ") + (v.rootsWalkCut ? " …" : "") || "–"],
     ["created", u.createdAt], ["started", u.startedAt || "–"], ["updated", u.updatedAt], ["finished", u.finishedAt || "–"],
+    ["output", outputText(v.outputRef)],
   ]));
   out.appendChild(el("pre", {}, JSON.stringify(u, null, 1)));
 }
