@@ -40,7 +40,19 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
         policy,
         epoch: 0,
     };
-    let remote = Remote::open(&url).map_err(|e| e.to_string())?;
+    let mut remote = Remote::open(&url).map_err(|e| e.to_string())?;
+    // RUNLOG_COMPARE_INLINE=round,total: other inline limits than the
+    // defaults (0,0 ships every round as a chunk then its manifest), to
+    // compare the two kinds of round on one binary.
+    if let Ok(v) = std::env::var("RUNLOG_COMPARE_INLINE") {
+        let (round, total) = v
+            .split_once(',')
+            .and_then(|(a, b)| Some((a.trim().parse().ok()?, b.trim().parse().ok()?)))
+            .ok_or(format!(
+                "RUNLOG_COMPARE_INLINE={v:?}: expected round,total bytes"
+            ))?;
+        remote = remote.with_inline_limits(round, total);
+    }
     let r = Replicated::new(store, remote, &config).map_err(|e| e.to_string())?;
     let r = Arc::new(r);
     let updates: Vec<common::Update> = (0..UNITS).map(|i| update(i, UNITS)).collect();

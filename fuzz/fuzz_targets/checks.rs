@@ -466,3 +466,24 @@ pub fn table_decode(data: &[u8]) {
         assert_eq!(t.get(k).unwrap(), Some(v.as_slice()));
     }
 }
+
+/// `manifest_decode`: a remote manifest (FORMAT.md §13.2) named number 1 that
+/// decodes re-encodes to one that decodes the same; each inline entry (version
+/// 2) decodes to frames of its stated length matching its digest, and
+/// checking those frames as restore does returns (never panics).
+pub fn manifest_decode(data: &[u8]) {
+    use runlog::remote::layout::Manifest;
+    let Ok(m) = Manifest::decode(1, data) else {
+        return;
+    };
+    assert_eq!(Manifest::decode(1, &m.encode()).unwrap(), m);
+    let codec = m.codec.parse::<Codec>().ok();
+    for r in &m.inline {
+        let bytes = r.bytes().expect("a checked inline entry is base64");
+        assert_eq!(bytes.len() as u64, r.len());
+        assert_eq!(runlog::remote::frame_digest(&bytes), r.digest);
+        if let Some(codec) = codec {
+            let _ = runlog::remote::check_frames("m", &bytes, 0, codec, r.first, r.last, "inline");
+        }
+    }
+}

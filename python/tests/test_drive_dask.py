@@ -1,4 +1,4 @@
-"""runlog.drive through a real Dask LocalCluster (2 worker processes, its
+"""runlog.drive through a real Dask LocalCluster (4 worker processes, its
 executor from `Client.get_executor()`): a run with dependencies and outputs
 completes, and a task that SIGKILLs its own worker process is run again
 (Dask's nanny restarts the worker and the scheduler reschedules the task, or
@@ -21,7 +21,7 @@ import drive_work as work  # noqa: E402
 @pytest.fixture(scope="module")
 def client():
     distributed = work.require_dask()
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+    cluster = distributed.LocalCluster(n_workers=4, threads_per_worker=1, processes=True,
                                        dashboard_address=None)
     c = distributed.Client(cluster)
     yield c
@@ -67,4 +67,4 @@ def test_a_task_that_kills_its_dask_worker_is_run_again(tmp_path, root, client):
     with runlog.Runs(root).open("dw") as run:
         runlog.gc_outputs(run, outputs)
     assert len(runlog.OutputStore(outputs).list("u-dw")) == 16
-    client.wait_for_workers(2, timeout=60)
+    client.wait_for_workers(4, timeout=60)

@@ -116,7 +116,29 @@ pub fn decode_chunk<'a>(
             ),
         ));
     }
-    let mut at = header.len;
+    let starts = check_frames(name, bytes, header.len, codec, first, last, "chunk")?;
+    Ok(ChunkView {
+        header,
+        frames: &bytes[header.len..],
+        starts,
+    })
+}
+
+/// Checks that `bytes[from..]` are exactly the frames of records
+/// `first..=last` in `codec`: every frame and checksum, contiguous seqs,
+/// nothing after the last. Returns each record's offset relative to `from`.
+/// Errors are `Corrupt` naming `name` and the offset in `bytes`; `what` says
+/// what holds the frames (a chunk, a manifest's inline entry).
+pub fn check_frames(
+    name: &str,
+    bytes: &[u8],
+    from: usize,
+    codec: Codec,
+    first: u64,
+    last: u64,
+    what: &str,
+) -> Result<Vec<usize>> {
+    let mut at = from;
     let mut expect = first;
     let mut starts = Vec::new();
     loop {
@@ -126,28 +148,31 @@ pub fn decode_chunk<'a>(
                     return Err(RemoteError::corrupt(
                         name,
                         at as u64,
-                        format!("record seq {seq}, expected {expect} (chunk {first}..={last})"),
+                        format!("record seq {seq}, expected {expect} ({what} {first}..={last})"),
                     ));
                 }
-                starts.push(at - header.len);
+                starts.push(at - from);
                 expect += 1;
                 at = next;
             }
-            Frame::End if expect == last + 1 => {
-                return Ok(ChunkView {
-                    header,
-                    frames: &bytes[header.len..],
-                    starts,
-                });
-            }
+            Frame::End if expect > last && !starts.is_empty() => return Ok(starts),
             Frame::End => {
                 return Err(RemoteError::corrupt(
                     name,
                     at as u64,
-                    format!("ends after seq {}, the manifest says {last}", expect - 1),
+                    format!(
+                        "{what} ends after seq {}, the manifest says {last}",
+                        expect.saturating_sub(1)
+                    ),
                 ));
             }
-            Frame::Bad(p) => return Err(RemoteError::corrupt(name, at as u64, p.to_string())),
+            Frame::Bad(p) => {
+                return Err(RemoteError::corrupt(
+                    name,
+                    at as u64,
+                    format!("{what} {first}..={last}: {p}"),
+                ));
+            }
         }
     }
 }

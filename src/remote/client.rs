@@ -6,6 +6,7 @@
 //! `object_store` reads them) and `file:///path`.
 
 use super::error::{RemoteError, Result};
+use super::layout::{INLINE_MAX_BYTES, INLINE_ROUND_MAX, MAX_INLINE_LEN};
 type Bytes = Vec<u8>;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjPath;
@@ -53,6 +54,9 @@ pub struct Remote {
     /// An S3 remote opened with no credentials in the environment: what a
     /// credentials failure adds to its message.
     credentials_hint: Option<&'static str>,
+    /// What a ship round may carry inline in its manifest: (new bytes of one
+    /// round, bytes held by one manifest); see [`Remote::with_inline_limits`].
+    inline_limits: (u64, u64),
 }
 
 /// What an S3 remote's credentials failure says when the environment holds
@@ -185,6 +189,7 @@ impl Remote {
             url: url.to_string(),
             deadline: None,
             credentials_hint: None,
+            inline_limits: (INLINE_ROUND_MAX, INLINE_MAX_BYTES),
         })
     }
 
@@ -195,6 +200,22 @@ impl Remote {
     pub fn with_deadline(mut self, within: Duration) -> Remote {
         self.deadline = Some((Instant::now() + within, within));
         self
+    }
+
+    /// This remote with other limits for records carried inline in a
+    /// manifest (FORMAT.md §13.4 step 2): a round whose new frames are at
+    /// most `round` bytes, with the manifest then holding at most `total`,
+    /// writes one object; else it uploads a chunk first. `total` is capped at
+    /// [`MAX_INLINE_LEN`] (what a reader accepts); 0 turns inlining off.
+    /// Defaults: [`INLINE_ROUND_MAX`], [`INLINE_MAX_BYTES`].
+    pub fn with_inline_limits(mut self, round: u64, total: u64) -> Remote {
+        self.inline_limits = (round, total.min(MAX_INLINE_LEN));
+        self
+    }
+
+    /// `(round, total)`: see [`Remote::with_inline_limits`].
+    pub fn inline_limits(&self) -> (u64, u64) {
+        self.inline_limits
     }
 
     /// Runs `f` on the remote runtime, cut short at the deadline, if any.

@@ -4,8 +4,20 @@
 use super::error::{RemoteError, Result};
 use serde::{Deserialize, Serialize};
 
-/// The manifest format version.
-pub const MANIFEST_VERSION: u16 = 1;
+/// The manifest format version written: 2 carries records inline (FORMAT.md §13.2).
+pub const MANIFEST_VERSION: u16 = 2;
+/// The oldest manifest version still read: 1, without `inline`.
+pub const MANIFEST_VERSION_V1: u16 = 1;
+/// A round whose new records' frames are at most this many bytes carries them
+/// inline in its manifest (one PUT) instead of uploading a chunk first.
+pub const INLINE_ROUND_MAX: u64 = 32 << 10;
+/// A writer's manifest carries at most this many bytes of inline frames
+/// (decoded); the round that would pass it ships them, with its new
+/// records, as a chunk. Every round re-sends what the manifest carries, so
+/// this trades the bytes of each PUT against how often a round is two PUTs.
+pub const INLINE_MAX_BYTES: u64 = 64 << 10;
+/// A manifest carrying more than this many bytes of inline frames is refused.
+pub const MAX_INLINE_LEN: u64 = 1 << 20;
 /// A manifest larger than this is refused before it is parsed.
 pub const MAX_MANIFEST_LEN: u64 = 16 << 20;
 /// A manifest listing more live chunks than this is refused.
@@ -100,13 +112,115 @@ pub struct ChunkRef {
     pub len: u64,
 }
 
+/// Records a manifest carries itself (version 2): their frames, byte for byte
+/// as in a chunk, without a segment header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InlineRef {
+    /// First seq it holds.
+    pub first: u64,
+    /// Last seq it holds.
+    pub last: u64,
+    /// The frames of records `first..=last`, back to back, in base64 (RFC
+    /// 4648, standard alphabet, padded).
+    pub frames: String,
+    /// Hex BLAKE3 (first 16 bytes) of the frames (the bytes, not the base64).
+    pub digest: String,
+}
+
+impl InlineRef {
+    /// The entry for `frames` (records `first..=last`).
+    pub fn new(first: u64, last: u64, frames: &[u8]) -> InlineRef {
+        InlineRef {
+            first,
+            last,
+            frames: to_base64(frames),
+            digest: super::chunk::frame_digest(frames),
+        }
+    }
+
+    /// The frames' bytes (`None`: not canonical base64). Checked by [`Manifest::decode`].
+    pub fn bytes(&self) -> Option<Vec<u8>> {
+        from_base64(self.frames.as_bytes())
+    }
+
+    /// Its length in bytes (decoded).
+    pub fn len(&self) -> u64 {
+        let t = self.frames.as_bytes();
+        let pad = t.iter().rev().take(2).take_while(|&&c| c == b'=').count();
+        (t.len() / 4 * 3).saturating_sub(pad) as u64
+    }
+
+    /// No frames (never in a checked manifest).
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Base64 (RFC 4648, standard alphabet, `=` padding).
+pub fn to_base64(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let at = |i: usize| c.get(i).copied().unwrap_or(0) as u32;
+        let n = (at(0) << 16) | (at(1) << 8) | at(2);
+        for i in 0..4 {
+            if i <= c.len() {
+                s.push(BASE64[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+/// The bytes of canonical base64 ([`to_base64`]'s output and nothing else:
+/// padding only at the end, the bits it drops zero); `None` otherwise.
+pub fn from_base64(text: &[u8]) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(4) {
+        return None;
+    }
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let groups = text.len() / 4;
+    let mut out = Vec::with_capacity(groups * 3);
+    for (g, q) in text.chunks_exact(4).enumerate() {
+        let pad = if g + 1 == groups {
+            q.iter().rev().take_while(|&&c| c == b'=').count()
+        } else {
+            0
+        };
+        if pad > 2 {
+            return None;
+        }
+        let mut n = 0u32;
+        for (i, &c) in q.iter().enumerate() {
+            let v = if i >= 4 - pad { 0 } else { value(c)? };
+            n = (n << 6) | v as u32;
+        }
+        if (pad == 1 && n & 0xff != 0) || (pad == 2 && n & 0xffff != 0) {
+            return None;
+        }
+        out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8][..3 - pad]);
+    }
+    Some(out)
+}
+
 /// One link of the manifest chain: immutable, written create-only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Manifest {
     /// Always `"manifest"`.
     pub runlog: String,
-    /// [`MANIFEST_VERSION`].
+    /// [`MANIFEST_VERSION`] when written; [`MANIFEST_VERSION_V1`] is read too.
     pub version: u16,
     /// Its number in the chain (equal to the number in its name).
     pub number: u64,
@@ -123,6 +237,10 @@ pub struct Manifest {
     pub snapshot: Option<SnapshotRef>,
     /// The live chunks in seq order: contiguous from the snapshot's seq + 1.
     pub chunks: Vec<ChunkRef>,
+    /// Version 2: records carried in the manifest itself, in seq order after
+    /// the chunks (absent in version 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inline: Vec<InlineRef>,
     /// The highest seq the chain holds.
     pub shipped: u64,
     /// Hex BLAKE3 (first 16 bytes) of the frame of record `shipped`, so a writer
@@ -143,12 +261,18 @@ impl Manifest {
             store_id,
             snapshot: None,
             chunks: vec![],
+            inline: vec![],
             shipped: 0,
             tail: String::new(),
         }
     }
 
-    /// Every object it references.
+    /// Bytes of inline frames it carries (decoded).
+    pub fn inline_bytes(&self) -> u64 {
+        self.inline.iter().map(InlineRef::len).sum()
+    }
+
+    /// Every object it references (inline records reference none).
     pub fn objects(&self) -> impl Iterator<Item = &str> {
         self.snapshot
             .iter()
@@ -175,11 +299,15 @@ impl Manifest {
         }
         let m: Manifest =
             serde_json::from_slice(bytes).map_err(|e| bad(format!("not a manifest: {e}")))?;
-        if m.runlog != "manifest" || m.version != MANIFEST_VERSION {
+        if m.runlog != "manifest" || !(MANIFEST_VERSION_V1..=MANIFEST_VERSION).contains(&m.version)
+        {
             return Err(bad(format!(
-                "kind {:?} version {}, expected \"manifest\" version {MANIFEST_VERSION}",
+                "kind {:?} version {}, expected \"manifest\" version {MANIFEST_VERSION_V1} to {MANIFEST_VERSION}",
                 m.runlog, m.version
             )));
+        }
+        if m.version == MANIFEST_VERSION_V1 && !m.inline.is_empty() {
+            return Err(bad("version 1 carries no inline records".into()));
         }
         if m.number != number {
             return Err(bad(format!(
@@ -222,6 +350,41 @@ impl Manifest {
                 return Err(bad(format!("chunk {} is out of seq order", c.object)));
             }
             prev_last = Some(c.last);
+        }
+        let mut inline_bytes = 0u64;
+        for (i, r) in m.inline.iter().enumerate() {
+            if r.first == 0 || r.first > r.last || r.frames.is_empty() {
+                return Err(bad(format!(
+                    "inline entry {i} covers {}..={} in {} base64 digits",
+                    r.first,
+                    r.last,
+                    r.frames.len()
+                )));
+            }
+            if prev_last.is_some_and(|p: u64| r.first <= p) {
+                return Err(bad(format!(
+                    "inline entry {i} ({}..={}) is out of seq order",
+                    r.first, r.last
+                )));
+            }
+            prev_last = Some(r.last);
+            inline_bytes = inline_bytes.saturating_add(r.len());
+            if inline_bytes > MAX_INLINE_LEN {
+                return Err(bad(format!(
+                    "inline entries hold more than MAX_INLINE_LEN {MAX_INLINE_LEN} bytes"
+                )));
+            }
+            let Some(bytes) = r.bytes() else {
+                return Err(bad(format!(
+                    "inline entry {i}: frames are not canonical base64"
+                )));
+            };
+            if super::chunk::frame_digest(&bytes) != r.digest {
+                return Err(bad(format!(
+                    "inline entry {i} ({}..={}): its frames do not match digest {:?}",
+                    r.first, r.last, r.digest
+                )));
+            }
         }
         let top = prev_last
             .max(m.snapshot.as_ref().map(|s| s.seq))
@@ -285,5 +448,118 @@ mod tests {
         );
         assert!(Manifest::decode(1, b"{").is_err());
         assert!(Manifest::decode(1, &vec![b' '; MAX_MANIFEST_LEN as usize + 1]).is_err());
+    }
+
+    /// A version 2 manifest: chunk 1..=5, then inline records 6..=6 and 7..=8.
+    fn with_inline() -> Manifest {
+        let mut m = Manifest::genesis(1, "h".into(), "binary", String::new());
+        m.chunks.push(ChunkRef {
+            first: 1,
+            last: 5,
+            object: chunk_name(1, 5, 1, 1),
+            len: 10,
+        });
+        m.inline.push(InlineRef::new(6, 6, b"frame six"));
+        m.inline
+            .push(InlineRef::new(7, 8, b"frames seven and eight"));
+        m.shipped = 8;
+        m
+    }
+
+    #[test]
+    fn a_version_2_manifest_checks_its_inline_records() {
+        let m = with_inline();
+        assert_eq!(m.version, 2);
+        assert_eq!(Manifest::decode(1, &m.encode()).unwrap(), m);
+        assert_eq!(m.inline[0].bytes().unwrap(), b"frame six");
+        assert_eq!(m.inline_bytes(), 9 + 22);
+        assert_eq!(m.objects().count(), 1, "inline records reference no object");
+        let refused = |f: &dyn Fn(&mut Manifest), why: &str| {
+            let mut bad = with_inline();
+            f(&mut bad);
+            let e = Manifest::decode(1, &bad.encode()).expect_err(why);
+            assert!(e.to_string().contains("manifest/"), "{why}: {e}");
+        };
+        refused(&|m| m.shipped = 7, "shipped must match the inline top");
+        refused(&|m| m.inline[1].first = 6, "overlapping inline entries");
+        refused(&|m| m.inline[0].first = 5, "inline overlapping the chunks");
+        refused(&|m| m.inline[0].first = 0, "seq 0");
+        refused(&|m| m.inline[1].first = 9, "first after last");
+        refused(
+            &|m| m.inline[0].frames.push('A'),
+            "length not a multiple of 4",
+        );
+        refused(
+            &|m| m.inline[0].frames.replace_range(0..1, "!"),
+            "not base64",
+        );
+        refused(
+            &|m| m.inline[0].frames.replace_range(0..1, "="),
+            "padding first",
+        );
+        refused(
+            &|m| m.inline[0].frames.replace_range(0..2, "00"),
+            "digest mismatch",
+        );
+        refused(&|m| m.inline[0].frames.clear(), "empty entry");
+        refused(&|m| m.version = 1, "version 1 carries no inline records");
+        refused(&|m| m.version = 3, "unknown version");
+        refused(
+            &|m| {
+                m.inline
+                    .push(InlineRef::new(9, 9, &vec![0; MAX_INLINE_LEN as usize]));
+                m.shipped = 9;
+            },
+            "more than MAX_INLINE_LEN inline",
+        );
+        // Unknown fields stay refused, inside an entry too.
+        let text = String::from_utf8(with_inline().encode()).unwrap();
+        let extra = text.replacen("\"digest\"", "\"x\":1,\"digest\"", 1);
+        assert!(Manifest::decode(1, extra.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn base64_round_trips_and_refuses_what_it_does_not_write() {
+        for n in 0..40usize {
+            let b: Vec<u8> = (0..n).map(|i| (i * 37 + n) as u8).collect();
+            let t = to_base64(&b);
+            assert_eq!(from_base64(t.as_bytes()), Some(b.clone()), "{n}");
+            let r = InlineRef::new(1, 1, &b);
+            assert_eq!(r.len(), n as u64);
+        }
+        assert_eq!(to_base64(b"frame six"), "ZnJhbWUgc2l4");
+        assert_eq!(to_base64(b"ab"), "YWI=");
+        assert_eq!(to_base64(b"a"), "YQ==");
+        for bad in [
+            "YWJ=", "YR==", "Y===", "YQ=A", "Y=Q=", "YWI", "YW I", "YQ==YQ==",
+        ] {
+            assert_eq!(from_base64(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_version_1_manifest_still_reads() {
+        let v1 = br#"{"runlog":"manifest","version":1,"number":3,"epoch":2,"writer":"h","codec":"binary","storeId":"","snapshot":null,"chunks":[{"first":1,"last":4,"object":"chunks/00000000000000000001-00000000000000000004-e00000000000000000002-m00000000000000000003.chunk","len":99}],"shipped":4,"tail":"ab"}"#;
+        let m = Manifest::decode(3, v1).unwrap();
+        assert_eq!((m.version, m.shipped, m.inline.len()), (1, 4, 0));
+    }
+
+    #[test]
+    fn no_byte_change_of_a_version_2_manifest_panics_and_every_accepted_one_is_consistent() {
+        let good = with_inline().encode();
+        for i in 0..good.len() {
+            for b in [b'0', b'9', b'a', b'"', b',', b'}', 0xff] {
+                let mut bad = good.clone();
+                bad[i] = b;
+                if let Ok(m) = Manifest::decode(1, &bad) {
+                    for r in &m.inline {
+                        let bytes = r.bytes().expect("accepted inline frames are base64");
+                        assert_eq!(crate::remote::chunk::frame_digest(&bytes), r.digest);
+                    }
+                }
+                let cut = &good[..i];
+                let _ = Manifest::decode(1, cut);
+            }
+        }
     }
 }

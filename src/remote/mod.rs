@@ -37,7 +37,7 @@ mod rootenv;
 mod runhook;
 mod shipper;
 
-pub use chunk::{ChunkView, decode_chunk, frame_digest};
+pub use chunk::{ChunkView, check_frames, decode_chunk, frame_digest};
 pub use client::{Put, REQUEST_RETRIES, REQUEST_TIMEOUT, Remote, deadline_text, is_deadline};
 pub use config::{MAX_REMOTE_FILE_LEN, Policy, REMOTE_FILE, RemoteConfig};
 pub use error::{RemoteError, Result};

@@ -5,7 +5,7 @@
 //! arrives, naming the chunk), fsynced, then renamed into place. A gap in the
 //! chain is an error naming the missing seqs; nothing is skipped.
 
-use super::chunk::{ChunkView, decode_chunk};
+use super::chunk::{ChunkView, check_frames, decode_chunk};
 use super::client::Remote;
 use super::error::{RemoteError, Result};
 use super::layout::{MAX_CHUNK_LEN, Manifest};
@@ -29,6 +29,8 @@ pub struct RestoreReport {
     pub snapshot: Option<u64>,
     /// Chunks read.
     pub chunks: usize,
+    /// Inline entries of the manifest read (version 2).
+    pub inline: usize,
     /// The last seq restored.
     pub last_seq: u64,
     /// Bytes downloaded.
@@ -82,6 +84,7 @@ fn materialize(
         epoch: m.epoch,
         snapshot: None,
         chunks: 0,
+        inline: 0,
         last_seq: 0,
         bytes: 0,
     };
@@ -102,8 +105,6 @@ fn materialize(
         report.snapshot = Some(s.seq);
         expect = s.seq + 1;
     }
-    let mut seg: Vec<u8> = Vec::new();
-    let mut seg_first = 0;
     let mut store_id = if m.store_id.is_empty() {
         None
     } else {
@@ -127,17 +128,24 @@ fn materialize(
         }
         Ok(())
     };
+    let mut out = Out {
+        seg: Vec::new(),
+        seg_first: 0,
+        expect,
+        codec,
+        flush: &flush,
+    };
     for c in &m.chunks {
-        if c.first > expect {
+        if c.first > out.expect {
             return Err(RemoteError::Gap {
-                from: expect,
+                from: out.expect,
                 to: c.first - 1,
             });
         }
         let bytes = remote
             .get("read chunk", &c.object, c.len.min(MAX_CHUNK_LEN))?
             .ok_or(RemoteError::Gap {
-                from: expect.max(c.first),
+                from: out.expect.max(c.first),
                 to: c.last,
             })?;
         if bytes.len() as u64 != c.len {
@@ -154,23 +162,38 @@ fn materialize(
             check_chunk_tags(key, store_id.as_ref(), &c.object, &bytes, &view)?;
         }
         store_id = view.header.store_id;
-        for (i, &start) in view.starts.iter().enumerate() {
-            let seq = c.first + i as u64;
-            if seq < expect {
-                continue;
-            }
-            let end = view.starts.get(i + 1).copied().unwrap_or(view.frames.len());
-            if seg.len() >= RESTORED_SEGMENT_BYTES {
-                flush(&mut seg, seg_first)?;
-            }
-            if seg.is_empty() {
-                seg_first = seq;
-                seg = encode_segment_header_keyed(codec, seq, store_id.as_ref());
-            }
-            seg.extend_from_slice(&view.frames[start..end]);
-            expect = seq + 1;
-        }
+        out.append(c.first, view.frames, &view.starts, store_id.as_ref())?;
     }
+    // Version 2: the records the manifest carries itself, checked exactly as
+    // a chunk's (frames, checksums, contiguous seqs, keyed tags), an error
+    // naming the manifest and the offset in the entry's frames.
+    let manifest_object = super::layout::manifest_name(m.number);
+    for (i, r) in m.inline.iter().enumerate() {
+        if r.first > out.expect {
+            return Err(RemoteError::Gap {
+                from: out.expect,
+                to: r.first - 1,
+            });
+        }
+        let what = format!("inline entry {i}");
+        let bytes = r.bytes().ok_or_else(|| {
+            RemoteError::corrupt(
+                &manifest_object,
+                0,
+                format!("{what}: frames are not base64"),
+            )
+        })?;
+        let starts = check_frames(&manifest_object, &bytes, 0, codec, r.first, r.last, &what)?;
+        if let Some(key) = key
+            && let Some(id) = store_id.as_ref()
+        {
+            check_tags(key, id, &manifest_object, &bytes, 0, codec, &starts, &what)?;
+        }
+        report.inline += 1;
+        out.append(r.first, &bytes, &starts, store_id.as_ref())?;
+    }
+    let expect = out.expect;
+    let (mut seg, mut seg_first) = (out.seg, out.seg_first);
     if expect - 1 != m.shipped {
         return Err(RemoteError::Gap {
             from: expect,
@@ -187,6 +210,47 @@ fn materialize(
         .map_err(|e| io("fsync restore directory", dir, e))?;
     report.last_seq = m.shipped;
     Ok(report)
+}
+
+/// The restored segments being written: records are appended in seq order,
+/// those at or below the snapshot skipped, a segment cut past
+/// `RESTORED_SEGMENT_BYTES`.
+struct Out<'f> {
+    seg: Vec<u8>,
+    seg_first: u64,
+    /// The next seq needed.
+    expect: u64,
+    codec: Codec,
+    flush: &'f dyn Fn(&mut Vec<u8>, u64) -> Result<()>,
+}
+
+impl Out<'_> {
+    /// Appends the records of `frames` (checked; record `first + i` at `starts[i]`).
+    fn append(
+        &mut self,
+        first: u64,
+        frames: &[u8],
+        starts: &[usize],
+        store_id: Option<&crate::engine::wire::StoreId>,
+    ) -> Result<()> {
+        for (i, &start) in starts.iter().enumerate() {
+            let seq = first + i as u64;
+            if seq < self.expect {
+                continue;
+            }
+            let end = starts.get(i + 1).copied().unwrap_or(frames.len());
+            if self.seg.len() >= RESTORED_SEGMENT_BYTES {
+                (self.flush)(&mut self.seg, self.seg_first)?;
+            }
+            if self.seg.is_empty() {
+                self.seg_first = seq;
+                self.seg = encode_segment_header_keyed(self.codec, seq, store_id);
+            }
+            self.seg.extend_from_slice(&frames[start..end]);
+            self.expect = seq + 1;
+        }
+        Ok(())
+    }
 }
 
 /// Checks the keyed tag of every record of chunk `object` (already decoded as
@@ -217,9 +281,34 @@ fn check_chunk_tags(
             crate::engine::wire::id_mismatch("the chunk", found, chain_id),
         ));
     }
-    let codec = view.header.codec;
-    for &start in &view.starts {
-        let at = view.header.len + start;
+    check_tags(
+        key,
+        id,
+        object,
+        bytes,
+        view.header.len,
+        view.header.codec,
+        &view.starts,
+        "the chunk",
+    )
+}
+
+/// Checks the keyed tag of each record of `bytes` at `from + starts[i]`
+/// against store `id` and `key`; a mismatch is `Corrupt` naming `object`,
+/// the offset in `bytes` and `what` holds the record.
+#[allow(clippy::too_many_arguments)]
+fn check_tags(
+    key: &Key,
+    id: &crate::engine::wire::StoreId,
+    object: &str,
+    bytes: &[u8],
+    from: usize,
+    codec: Codec,
+    starts: &[usize],
+    what: &str,
+) -> Result<()> {
+    for &start in starts {
+        let at = from + start;
         if let Frame::Record { seq, payload, .. } = decode_record(codec, bytes, at) {
             crate::engine::wire::open_record(key, id, codec, bytes, at as u64, seq, payload)
                 .map_err(|why| {
@@ -227,7 +316,7 @@ fn check_chunk_tags(
                         object,
                         at as u64,
                         format!(
-                            "record seq {seq}: {why}: the chunk was changed after it was shipped, or the key is not the run's"
+                            "record seq {seq}: {why}: {what} was changed after it was shipped, or the key is not the run's"
                         ),
                     )
                 })?;

@@ -33,8 +33,10 @@ pub struct ShipState {
     pub shipped: u64,
     /// Rounds that landed a manifest.
     pub rounds: u64,
-    /// Bytes of chunks and snapshots uploaded.
+    /// Bytes of chunks, snapshots and inline records uploaded.
     pub bytes: u64,
+    /// Rounds whose new records rode inline in the manifest (one PUT).
+    pub inline_rounds: u64,
     /// Set once fenced: the newer epoch.
     pub fenced_by: Option<u64>,
 }
@@ -188,6 +190,7 @@ impl Shipper {
                         Err(e) => return Err(e),
                     }
                     let mut m = h.clone();
+                    m.version = MANIFEST_VERSION;
                     m.number += 1;
                     m.epoch += 1;
                     m.writer = writer.clone();
@@ -355,6 +358,12 @@ impl Shipper {
                 }
             }
         }
+        if m.inline
+            .last()
+            .is_some_and(|r| r.last == m.shipped && r.first > self.head.shipped)
+        {
+            self.state.inline_rounds += 1;
+        }
         self.state.manifest = m.number;
         self.state.shipped = m.shipped;
         self.state.rounds += 1;
@@ -368,6 +377,7 @@ impl Shipper {
         let number = self.head.number + 1;
         let epoch = self.state.epoch;
         let mut next = self.head.clone();
+        next.version = MANIFEST_VERSION;
         next.number = number;
         next.writer = self.writer.clone();
 
@@ -400,6 +410,7 @@ impl Shipper {
                         len,
                     });
                     next.chunks.retain(|c| c.last > k);
+                    next.inline.retain(|r| r.last > k);
                     if next.shipped < k {
                         next.shipped = k;
                         next.tail = self.digest_of(&local, k).unwrap_or_default();
@@ -450,6 +461,50 @@ impl Shipper {
                 ),
             });
         }
+        // The common case: few new bytes, and the manifest still has room.
+        // They ride in manifest n+1 itself: the round is one PUT.
+        let (round_max, total_max) = self.remote.inline_limits();
+        let new_bytes = frames.len() as u64;
+        if !merge && new_bytes <= round_max && next.inline_bytes() + new_bytes <= total_max {
+            next.inline.push(InlineRef::new(first, last, &frames));
+            next.shipped = last;
+            next.tail = last_digest;
+            self.state.bytes += new_bytes;
+            return Ok(next);
+        }
+        // Else a chunk first. Not a merge (which re-read them from the local
+        // log): the records the manifest carried inline lead the chunk, byte
+        // for byte as shipped, and leave the manifest with it.
+        let (first, frames) = if merge || next.inline.is_empty() {
+            (first, frames)
+        } else {
+            let mut all = Vec::with_capacity(next.inline_bytes() as usize + frames.len());
+            let mut expect = next.inline[0].first;
+            for r in &next.inline {
+                let bytes = r.bytes().filter(|_| r.first == expect);
+                let Some(bytes) = bytes else {
+                    return Err(RemoteError::Diverged {
+                        reason: format!(
+                            "manifest {} carries inline records {}..={} where seq {expect} was due",
+                            self.head.number, r.first, r.last
+                        ),
+                    });
+                };
+                all.extend_from_slice(&bytes);
+                expect = r.last + 1;
+            }
+            if expect != first {
+                return Err(RemoteError::Diverged {
+                    reason: format!(
+                        "manifest {}'s inline records end before seq {}, the next to ship is {first}",
+                        self.head.number, expect
+                    ),
+                });
+            }
+            all.extend_from_slice(&frames);
+            (next.inline[0].first, all)
+        };
+        next.inline.clear();
         let object = chunk_name(first, last, epoch, number);
         let chunk = encode_chunk(&header, first, &frames);
         let len = chunk.len() as u64;

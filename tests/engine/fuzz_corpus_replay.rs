@@ -60,6 +60,11 @@ fn recovery_corpus() {
     replay("recovery", checks::recovery);
 }
 
+#[test]
+fn manifest_decode_corpus() {
+    replay("manifest_decode", checks::manifest_decode);
+}
+
 fn segment(codec: Codec, first: u64, n: u64) -> Vec<u8> {
     let mut b = encode_segment_header(codec, first);
     let mut p = Vec::new();
@@ -92,11 +97,12 @@ fn generated_seeds_replay() {
     let t = tempfile::tempdir().unwrap();
     generate_seed_corpus(t.path());
     type Check = fn(&[u8]);
-    let targets: [(&str, Check); 4] = [
+    let targets: [(&str, Check); 5] = [
         ("record_decode", checks::record_decode),
         ("snapshot_decode", checks::snapshot_decode),
         ("recovery", checks::recovery),
         ("table_decode", checks::table_decode),
+        ("manifest_decode", checks::manifest_decode),
     ];
     for (target, f) in targets {
         replay_dir(&t.path().join(target), target, f);
@@ -256,6 +262,69 @@ fn generate_seed_corpus(out: &Path) {
     write(out, "record_decode", "engine_written_segment", &seg);
     table_seeds(out);
     keyed_recovery_seeds(out);
+    manifest_seeds(out);
+}
+
+/// Remote manifests (FORMAT.md §13.2), each named number 1: version 1 with a
+/// chunk; version 2 carrying real records inline (binary and JSONL frames),
+/// after a chunk; one whose inline frames are damaged under a matching digest;
+/// and a truncated one.
+fn manifest_seeds(out: &Path) {
+    use runlog::remote::layout::{ChunkRef, InlineRef, Manifest, chunk_name};
+    let mut v1 = Manifest::genesis(1, "fuzz".into(), "binary", String::new());
+    v1.version = 1;
+    v1.chunks.push(ChunkRef {
+        first: 1,
+        last: 4,
+        object: chunk_name(1, 4, 1, 1),
+        len: 120,
+    });
+    v1.shipped = 4;
+    assert_eq!(Manifest::decode(1, &v1.encode()).unwrap(), v1);
+    write(out, "manifest_decode", "v1_chunk", &v1.encode());
+    for codec in [Codec::Binary, Codec::Jsonl] {
+        let c = codec.name();
+        let hl = encode_segment_header(codec, 5).len();
+        let frames = segment(codec, 5, 3)[hl..].to_vec();
+        let mut v2 = Manifest::genesis(1, "fuzz".into(), c, String::new());
+        v2.chunks = v1.chunks.clone();
+        v2.inline.push(InlineRef::new(5, 7, &frames));
+        v2.shipped = 7;
+        let m = Manifest::decode(1, &v2.encode()).unwrap();
+        let check = |m: &Manifest| {
+            let r = &m.inline[0];
+            runlog::remote::check_frames("m", &r.bytes().unwrap(), 0, codec, 5, 7, "inline")
+        };
+        assert_eq!(check(&m).unwrap().len(), 3, "{c}: the seed's frames check");
+        write(
+            out,
+            "manifest_decode",
+            &format!("v2_{c}_inline"),
+            &v2.encode(),
+        );
+        let mut bad = frames.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 0x10;
+        v2.inline[0] = InlineRef::new(5, 7, &bad);
+        let m = Manifest::decode(1, &v2.encode()).unwrap();
+        assert!(
+            check(&m).is_err(),
+            "{c}: the damaged seed decodes, its frames do not"
+        );
+        write(
+            out,
+            "manifest_decode",
+            &format!("v2_{c}_damaged_frames"),
+            &v2.encode(),
+        );
+    }
+    let whole = v1.encode();
+    write(
+        out,
+        "manifest_decode",
+        "v1_truncated",
+        &whole[..whole.len() / 2],
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod remote_ceph_kill;
 mod remote_ceph_outage;
 mod remote_cli;
 mod remote_faults;
+mod remote_inline;
 mod remote_lag;
 mod remote_local_backends;
 mod remote_run_fenced;

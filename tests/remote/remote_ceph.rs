@@ -90,7 +90,14 @@ fn ceph_every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
     let Some((bucket, _gateway)) = gateway("ceph_faults") else {
         return;
     };
-    let run = |at: u64, fault: Fault, tag: &str| {
+    // Records inline in the manifest (the default), inline until 100 bytes
+    // then a chunk of them (both kinds of round), and chunks only.
+    let limits = [
+        ("inline", None),
+        ("mixed", Some((64 << 10, 100))),
+        ("chunks", Some((0, 0))),
+    ];
+    let run = |at: u64, fault: Fault, tag: &str, limits: Option<(u64, u64)>| {
         let url = s3_url(&bucket, tag);
         let prefix = url
             .trim_start_matches(&format!("s3://{bucket}/"))
@@ -99,7 +106,10 @@ fn ceph_every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
         let faulty = Arc::new(Faulty::new(inner.clone(), at, fault));
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("a");
-        let remote = Remote::with_store(faulty.clone(), &prefix, &url).unwrap();
+        let mut remote = Remote::with_store(faulty.clone(), &prefix, &url).unwrap();
+        if let Some((round, total)) = limits {
+            remote = remote.with_inline_limits(round, total);
+        }
         let mut rep = None;
         for _ in 0..3 {
             if let Ok(r) = Replicated::new(open(&dir), remote.clone(), &config(&url, Policy::Sync))
@@ -126,15 +136,27 @@ fn ceph_every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
         }
         (faulty.calls.load(Ordering::SeqCst), acked.len())
     };
-    let (calls, acked) = run(u64::MAX, Fault::Fail, "faults-clean");
-    assert_eq!((calls, acked), (2 + 2 * 6, 6));
-    for fault in [Fault::Fail, Fault::DropResponse] {
-        for at in 1..=calls {
-            let (_, acked) = run(at, fault, &format!("faults-{fault:?}-{at}"));
-            assert!(
-                acked >= 5,
-                "{fault:?} at {at}: one fault costs at most one ack"
-            );
+    for (name, limits) in limits {
+        let (calls, acked) = run(
+            u64::MAX,
+            Fault::Fail,
+            &format!("faults-{name}-clean"),
+            limits,
+        );
+        assert_eq!(acked, 6, "{name}");
+        match name {
+            "inline" => assert_eq!(calls, 2 + 6, "{name}: one PUT a round"),
+            "chunks" => assert_eq!(calls, 2 + 2 * 6, "{name}: two PUTs a round"),
+            _ => assert!(calls > 2 + 6 && calls < 2 + 2 * 6, "{name}: {calls} calls"),
+        }
+        for fault in [Fault::Fail, Fault::DropResponse] {
+            for at in 1..=calls {
+                let (_, acked) = run(at, fault, &format!("faults-{name}-{fault:?}-{at}"), limits);
+                assert!(
+                    acked >= 5,
+                    "{name}: {fault:?} at {at}: one fault costs at most one ack"
+                );
+            }
         }
     }
 }

@@ -2,6 +2,9 @@
 //! every position N of a small sync workload (claim, appends, a compaction's
 //! snapshot, close) never loses an acknowledged record: the chain restores,
 //! verifies, holds every acknowledged value, and is a prefix of the local log.
+//! The sweep runs three ways: records inline in the manifest (the default: one
+//! PUT a round), inline until a small cap then a chunk carrying them (both
+//! kinds of round), and chunks only (two PUTs a round).
 #![cfg(feature = "remote")]
 
 use crate::remote_support;
@@ -22,9 +25,30 @@ fn config() -> RemoteConfig {
     }
 }
 
+/// How the rounds ship their records: `(round, total)` inline limits.
+#[derive(Debug, Clone, Copy)]
+enum Mode {
+    /// The defaults: every round of this workload rides in its manifest.
+    Inline,
+    /// Inline until the manifest holds 100 bytes of frames (about 3 records),
+    /// then a chunk of them and the new ones.
+    Mixed,
+    /// Every round uploads a chunk, then its manifest.
+    ChunksOnly,
+}
+
+fn remote_for(store: Arc<dyn ObjectStore>, mode: Mode) -> Remote {
+    let r = Remote::with_store(store, "run", "test://faulty").unwrap();
+    match mode {
+        Mode::Inline => r,
+        Mode::Mixed => r.with_inline_limits(64 << 10, 100),
+        Mode::ChunksOnly => r.with_inline_limits(0, 0),
+    }
+}
+
 /// Runs the workload against `store`; returns the values acknowledged.
-fn workload(store: Arc<dyn ObjectStore>, dir: &std::path::Path) -> Vec<u64> {
-    let remote = Remote::with_store(store, "run", "test://faulty").unwrap();
+fn workload(store: Arc<dyn ObjectStore>, dir: &std::path::Path, mode: Mode) -> Vec<u64> {
+    let remote = remote_for(store, mode);
     let mut rep = None;
     for _ in 0..3 {
         if let Ok(r) = Replicated::new(open(dir), remote.clone(), &config()) {
@@ -67,16 +91,30 @@ fn check(inner: Arc<dyn ObjectStore>, dir: &std::path::Path, acked: &[u64], what
 
 #[test]
 fn every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
+    for mode in [Mode::Inline, Mode::Mixed, Mode::ChunksOnly] {
+        sweep(mode);
+    }
+}
+
+fn sweep(mode: Mode) {
     // Count the calls of a clean run.
     let tmp = tempfile::tempdir().unwrap();
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let counter = Arc::new(Faulty::new(inner.clone(), u64::MAX, Fault::Fail));
-    let acked = workload(counter.clone(), &tmp.path().join("a"));
+    let acked = workload(counter.clone(), &tmp.path().join("a"), mode);
     assert_eq!(acked, (1..=8).collect::<Vec<_>>());
     check(inner, &tmp.path().join("a"), &acked, "clean");
     let calls = counter.calls.load(Ordering::SeqCst);
-    // A listing and the claim, a chunk and a manifest per append, one snapshot.
-    assert_eq!(calls, 2 + 2 * 8 + 1, "the workload makes {calls} calls");
+    // A listing and the claim, then per append a manifest (and a chunk unless
+    // inline), and one snapshot.
+    match mode {
+        Mode::Inline => assert_eq!(calls, 2 + 8 + 1, "{mode:?}: {calls} calls"),
+        Mode::Mixed => assert!(
+            calls > 2 + 8 + 1 && calls < 2 + 2 * 8 + 1,
+            "{mode:?}: some rounds inline, some with a chunk: {calls} calls"
+        ),
+        Mode::ChunksOnly => assert_eq!(calls, 2 + 2 * 8 + 1, "{mode:?}: {calls} calls"),
+    }
 
     let mut runs = 0;
     for fault in [Fault::Fail, Fault::DropResponse] {
@@ -85,8 +123,8 @@ fn every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
             let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
             let faulty = Arc::new(Faulty::new(inner.clone(), at, fault));
             let dir = tmp.path().join("a");
-            let acked = workload(faulty, &dir);
-            let what = format!("{fault:?} at call {at} of {calls}");
+            let acked = workload(faulty, &dir, mode);
+            let what = format!("{mode:?}: {fault:?} at call {at} of {calls}");
             assert!(
                 acked.len() >= 7,
                 "{what}: one fault costs at most one ack: {acked:?}"

@@ -44,9 +44,20 @@ fn remote(store: &Arc<dyn ObjectStore>) -> Remote {
     Remote::with_store(store.clone(), "runs/r1", "test://remote").unwrap()
 }
 
+/// The run's remote with records never carried inline: every round uploads
+/// a chunk, for the tests of chunks themselves (gaps, merging, tampering).
+fn chunks_only(store: &Arc<dyn ObjectStore>) -> Remote {
+    remote(store).with_inline_limits(0, 0)
+}
+
 /// A `sync` writer on a new store at `dir`, claiming the run in `store`.
 fn sync_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> Replicated<Log> {
     Replicated::new(open(dir), remote(store), &config(Policy::Sync)).unwrap()
+}
+
+/// As [`sync_writer`], shipping every round as a chunk.
+fn chunk_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> Replicated<Log> {
+    Replicated::new(open(dir), chunks_only(store), &config(Policy::Sync)).unwrap()
 }
 
 #[test]
@@ -136,6 +147,13 @@ fn a_takeover_fences_the_old_writer_which_then_acknowledges_nothing() {
     assert_eq!(new.remote_stats().epoch, 2);
     new.append(&6).unwrap();
 
+    // The rounds rode inline in the manifests (the default): the zombie's
+    // next round would too, in a manifest that cannot land.
+    let head = latest_manifest(&remote(&store)).unwrap().unwrap();
+    assert!(
+        head.chunks.is_empty() && !head.inline.is_empty(),
+        "{head:?}"
+    );
     let e = old.append(&100).unwrap_err();
     assert!(e.is_fenced(), "{e}");
     assert!(
@@ -177,7 +195,7 @@ fn of_two_concurrent_claimers_exactly_one_wins() {
 fn a_missing_chunk_is_a_gap_and_a_flipped_byte_is_corruption() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = sync_writer(&store, &tmp.path().join("a"));
+    let r = chunk_writer(&store, &tmp.path().join("a"));
     for v in 1..=6u64 {
         r.append(&v).unwrap();
     }
@@ -361,7 +379,7 @@ fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
 fn many_small_rounds_are_merged_and_the_live_set_stays_small() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = sync_writer(&store, &tmp.path().join("a"));
+    let r = chunk_writer(&store, &tmp.path().join("a"));
     let mut most = 0;
     for v in 1..=300u64 {
         r.append(&v).unwrap();
@@ -401,7 +419,7 @@ fn a_tampered_chunk_of_a_keyed_run_is_named_as_it_is_downloaded() {
         },
     )
     .unwrap();
-    let r = Replicated::new(s, remote(&store), &config(Policy::Sync)).unwrap();
+    let r = Replicated::new(s, chunks_only(&store), &config(Policy::Sync)).unwrap();
     for v in 1..=6u64 {
         r.append(&v).unwrap();
     }

@@ -128,11 +128,12 @@ pub enum Fault {
 }
 
 /// Wraps a store; the call numbered `at` (1-based, every kind of call counted)
-/// suffers `fault`.
+/// suffers `fault`. `calls` counts every call, `puts` the PUTs among them.
 #[derive(Debug)]
 pub struct Faulty {
     pub inner: Arc<dyn ObjectStore>,
     pub calls: AtomicU64,
+    pub puts: AtomicU64,
     pub at: u64,
     pub fault: Fault,
 }
@@ -155,6 +156,7 @@ impl Faulty {
         Faulty {
             inner,
             calls: AtomicU64::new(0),
+            puts: AtomicU64::new(0),
             at,
             fault,
         }
@@ -175,6 +177,7 @@ impl ObjectStore for Faulty {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        self.puts.fetch_add(1, Ordering::SeqCst);
         match self.tick() {
             Some(Fault::Fail) => Err(injected()),
             Some(Fault::DropResponse) => {
