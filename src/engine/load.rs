@@ -415,12 +415,8 @@ fn find(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<Found> {
 /// [`BaseTry::snapshot`] for each until one is chosen): what the chosen one
 /// holds, and what stopped the others.
 struct BaseTry<'a, S> {
-    vfs: &'a dyn Vfs,
-    dir: &'a Path,
-    listing: &'a Listing,
-    key: Option<&'a Key>,
-    codec: Codec,
-    store_id: Option<&'a StoreId>,
+    /// The store the snapshots must agree with, and where its files are.
+    store: ChainCheck<'a>,
     /// The chosen snapshot's state, its chain and its size.
     state: Option<S>,
     chain: Vec<Link>,
@@ -444,11 +440,11 @@ impl<S> BaseTry<'_, S> {
         if self.tampered.is_some() {
             return Err("not checked: a newer snapshot was tampered with".into());
         }
-        let (seq, name) = &self.listing.snapshots[i];
-        let path = self.dir.join(name);
+        let (seq, name) = &self.store.listing.snapshots[i];
+        let path = self.store.dir.join(name);
         // Snapshots are immutable once renamed into place (never truncated, only
         // unlinked), so even a lock-free reader may map them.
-        let bytes = match read(self.vfs, &path, true, "read snapshot") {
+        let bytes = match read(self.store.vfs, &path, true, "read snapshot") {
             Ok(b) => b,
             Err(e) => {
                 let why = super::ErrorChain(&e).to_string();
@@ -462,7 +458,7 @@ impl<S> BaseTry<'_, S> {
         // whole snapshot's tag matches (a table checked its own tags on open).
         let mut links = Vec::new();
         let (found_seq, found_codec, found_id, tag_ok, data) = if table_file {
-            let t = match Table::from_bytes(path.clone(), bytes, self.key) {
+            let t = match Table::from_bytes(path.clone(), bytes, self.store.key) {
                 Ok(t) => Arc::new(t),
                 Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
                     let why = super::ErrorChain(&e).to_string();
@@ -477,38 +473,28 @@ impl<S> BaseTry<'_, S> {
                     links.push(link_of(&t));
                     SnapshotData::Table(t)
                 }
-                Some(_) => {
-                    let under = ChainCheck {
-                        vfs: self.vfs,
-                        dir: self.dir,
-                        listing: self.listing,
-                        key: self.key,
-                        codec: self.codec,
-                        store_id: self.store_id,
-                    };
-                    match under.tables(t.clone()) {
-                        Ok(tables) => {
-                            links = tables.iter().map(|t| link_of(t)).collect();
-                            SnapshotData::Tables(tables)
-                        }
-                        Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
-                            let why = super::ErrorChain(&e).to_string();
-                            self.tampered = Some(e);
-                            return Err(why);
-                        }
-                        Err(e) if is_vanished(&e) => {
-                            let why = super::ErrorChain(&e).to_string();
-                            self.io_error.get_or_insert(e);
-                            return Err(why);
-                        }
-                        Err(e) => return Err(super::ErrorChain(&e).to_string()),
+                Some(_) => match self.store.tables(t.clone()) {
+                    Ok(tables) => {
+                        links = tables.iter().map(|t| link_of(t)).collect();
+                        SnapshotData::Tables(tables)
                     }
-                }
+                    Err(e @ (Error::Tampered { .. } | Error::Key { .. })) => {
+                        let why = super::ErrorChain(&e).to_string();
+                        self.tampered = Some(e);
+                        return Err(why);
+                    }
+                    Err(e) if is_vanished(&e) => {
+                        let why = super::ErrorChain(&e).to_string();
+                        self.io_error.get_or_insert(e);
+                        return Err(why);
+                    }
+                    Err(e) => return Err(super::ErrorChain(&e).to_string()),
+                },
             };
             (found.0, found.1, found.2, true, data)
         } else {
             let view = decode_snapshot((*bytes).as_ref())?;
-            let tag_ok = match (self.key.zip(self.store_id), view.keying) {
+            let tag_ok = match (self.store.key.zip(self.store.store_id), view.keying) {
                 (Some((key, id)), Some((_, tag))) => {
                     tags_equal(&snapshot_tag(key, id, view.seq, view.payload), &tag)
                 }
@@ -537,7 +523,12 @@ impl<S> BaseTry<'_, S> {
         // Checksums passed: a wrong store id or tag is not damage but tampering,
         // never a reason to fall back quietly to an older snapshot.
         let found = (found_seq, found_codec, found_id.as_ref());
-        let what = match misfit(kind, header, found, (*seq, self.codec, self.store_id)) {
+        let what = match misfit(
+            kind,
+            header,
+            found,
+            (*seq, self.store.codec, self.store.store_id),
+        ) {
             Some(Misfit::Damaged(why)) => return Err(why),
             Some(Misfit::Tampered(what)) => Some(what),
             None if !tag_ok => Some("snapshot tag mismatch".to_string()),
@@ -555,7 +546,7 @@ impl<S> BaseTry<'_, S> {
         self.bytes = bytes_len;
         let what = if table_file { "table" } else { "payload" };
         self.state = Some(
-            decode_state(self.codec, *seq, data)
+            decode_state(self.store.codec, *seq, data)
                 .map_err(|e| format!("{what} does not decode: {e}"))?,
         );
         self.chain = links;
@@ -717,12 +708,14 @@ fn load_scoped<S: Default>(
     let snap_seqs: Vec<u64> = listing.snapshots.iter().map(|s| s.0).collect();
     let log_first = listing.segments.first().map(|s| s.0);
     let mut tried = BaseTry {
-        vfs,
-        dir,
-        listing: &listing,
-        key: spec.key,
-        codec,
-        store_id: store_id.as_ref(),
+        store: ChainCheck {
+            vfs,
+            dir,
+            listing: &listing,
+            key: spec.key,
+            codec,
+            store_id: store_id.as_ref(),
+        },
         state: None,
         chain: Vec::new(),
         bytes: 0,
