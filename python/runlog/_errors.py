@@ -22,14 +22,15 @@ class NotFound(Refused):
 class Corrupt(Error):
     """Bytes on disk are damaged (not a torn tail). Nothing was modified.
 
-    Attributes: ``file`` (the damaged file's path), ``offset`` (byte offset in it),
-    ``seq`` (the record's seq, or None when unknown)."""
+    Attributes: ``file`` (the damaged file's path), ``offset`` (byte offset in it,
+    or None when the damage is the file's as a whole), ``seq`` (the record's seq,
+    or None when unknown)."""
 
     file: str
-    offset: int
+    offset: Optional[int]
     seq: Optional[int]
 
-    def __init__(self, message: str, file: str = "", offset: int = 0,
+    def __init__(self, message: str, file: str = "", offset: Optional[int] = None,
                  seq: Optional[int] = None) -> None:
         super().__init__(message)
         self.file = file
@@ -43,10 +44,10 @@ class Tampered(Error):
     modified. Attributes as ``Corrupt``: ``file``, ``offset``, ``seq``."""
 
     file: str
-    offset: int
+    offset: Optional[int]
     seq: Optional[int]
 
-    def __init__(self, message: str, file: str = "", offset: int = 0,
+    def __init__(self, message: str, file: str = "", offset: Optional[int] = None,
                  seq: Optional[int] = None) -> None:
         super().__init__(message)
         self.file = file

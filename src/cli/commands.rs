@@ -783,9 +783,9 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                     _ => ("CORRUPT", ""),
                 };
                 format!(
-                    "{id}: {head} at {} offset {}{}: {}{why}",
+                    "{id}: {head} at {}{}{}: {}{why}",
                     d.path.display(),
-                    d.offset,
+                    d.offset.map(|o| format!(" offset {o}")).unwrap_or_default(),
                     match (d.kind, d.seq) {
                         ("tampered", Some(s)) => format!(" seq {s}"),
                         _ => String::new(),
@@ -803,7 +803,7 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
 struct Damage<'a> {
     kind: &'static str,
     path: &'a std::path::Path,
-    offset: u64,
+    offset: Option<u64>,
     seq: Option<u64>,
     reason: String,
 }
@@ -839,7 +839,7 @@ impl<'a> Damage<'a> {
             other => Damage {
                 kind: "corrupt",
                 path: std::path::Path::new(""),
-                offset: 0,
+                offset: None,
                 seq: None,
                 reason: other.to_string(),
             },

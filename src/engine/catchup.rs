@@ -71,7 +71,7 @@ pub(crate) fn catch_up<M: Machine>(
                             what,
                         } => Error::Tampered {
                             path,
-                            offset: offset + base,
+                            offset: offset.map(|o| o + base),
                             seq,
                             what,
                         },

@@ -160,7 +160,7 @@ fn rebuild<M: Machine>(shared: &Shared<M>, k: u64) -> Result<M::State> {
     if loaded.next_seq != k + 1 || !matches!(loaded.verdict, Verdict::Clean) {
         return Err(Error::Corrupt {
             path: shared.dir.clone(),
-            offset: 0,
+            offset: None,
             seq: Some(k),
             reason: format!(
                 "closed segments replay to seq {} instead of {k}",

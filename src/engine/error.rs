@@ -25,8 +25,9 @@ pub enum Error {
     Corrupt {
         /// The file or directory involved.
         path: PathBuf,
-        /// Byte offset within the file.
-        offset: u64,
+        /// Byte offset within the file, where known (`None`: the damage is
+        /// the file's as a whole, or found where no offset is kept).
+        offset: Option<u64>,
         /// The seq involved, where known.
         seq: Option<u64>,
         /// What is wrong.
@@ -39,8 +40,9 @@ pub enum Error {
     Tampered {
         /// The file involved.
         path: PathBuf,
-        /// Byte offset within the file (of the record; 0 for a header or snapshot).
-        offset: u64,
+        /// Byte offset within the file, where known (of the record; the
+        /// header's for a header or a whole snapshot).
+        offset: Option<u64>,
         /// The seq involved, where known.
         seq: Option<u64>,
         /// What failed.
@@ -217,6 +219,13 @@ fn seq_part(seq: &Option<u64>) -> String {
     seq.map(|s| format!(", seq {s}")).unwrap_or_default()
 }
 
+/// " at byte offset N", or nothing when the offset is not known.
+fn offset_part(offset: &Option<u64>) -> String {
+    offset
+        .map(|o| format!(" at byte offset {o}"))
+        .unwrap_or_default()
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -228,8 +237,9 @@ impl fmt::Display for Error {
                 reason,
             } => write!(
                 f,
-                "corruption in {} at byte offset {offset}{}: {reason}; nothing was modified",
+                "corruption in {}{}{}: {reason}; nothing was modified",
                 path.display(),
+                offset_part(offset),
                 seq_part(seq)
             ),
             Error::Tampered {
@@ -239,8 +249,9 @@ impl fmt::Display for Error {
                 what,
             } => write!(
                 f,
-                "tampering detected in {} at byte offset {offset}{}: {what}; the bytes pass their checksums but not their keyed tag, so they were changed after they were written (or this is not the store's key); nothing was modified",
+                "tampering detected in {}{}{}: {what}; the bytes pass their checksums but not their keyed tag, so they were changed after they were written (or this is not the store's key); nothing was modified",
                 path.display(),
+                offset_part(offset),
                 seq_part(seq)
             ),
             Error::Key { path, reason } => write!(f, "{}: {reason}", path.display()),

@@ -278,7 +278,7 @@ impl<M: KeyedMachine> KeyedState<M> {
 fn decode_value<M: KeyedMachine>(t: &Table, key: &str, bytes: &[u8]) -> Result<M::Value> {
     decode_payload(Codec::Binary, bytes).map_err(|reason| Error::Corrupt {
         path: t.path().to_path_buf(),
-        offset: 0,
+        offset: None,
         seq: Some(t.seq()),
         reason: format!("table entry {key:?} does not decode: {reason}"),
     })
@@ -378,7 +378,7 @@ impl<'a, M: KeyedMachine> Iterator for Entries<'a, M> {
             Ok(Some((_, Got::Mapped(k, v, table)))) => std::str::from_utf8(k)
                 .map_err(|_| Error::Corrupt {
                     path: table.path().to_path_buf(),
-                    offset: 0,
+                    offset: None,
                     seq: Some(table.seq()),
                     reason: "table key is not UTF-8".into(),
                 })

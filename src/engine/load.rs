@@ -52,7 +52,7 @@ pub(crate) fn record_payload<'a>(
     };
     open_record(key, id, codec, bytes, offset, seq, body).map_err(|what| Error::Tampered {
         path: path.to_path_buf(),
-        offset,
+        offset: Some(offset),
         seq: Some(seq),
         what,
     })
@@ -396,7 +396,7 @@ fn find(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<Found> {
                         .map(|x| x.1.as_str())
                         .unwrap_or(""),
                 ),
-                offset: 0,
+                offset: Some(0),
                 seq: None,
                 reason: "no segment or snapshot with a readable header".into(),
             });
@@ -537,7 +537,7 @@ impl<S> BaseTry<'_, S> {
         if let Some(what) = what {
             self.tampered = Some(Error::Tampered {
                 path,
-                offset: 0,
+                offset: Some(0),
                 seq: Some(*seq),
                 what: what.clone(),
             });
@@ -606,7 +606,7 @@ fn replay_segments<S>(
         {
             return Err(Error::Tampered {
                 path,
-                offset: 0,
+                offset: Some(0),
                 seq: Some(h.first_seq),
                 what: id_mismatch("segment", h.store_id.as_ref(), r.store_id),
             });
@@ -632,7 +632,7 @@ fn replay_segments<S>(
             }
             (spec.apply)(state, r.codec, payload).map_err(|reason| Error::Corrupt {
                 path: path.clone(),
-                offset,
+                offset: Some(offset),
                 seq: Some(seq),
                 reason: format!("record cannot be replayed: {reason}"),
             })?;
@@ -879,7 +879,7 @@ fn check_mark(
     let path = dir.join(MARK_FILE);
     let corrupt = |reason: String| Error::Corrupt {
         path: path.clone(),
-        offset: 0,
+        offset: Some(0),
         seq: Some(m.seq),
         reason,
     };
@@ -985,7 +985,7 @@ impl ChainCheck<'_> {
             let child = chain.last().expect("not empty").path().to_path_buf();
             let corrupt = |reason: String| Error::Corrupt {
                 path: child.clone(),
-                offset: 0,
+                offset: None,
                 seq: Some(p),
                 reason,
             };
@@ -1020,7 +1020,7 @@ impl ChainCheck<'_> {
                 Some(Misfit::Damaged(reason)) => {
                     return Err(Error::Corrupt {
                         path,
-                        offset: 0,
+                        offset: None,
                         seq: Some(p),
                         reason,
                     });
@@ -1028,7 +1028,7 @@ impl ChainCheck<'_> {
                 Some(Misfit::Tampered(what)) => {
                     return Err(Error::Tampered {
                         path,
-                        offset: 0,
+                        offset: None,
                         seq: Some(p),
                         what,
                     });

@@ -84,7 +84,7 @@ mod tests {
             if self.fail_at == Some(self.taken) {
                 return Err(Error::Corrupt {
                     path: "list".into(),
-                    offset: self.taken as u64,
+                    offset: Some(self.taken as u64),
                     seq: None,
                     reason: "damaged".into(),
                 });

@@ -20,8 +20,8 @@ pub struct BaseChoice {
 pub struct Corruption {
     /// Which file: a segment index, or a snapshot index.
     pub file: FileRef,
-    /// Byte offset within the file.
-    pub offset: u64,
+    /// Byte offset within the file, where known (`None`: the file as a whole).
+    pub offset: Option<u64>,
     /// The seq involved, where known.
     pub seq: Option<u64>,
     /// What is wrong.
@@ -123,7 +123,7 @@ pub fn choose_base(
     };
     Err(Corruption {
         file,
-        offset: 0,
+        offset: None,
         seq: None,
         reason,
     })
@@ -377,7 +377,7 @@ fn act(case: Case, f: Found) -> Option<Verdict> {
         })),
         Action::Corrupt => Some(Verdict::Corrupt(Corruption {
             file: FileRef::Segment(f.segment),
-            offset: f.offset,
+            offset: Some(f.offset),
             seq: f.seq,
             reason: f.reason,
         })),
@@ -778,7 +778,7 @@ mod tests {
             match (row.action, v) {
                 (Action::Clean | Action::Ignore, None) => {}
                 (Action::Corrupt, Some(Verdict::Corrupt(c))) => {
-                    assert_eq!((c.offset, c.seq, c.reason.as_str()), (7, Some(3), "why"))
+                    assert_eq!((c.offset, c.seq, c.reason.as_str()), (Some(7), Some(3), "why"))
                 }
                 (Action::TornTail, Some(Verdict::TornTail(t))) => assert!(!t.whole_file),
                 (Action::TornFile, Some(Verdict::TornTail(t))) => assert!(t.whole_file),
@@ -804,7 +804,7 @@ mod tests {
         for proven in [6, 9] {
             match classify_proven(&s, &[1], 0, proven) {
                 Verdict::Corrupt(c) => {
-                    assert_eq!((c.offset, c.seq), (100, Some(6)));
+                    assert_eq!((c.offset, c.seq), (Some(100), Some(6)));
                     assert!(c.reason.contains("durability mark"), "{}", c.reason);
                 }
                 v => panic!("proven {proven}: {v:?}"),
@@ -887,7 +887,7 @@ mod tests {
             0,
         );
         assert!(
-            matches!(&v, Verdict::Corrupt(c) if c.file == FileRef::Segment(0) && c.offset == 100),
+            matches!(&v, Verdict::Corrupt(c) if c.file == FileRef::Segment(0) && c.offset == Some(100)),
             "{v:?}"
         );
     }
@@ -919,7 +919,7 @@ mod tests {
         assert!(matches!(
             v,
             Verdict::Corrupt(Corruption {
-                offset: 100,
+                offset: Some(100),
                 seq: Some(3),
                 ..
             })
@@ -963,7 +963,7 @@ mod tests {
         assert!(matches!(
             v,
             Verdict::Corrupt(Corruption {
-                offset: 80,
+                offset: Some(80),
                 seq: Some(5),
                 ..
             })

@@ -39,7 +39,7 @@ impl<M: Machine> Shared<M> {
         let Some(prefix) = bytes.get(..l.end as usize) else {
             return Err(Error::Corrupt {
                 path: l.path.clone(),
-                offset: bytes.len() as u64,
+                offset: Some(bytes.len() as u64),
                 seq: None,
                 reason: format!(
                     "segment is {} bytes now, its records ended at {} when it was read",

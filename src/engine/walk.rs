@@ -82,7 +82,7 @@ pub fn for_each_record_after(
                 Some(s) if s != h.store_id => {
                     return Err(Error::Tampered {
                         path,
-                        offset: 0,
+                        offset: Some(0),
                         seq: Some(h.first_seq),
                         what: id_mismatch("segment", h.store_id.as_ref(), s.as_ref()),
                     });

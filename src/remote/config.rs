@@ -87,7 +87,7 @@ impl RemoteConfig {
         let corrupt = |offset: u64, reason: String| {
             RemoteError::Local(crate::engine::Error::Corrupt {
                 path: path.clone(),
-                offset,
+                offset: Some(offset),
                 seq: None,
                 reason,
             })

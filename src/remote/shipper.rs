@@ -599,7 +599,7 @@ impl Shipper {
             )
             .map_err(|reason| crate::engine::Error::Corrupt {
                 path: path.clone(),
-                offset: 0,
+                offset: None,
                 seq: None,
                 reason,
             })?;
@@ -614,7 +614,7 @@ impl Shipper {
                 (Some((a, _)), _) => {
                     return Err(crate::engine::Error::Corrupt {
                         path,
-                        offset: 0,
+                        offset: None,
                         seq: Some(a),
                         reason: format!("expected seq {want} here, found {a}"),
                     }
@@ -680,7 +680,7 @@ fn check_continues(vfs: &dyn Vfs, dir: &Path, head: &Manifest) -> Result<()> {
     )
     .map_err(|reason| crate::engine::Error::Corrupt {
         path: path.clone(),
-        offset: 0,
+        offset: None,
         seq: None,
         reason,
     })?;

@@ -334,7 +334,7 @@ pub fn read_dir_state(dir: &std::path::Path) -> engine::Result<RunDoc> {
             RunError::Engine { source, .. } => source,
             other => engine::Error::Corrupt {
                 path: dir.to_path_buf(),
-                offset: 0,
+                offset: None,
                 seq: None,
                 reason: engine::ErrorChain(&other).to_string(),
             },

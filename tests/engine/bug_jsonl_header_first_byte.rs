@@ -33,7 +33,7 @@ fn damaged_first_header_byte_of_a_jsonl_segment_is_corruption() {
         let before = fs.files(dir);
         match Store::<Ledger>::open(dir, o.clone()) {
             Err(Error::Corrupt { path, offset, .. }) => {
-                assert_eq!((path, offset), (seg.clone(), 0))
+                assert_eq!((path, offset), (seg.clone(), Some(0)))
             }
             Err(e) => panic!("mask {mask:#x}: {e}"),
             Ok(s) => panic!(

@@ -24,7 +24,7 @@ fn damaged_newline_before_the_last_record_is_corruption() {
         let before = fs.files(dir);
         match Store::<Ledger>::open(dir, mem_opts(Codec::Jsonl, &fs)) {
             Err(Error::Corrupt { path, offset, .. }) => {
-                assert_eq!((path, offset), (seg.clone(), start), "mask {mask:#x}")
+                assert_eq!((path, offset), (seg.clone(), Some(start)), "mask {mask:#x}")
             }
             Err(e) => panic!("mask {mask:#x}: {e}"),
             Ok(s) => panic!(

@@ -36,13 +36,13 @@ fn expected(log: &Log, p: u64) -> Verdict {
     match record_at(log, p) {
         None => Verdict::Corrupt(Corruption {
             file: FileRef::Segment(0),
-            offset: 0,
+            offset: Some(0),
             seq: None,
             reason: String::new(),
         }),
         Some(i) if i + 1 < records => Verdict::Corrupt(Corruption {
             file: FileRef::Segment(0),
-            offset: log.bounds[i],
+            offset: Some(log.bounds[i]),
             seq: Some(i as u64 + 1),
             reason: String::new(),
         }),
@@ -62,7 +62,7 @@ fn expected_marked(log: &Log, p: u64) -> Verdict {
     match expected(log, p) {
         Verdict::TornTail(t) => Verdict::Corrupt(Corruption {
             file: FileRef::Segment(0),
-            offset: t.offset,
+            offset: Some(t.offset),
             seq: Some(log.bounds.len() as u64 - 1),
             reason: String::new(),
         }),
@@ -88,7 +88,7 @@ fn normalize(v: Verdict) -> Verdict {
         // The seq of header damage is whatever resync found; only record damage names one.
         Verdict::Corrupt(c) => Verdict::Corrupt(Corruption {
             reason: String::new(),
-            seq: if c.offset == 0 { None } else { c.seq },
+            seq: if c.offset == Some(0) { None } else { c.seq },
             ..c
         }),
         v => v,
@@ -122,7 +122,7 @@ fn check_flip(log: &Log, p: u64, mask: u8, marked: bool) {
     let unshift = |o: u64| if o == 0 { 0 } else { (o as i64 + shift) as u64 };
     let v = match classify_proven(&[scan], &[first], first - 1, proven) {
         Verdict::Corrupt(c) => Verdict::Corrupt(Corruption {
-            offset: unshift(c.offset),
+            offset: c.offset.map(unshift),
             ..c
         }),
         Verdict::TornTail(t) => Verdict::TornTail(TornTail {

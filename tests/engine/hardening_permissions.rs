@@ -136,7 +136,7 @@ fn u32_max_record_length_is_rejected_without_allocating() {
         fs.set_files(dir, &[]);
         fs.put(&seg, followed);
         match Store::<Ledger>::open(dir, mem_opts(codec, &fs)) {
-            Err(Error::Corrupt { offset, .. }) => assert_eq!(offset, header_len),
+            Err(Error::Corrupt { offset, .. }) => assert_eq!(offset, Some(header_len)),
             Err(e) => panic!("{codec:?}: {e}"),
             Ok(_) => panic!("{codec:?}: opened"),
         }

@@ -197,7 +197,7 @@ fn every_bit_flipped_in_a_record_before_the_tail_is_corruption_or_the_torn_last_
                     panic!("flip at {p} bit {bit}: {r:?}")
                 };
                 let rec = bounds[bounds.partition_point(|&b| b <= p) - 1];
-                assert_eq!(offset, rec, "flip at {p} bit {bit}");
+                assert_eq!(offset, Some(rec), "flip at {p} bit {bit}");
                 assert_eq!(
                     fs.files(Path::new(MEM_DIR)),
                     damaged,

@@ -134,7 +134,7 @@ fn assert_tampered(fs: &SimFs, codec: Codec, k: &Key, name: &str, offset: u64, s
             ..
         } => assert_eq!(
             (path.as_path(), *o, *s),
-            (dir().join(name).as_path(), offset, Some(seq)),
+            (dir().join(name).as_path(), Some(offset), Some(seq)),
             "{codec:?}: {err}"
         ),
         other => panic!("{codec:?} {name}@{offset}: not Tampered: {other}"),
@@ -154,7 +154,7 @@ fn assert_verify_tampered(fs: &SimFs, k: &Key, name: &str, offset: u64, seq: u64
             ..
         }) => assert_eq!(
             (path.as_path(), *o, *s),
-            (dir().join(name).as_path(), offset, Some(seq))
+            (dir().join(name).as_path(), Some(offset), Some(seq))
         ),
         _ => panic!("verify: {:?}", v.integrity),
     }

@@ -74,7 +74,7 @@ impl Table {
         let file_len = b.len();
         let corrupt = |offset: usize, seq: Option<u64>, reason: String| Error::Corrupt {
             path: path.clone(),
-            offset: offset as u64,
+            offset: Some(offset as u64),
             seq,
             reason,
         };
@@ -181,7 +181,7 @@ impl Table {
                 if !tags_equal(&want, &f.tag) {
                     return Err(Error::Tampered {
                         path,
-                        offset: 0,
+                        offset: None,
                         seq,
                         what: "table tag mismatch (file header, index, header block or footer)"
                             .into(),
@@ -360,7 +360,7 @@ impl Table {
     fn corrupt(&self, offset: u64, reason: String) -> Error {
         Error::Corrupt {
             path: self.path.clone(),
-            offset,
+            offset: Some(offset),
             seq: Some(self.seq),
             reason,
         }
@@ -446,7 +446,7 @@ impl Table {
             if !tags_equal(&want, tag.try_into().unwrap_or(&[0; TAG_LEN])) {
                 return Err(Error::Tampered {
                     path: self.path.clone(),
-                    offset: ix.offset,
+                    offset: Some(ix.offset),
                     seq: Some(self.seq),
                     what: format!("table block {i} (offset {at}, {len} bytes): block tag mismatch"),
                 });
