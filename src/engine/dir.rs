@@ -66,3 +66,20 @@ pub fn create_dir_all_durable(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Re
     }
     Ok(())
 }
+
+/// Removes `dir` and everything under it, depth first, through `vfs` (never
+/// through a symlink: an entry that is not a directory is unlinked as a
+/// file). Not durable by itself: a crash part-way leaves some of it, so a
+/// caller first renames `dir` to a name nothing reads (as `gc` does) and may
+/// sync its parent after.
+pub fn remove_dir_all(vfs: &dyn Vfs, dir: &Path, op: &'static str) -> Result<()> {
+    let names = vfs.list(dir).map_err(|e| Error::io(op, dir, e))?;
+    for name in names {
+        let p = dir.join(&name);
+        match vfs.dir_mode(&p) {
+            Ok(_) => remove_dir_all(vfs, &p, op)?,
+            Err(_) => vfs.remove(&p).map_err(|e| Error::io(op, &p, e))?,
+        }
+    }
+    vfs.remove_dir(dir).map_err(|e| Error::io(op, dir, e))
+}

@@ -77,7 +77,7 @@ pub mod sim;
 
 pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
-pub use dir::{create_dir_all_durable, create_dir_durable};
+pub use dir::{create_dir_all_durable, create_dir_durable, remove_dir_all};
 pub use error::{Error, ErrorChain, Result};
 pub use files::write_file_atomic;
 pub use format::Codec;

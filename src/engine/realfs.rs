@@ -146,6 +146,21 @@ impl Vfs for RealFs {
         Ok(out)
     }
 
+    fn list_dirs(&self, dir: &Path) -> io::Result<Vec<String>> {
+        // The entry's type from the listing itself (no stat per entry), never
+        // following a symlink.
+        let mut out = Vec::new();
+        for e in fs::read_dir(dir)? {
+            let e = e?;
+            if e.file_type().is_ok_and(|t| t.is_dir())
+                && let Ok(name) = e.file_name().into_string()
+            {
+                out.push(name);
+            }
+        }
+        Ok(out)
+    }
+
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
         let f = nofollow()
             .write(true)
@@ -226,6 +241,10 @@ impl Vfs for RealFs {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
+    }
+
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        fs::remove_dir(path)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

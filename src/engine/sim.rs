@@ -158,6 +158,8 @@ pub enum Op {
     Rename,
     /// `Vfs::remove`.
     Remove,
+    /// `Vfs::remove_dir`.
+    RemoveDir,
     /// `Vfs::sync_dir`.
     SyncDir,
     /// `Vfs::try_lock`.
@@ -176,7 +178,7 @@ impl Op {
         use Op::*;
         matches!(
             self,
-            CreateDir | CreateNew | Rename | Remove | SyncDir | Write | Fsync | SetLen
+            CreateDir | CreateNew | Rename | Remove | RemoveDir | SyncDir | Write | Fsync | SetLen
         )
     }
     /// Whether `kind` can be injected into this operation.
@@ -206,9 +208,28 @@ enum FileOp {
 
 #[derive(Debug, Clone)]
 enum DirOp {
-    Link { name: String, ino: Ino },
-    Unlink { name: String },
-    Rename { from: String, to: String, ino: Ino },
+    Link {
+        name: String,
+        ino: Ino,
+    },
+    Unlink {
+        name: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+        ino: Ino,
+    },
+    /// A rename from another directory (`from_dir`), pending in the
+    /// destination: atomic at a crash (both entries change, or neither), as a
+    /// journaling filesystem commits a rename, and durable once the destination
+    /// is synced.
+    MoveIn {
+        from_dir: Ino,
+        from: String,
+        to: String,
+        ino: Ino,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -451,6 +472,64 @@ impl SimState {
         Ok(ino)
     }
 
+    /// A sync of directory `dir` commits every cross-directory move it takes
+    /// part in, on both sides (as a journaling filesystem commits a rename):
+    /// the source entry of each move into `dir` leaves the source durably, and
+    /// each move out of `dir` still pending in its destination lands there.
+    fn commit_moves(&mut self, dir: Ino) {
+        let into: Vec<(Ino, String, Ino)> = self
+            .dir(dir)
+            .map(|d| {
+                d.pending
+                    .iter()
+                    .filter_map(|(_, op)| match op {
+                        DirOp::MoveIn {
+                            from_dir,
+                            from,
+                            ino,
+                            ..
+                        } => Some((*from_dir, from.clone(), *ino)),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (from_dir, from, ino) in into {
+            let d = self.dir_mut(from_dir);
+            if d.durable.get(&from) == Some(&ino) {
+                d.durable.remove(&from);
+            }
+        }
+        for other in 0..self.nodes.len() {
+            if other == dir {
+                continue;
+            }
+            let Node::Dir(d) = &mut self.nodes[other] else {
+                continue;
+            };
+            d.pending.retain(|(_, op)| match op {
+                DirOp::MoveIn {
+                    from_dir, to, ino, ..
+                } if *from_dir == dir => {
+                    d.durable.insert(to.clone(), *ino);
+                    false
+                }
+                _ => true,
+            });
+        }
+    }
+
+    /// Whether directory `dir` is `target` or holds it, at any depth (live).
+    fn contains(&self, dir: Ino, target: Ino) -> bool {
+        if dir == target {
+            return true;
+        }
+        match &self.nodes[dir] {
+            Node::Dir(d) => d.live.values().any(|&i| self.contains(i, target)),
+            Node::File(_) => false,
+        }
+    }
+
     /// The live parent directory of `path` and the final name.
     fn parent(&self, path: &Path) -> io::Result<(Ino, String)> {
         let mut c = components(path)?;
@@ -481,8 +560,15 @@ impl SimState {
                 d.live.remove(from);
                 d.live.insert(to.clone(), *ino);
             }
+            DirOp::MoveIn { to, ino, .. } => {
+                d.live.insert(to.clone(), *ino);
+            }
         }
-        d.pending.push((g, op));
+        if let DirOp::MoveIn { from_dir, from, .. } = &op {
+            let (from_dir, from) = (*from_dir, from.clone());
+            self.dir_mut(from_dir).live.remove(&from);
+        }
+        self.dir_mut(dir).pending.push((g, op));
     }
 
     fn file_op(&mut self, ino: Ino, op: FileOp) {
@@ -754,6 +840,8 @@ impl SimState {
             .collect();
         let ops = self.pending_ops();
         assert!(ops.len() >= choice.len(), "one fate per pending operation");
+        // The source side of each cross-directory move that persisted.
+        let mut moved_out: Vec<(Ino, &String, Ino)> = Vec::new();
         for ((_, ino, op), fate) in ops.iter().zip(choice) {
             if *fate == Fate::Absent {
                 continue;
@@ -781,8 +869,24 @@ impl SimState {
                         }
                         d.durable.insert(to.clone(), *ino);
                     }
+                    DirOp::MoveIn {
+                        from_dir,
+                        from,
+                        to,
+                        ino,
+                    } => {
+                        d.durable.insert(to.clone(), *ino);
+                        moved_out.push((*from_dir, from, *ino));
+                    }
                 },
                 _ => unreachable!("pending ops match their node kinds"),
+            }
+        }
+        for (dir, name, ino) in moved_out {
+            if let Node::Dir(d) = &mut nodes[dir]
+                && d.durable.get(name) == Some(&ino)
+            {
+                d.durable.remove(name);
             }
         }
         for n in &mut nodes {
@@ -1190,22 +1294,40 @@ impl Vfs for SimFs {
         }
         let (pf, from_name) = s.parent(from)?;
         let (pt, to_name) = s.parent(to)?;
-        if pf != pt {
-            return Err(err(io::ErrorKind::CrossesDevices, "cross-directory rename"));
-        }
         let ino = *s
             .dir(pf)?
             .live
             .get(&from_name)
             .ok_or_else(|| err(io::ErrorKind::NotFound, "no such file"))?;
-        s.dir_op(
-            pf,
-            DirOp::Rename {
-                from: from_name,
-                to: to_name,
-                ino,
-            },
-        );
+        if let Some(&there) = s.dir(pt)?.live.get(&to_name) {
+            // Over an existing entry: files only (a directory is never replaced).
+            if matches!(s.nodes[there], Node::Dir(_)) || matches!(s.nodes[ino], Node::Dir(_)) {
+                return Err(err(io::ErrorKind::AlreadyExists, "rename over a directory"));
+            }
+        }
+        if pf == pt {
+            s.dir_op(
+                pf,
+                DirOp::Rename {
+                    from: from_name,
+                    to: to_name,
+                    ino,
+                },
+            );
+        } else {
+            if s.contains(ino, pt) {
+                return Err(err(io::ErrorKind::InvalidInput, "rename into itself"));
+            }
+            s.dir_op(
+                pt,
+                DirOp::MoveIn {
+                    from_dir: pf,
+                    from: from_name,
+                    to: to_name,
+                    ino,
+                },
+            );
+        }
         Ok(())
     }
 
@@ -1227,6 +1349,24 @@ impl Vfs for SimFs {
         Ok(())
     }
 
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        if let Some(k) = s.begin(Op::RemoveDir) {
+            return Err(fault_error(k));
+        }
+        let (parent, name) = s.parent(path)?;
+        let ino = *s
+            .dir(parent)?
+            .live
+            .get(&name)
+            .ok_or_else(|| err(io::ErrorKind::NotFound, "no such directory"))?;
+        if !s.dir(ino)?.live.is_empty() {
+            return Err(err(io::ErrorKind::DirectoryNotEmpty, "directory not empty"));
+        }
+        s.dir_op(parent, DirOp::Unlink { name });
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut s = self.lock();
         let fault = s.begin(Op::SyncDir);
@@ -1238,6 +1378,7 @@ impl Vfs for SimFs {
         if !s.dir_mut(ino).pending.is_empty() {
             s.durable_changes += 1;
         }
+        s.commit_moves(ino);
         let d = s.dir_mut(ino);
         d.pending.clear();
         d.durable = d.live.clone();
@@ -1307,6 +1448,36 @@ mod tests {
         assert_eq!(img.dir_mode(&p("/d")).unwrap(), 0o750);
         assert_eq!(img.dir_mode(&p("/a/b")).unwrap(), 0o777);
         assert!(fs.set_dir_mode(&p("/nowhere"), 0o700).is_err());
+    }
+
+    #[test]
+    fn a_move_between_directories_is_atomic_at_a_crash_and_durable_by_either_sync() {
+        let fs = SimFs::new();
+        fs.put(&p("/runs/r/seg"), b"x".to_vec());
+        fs.mkdir(&p("/archive"), 0o700);
+        fs.rename(&p("/runs/r"), &p("/archive/r.1")).unwrap();
+        assert_eq!(fs.get(&p("/archive/r.1/seg")), Some(b"x".to_vec()));
+        assert_eq!(fs.get(&p("/runs/r/seg")), None);
+        // Pending: a crash keeps it in one place, whichever the fate.
+        for fate in [Fate::Absent, Fate::Whole] {
+            let img = fs.crash(std::slice::from_ref(&fate));
+            let (old, new) = (img.get(&p("/runs/r/seg")), img.get(&p("/archive/r.1/seg")));
+            assert!(old.is_some() != new.is_some(), "{fate:?}: {old:?} {new:?}");
+        }
+        // A sync of the source alone commits both sides.
+        fs.sync_dir(&p("/runs")).unwrap();
+        let img = fs.crash(&[]);
+        assert_eq!(img.get(&p("/archive/r.1/seg")), Some(b"x".to_vec()));
+        assert_eq!(img.get(&p("/runs/r/seg")), None);
+        // A directory never replaces another, nor moves into itself.
+        fs.mkdir(&p("/runs/q"), 0o700);
+        assert!(fs.rename(&p("/runs/q"), &p("/archive/r.1")).is_err());
+        assert!(fs.rename(&p("/archive"), &p("/archive/r.1/a")).is_err());
+        // remove_dir: empty directories only.
+        assert!(fs.remove_dir(&p("/archive/r.1")).is_err());
+        fs.remove(&p("/archive/r.1/seg")).unwrap();
+        fs.remove_dir(&p("/archive/r.1")).unwrap();
+        assert!(fs.list(&p("/archive")).unwrap().is_empty());
     }
 
     #[test]

@@ -68,6 +68,15 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn dir_mode(&self, path: &Path) -> io::Result<u32>;
     /// Names of the entries in a directory.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Names of the directories in a directory (not symlinks to one): the
+    /// runs and archived runs of a runs root.
+    fn list_dirs(&self, dir: &Path) -> io::Result<Vec<String>> {
+        Ok(self
+            .list(dir)?
+            .into_iter()
+            .filter(|n| self.dir_mode(&dir.join(n)).is_ok())
+            .collect())
+    }
     /// Creates a new file (mode 0600, exclusive, no symlink), open for writing.
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
     /// Opens an existing regular file for writing (never through a symlink).
@@ -96,10 +105,13 @@ pub trait Vfs: Send + Sync + fmt::Debug {
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
         Ok(b[start..b.len().min(start.saturating_add(max))].to_vec())
     }
-    /// Atomically renames `from` over `to`.
+    /// Atomically renames `from` over `to` (a file over a file; a directory to a
+    /// new name, possibly in another directory of the same filesystem).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Unlinks a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory (never through a symlink).
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
     /// fsyncs a directory, making creates, renames and unlinks in it durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// This boot's id, zeros when unknown: `SHARED`'s slots of another boot

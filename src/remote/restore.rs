@@ -361,7 +361,14 @@ pub fn restore(
     target: &Path,
     key: Option<&Key>,
 ) -> Result<RestoreReport> {
-    if target.exists() {
+    let exists = match vfs.dir_mode(target) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        // A directory, or a file or symlink at that name.
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => true,
+        Err(e) => return Err(io("stat restore target", target, e)),
+    };
+    if exists {
         return Err(RemoteError::Config(format!(
             "restore target {} exists: restore only into a missing directory",
             target.display()
@@ -371,8 +378,9 @@ pub fn restore(
         url: remote.url().to_string(),
     })?;
     let temp = temp_beside(target)?;
-    if let Some(parent) = temp.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| io("create restore parent", parent, e))?;
+    if let Some(parent) = temp.parent().filter(|p| !p.as_os_str().is_empty()) {
+        crate::engine::create_dir_all_durable(vfs, parent, "create restore parent")
+            .map_err(RemoteError::Local)?;
     }
     vfs.create_dir(&temp)
         .map_err(|e| io("create restore temp dir", &temp, e))?;
@@ -393,7 +401,8 @@ pub fn restore(
         Ok(report)
     })();
     if r.is_err() {
-        let _ = std::fs::remove_dir_all(&temp);
+        // Best effort: the temp directory's name is one no run or restore reads.
+        let _ = crate::engine::remove_dir_all(vfs, &temp, "remove restore temp dir");
     }
     r
 }
@@ -409,6 +418,6 @@ pub fn verify_remote(vfs: &dyn Vfs, remote: &Remote, key: Option<&Key>) -> Resul
         .map_err(|e| io("create verify temp dir", &temp, e))?;
     let r = materialize(vfs, remote, &m, &temp, key)
         .and_then(|rep| check_clean(vfs, &temp, key).map(|_| rep));
-    let _ = std::fs::remove_dir_all(&temp);
+    let _ = crate::engine::remove_dir_all(vfs, &temp, "remove verify temp dir");
     r
 }

@@ -246,21 +246,11 @@ impl Runs {
     /// The ids of every run directory, sorted.
     pub fn ids(&self) -> Result<Vec<String>> {
         let dir = self.root.join(RUNS_SUBDIR);
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(RunError::io("list runs", &dir, e)),
-        };
-        let mut ids = vec![];
-        for e in entries {
-            let e = e.map_err(|e| RunError::io("list runs", &dir, e))?;
-            let Ok(name) = e.file_name().into_string() else {
-                continue;
-            };
-            if check_run_id(&name).is_ok() && e.file_type().is_ok_and(|t| t.is_dir()) {
-                ids.push(name);
-            }
-        }
+        let mut ids: Vec<String> = self
+            .list_dirs(&dir, "list runs")?
+            .into_iter()
+            .filter(|name| check_run_id(name).is_ok())
+            .collect();
         ids.sort();
         Ok(ids)
     }
@@ -406,18 +396,9 @@ impl Runs {
     /// `gc` removes those last updated more than its `--keep-days` ago.
     pub fn list_archived(&self) -> Result<Vec<ArchivedRun>> {
         let archive = self.root.join(ARCHIVE_SUBDIR);
-        let entries = match std::fs::read_dir(&archive) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(RunError::io("list archived runs", &archive, e)),
-        };
         let mut out = vec![];
-        for e in entries {
-            let e = e.map_err(|e| RunError::io("list archived runs", &archive, e))?;
-            let Ok(name) = e.file_name().into_string() else {
-                continue;
-            };
-            if !e.file_type().is_ok_and(|t| t.is_dir()) || name.starts_with(REMOVING_PREFIX) {
+        for name in self.list_dirs(&archive, "list archived runs")? {
+            if name.starts_with(REMOVING_PREFIX) {
                 continue;
             }
             let summary = match self.read_archived(&name) {
@@ -466,7 +447,7 @@ impl Runs {
         }
         let id = doc.id;
         let to = self.run_dir(&id)?;
-        if to.exists() {
+        if self.exists(&to)? {
             return Err(RunError::Invalid(format!(
                 "a run {id:?} exists at {}; it must be gone before {name:?} can take its place",
                 to.display()
@@ -479,11 +460,13 @@ impl Runs {
         // directory at once (a run moved back half deleted), and neither do
         // two restores. A lock held elsewhere refuses at once.
         let store = self.lock_archived(&from, name)?;
-        std::fs::rename(&from, &to).map_err(|e| RunError::io("restore archived run", &from, e))?;
+        self.vfs
+            .rename(&from, &to)
+            .map_err(|e| RunError::io("restore archived run", &from, e))?;
         drop(store);
         // Both directory entries changed: make the move durable on each side.
-        sync_dir(&self.root.join(ARCHIVE_SUBDIR))?;
-        sync_dir(&self.root.join(RUNS_SUBDIR))?;
+        self.sync_dir(&self.root.join(ARCHIVE_SUBDIR))?;
+        self.sync_dir(&self.root.join(RUNS_SUBDIR))?;
         Ok(id)
     }
 
@@ -498,6 +481,12 @@ impl Runs {
     /// Moves the run directory `runs/<id>` to `archive/<id>.<timestamp>` and
     /// returns the new path. The caller holds the run's writer lock.
     pub(crate) fn archive(&self, id: &str) -> Result<PathBuf> {
+        self.move_to_archive(id, "")
+    }
+
+    /// Moves `runs/<id>` under `archive/` as `<prefix><id>.<timestamp>` (a
+    /// free name), each directory's change made durable.
+    fn move_to_archive(&self, id: &str, prefix: &str) -> Result<PathBuf> {
         self.ensure_layout()?;
         let from = self.run_dir(id)?;
         let stamp: String = self
@@ -507,23 +496,65 @@ impl Runs {
             .filter(|c| c.is_ascii_alphanumeric())
             .collect();
         let archive = self.root.join(ARCHIVE_SUBDIR);
+        let taken = self
+            .vfs
+            .list(&archive)
+            .map_err(|e| RunError::io("list archived runs", &archive, e))?;
         for n in 0..1000 {
             let name = match n {
-                0 => format!("{id}.{stamp}"),
-                n => format!("{id}.{stamp}.{n}"),
+                0 => format!("{prefix}{id}.{stamp}"),
+                n => format!("{prefix}{id}.{stamp}.{n}"),
             };
-            let to = archive.join(name);
-            if to.exists() {
+            if taken.contains(&name) {
                 continue;
             }
-            std::fs::rename(&from, &to).map_err(|e| RunError::io("archive run", &from, e))?;
-            sync_dir(&self.root.join(RUNS_SUBDIR))?;
-            sync_dir(&archive)?;
+            let to = archive.join(name);
+            self.vfs
+                .rename(&from, &to)
+                .map_err(|e| RunError::io("archive run", &from, e))?;
+            self.sync_dir(&self.root.join(RUNS_SUBDIR))?;
+            self.sync_dir(&archive)?;
             return Ok(to);
         }
         Err(RunError::Invalid(format!(
             "too many archived copies of {id} at {stamp}"
         )))
+    }
+
+    /// Whether anything is at `path` (its parent listed through the Vfs).
+    fn exists(&self, path: &Path) -> Result<bool> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(true);
+        };
+        match self.vfs.list(parent) {
+            Ok(names) => Ok(names.iter().any(|n| std::ffi::OsStr::new(n) == name)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(RunError::io("list directory", parent, e)),
+        }
+    }
+
+    /// The directories in `dir` (none when it is absent).
+    fn list_dirs(&self, dir: &Path, op: &'static str) -> Result<Vec<String>> {
+        match self.vfs.list_dirs(dir) {
+            Ok(names) => Ok(names),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(vec![]),
+            Err(e) => Err(RunError::io(op, dir, e)),
+        }
+    }
+
+    /// fsyncs directory `dir`, making the names changed in it durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.vfs
+            .sync_dir(dir)
+            .map_err(|e| RunError::io("fsync directory", dir, e))
+    }
+
+    /// Removes `dir` and everything in it (a name nothing reads: gc renamed it).
+    fn remove_tree(&self, dir: &Path, op: &'static str) -> Result<()> {
+        engine::remove_dir_all(self.vfs.as_ref(), dir, op).map_err(|e| match e {
+            engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
+            e => RunError::io(op, dir, std::io::Error::other(e.to_string())),
+        })
     }
 
     /// Removes terminal runs finished at least `keep_days` days ago, and archived
@@ -567,68 +598,64 @@ impl Runs {
             if !store.read(|d| d.header().doc.is_closed()) {
                 continue;
             }
-            let moved = self.archive(&id)?;
+            // To a hidden name under `archive/` first: a crash during the
+            // deletion leaves nothing that lists, restores or reads as a run
+            // (the next gc finishes it).
+            let moved = self.move_to_archive(&id, REMOVING_PREFIX)?;
             drop(store);
-            std::fs::remove_dir_all(&moved).map_err(|e| RunError::io("remove run", &moved, e))?;
+            self.remove_tree(&moved, "remove run")?;
             report.removed.push(id);
         }
         let archive = self.root.join(ARCHIVE_SUBDIR);
-        if let Ok(entries) = std::fs::read_dir(&archive) {
-            for e in entries.flatten() {
-                let path = e.path();
-                let name = e.file_name().to_string_lossy().into_owned();
-                if !e.file_type().is_ok_and(|t| t.is_dir()) {
+        for name in self.list_dirs(&archive, "list archived runs")? {
+            let path = archive.join(&name);
+            if name.starts_with(REMOVING_PREFIX) {
+                // A removal a crash interrupted: no run can be restored
+                // from it (its name is hidden), so finish it.
+                self.remove_tree(&path, "remove archived run")?;
+                continue;
+            }
+            let state = match engine::read_state_with_key::<Keyed<RunKeyed>>(
+                self.vfs.as_ref(),
+                &path,
+                self.key(),
+            ) {
+                Ok((state, _)) => state,
+                Err(err) => {
+                    report.skipped_unreadable.push(Unreadable {
+                        id: format!("{ARCHIVE_SUBDIR}/{name}"),
+                        error: err.to_string(),
+                    });
                     continue;
                 }
-                if name.starts_with(REMOVING_PREFIX) {
-                    // A removal a crash interrupted: no run can be restored
-                    // from it (its name is hidden), so finish it.
-                    std::fs::remove_dir_all(&path)
-                        .map_err(|e| RunError::io("remove archived run", &path, e))?;
-                    continue;
-                }
-                let state = match engine::read_state_with_key::<Keyed<RunKeyed>>(
-                    &RealFs,
+            };
+            if old(Some(state.header().doc.updated_at.as_str())) {
+                // Under its writer lock (as `restore_archived` moves it), the
+                // run leaves the archive's names by a rename to a hidden one,
+                // then is deleted: a restore never meets it half deleted.
+                let store = match engine::Store::<Keyed<RunKeyed>>::open(
                     &path,
-                    self.key(),
+                    self.store_options(false, Some(None)),
                 ) {
-                    Ok((state, _)) => state,
-                    Err(err) => {
-                        report.skipped_unreadable.push(Unreadable {
-                            id: format!("{ARCHIVE_SUBDIR}/{name}"),
-                            error: err.to_string(),
-                        });
+                    Ok(s) => s,
+                    Err(engine::Error::Locked { .. }) => {
+                        report
+                            .skipped_locked
+                            .push(format!("{ARCHIVE_SUBDIR}/{name}"));
                         continue;
                     }
+                    // Restored (moved away) since it was read.
+                    Err(engine::Error::NotFound { .. }) => continue,
+                    Err(e) => return Err(RunError::engine(&name, e)),
                 };
-                if old(Some(state.header().doc.updated_at.as_str())) {
-                    // Under its writer lock (as `restore_archived` moves it), the
-                    // run leaves the archive's names by a rename to a hidden one,
-                    // then is deleted: a restore never meets it half deleted.
-                    let store = match engine::Store::<Keyed<RunKeyed>>::open(
-                        &path,
-                        self.store_options(false, Some(None)),
-                    ) {
-                        Ok(s) => s,
-                        Err(engine::Error::Locked { .. }) => {
-                            report
-                                .skipped_locked
-                                .push(format!("{ARCHIVE_SUBDIR}/{name}"));
-                            continue;
-                        }
-                        // Restored (moved away) since it was read.
-                        Err(engine::Error::NotFound { .. }) => continue,
-                        Err(e) => return Err(RunError::engine(&name, e)),
-                    };
-                    let doomed = archive.join(format!("{REMOVING_PREFIX}{name}"));
-                    std::fs::rename(&path, &doomed)
-                        .map_err(|e| RunError::io("remove archived run", &path, e))?;
-                    drop(store);
-                    sync_dir(&archive)?;
-                    std::fs::remove_dir_all(&doomed)
-                        .map_err(|e| RunError::io("remove archived run", &doomed, e))?;
-                    report.removed_archived.push(name);
-                }
+                let doomed = archive.join(format!("{REMOVING_PREFIX}{name}"));
+                self.vfs
+                    .rename(&path, &doomed)
+                    .map_err(|e| RunError::io("remove archived run", &path, e))?;
+                drop(store);
+                self.sync_dir(&archive)?;
+                self.remove_tree(&doomed, "remove archived run")?;
+                report.removed_archived.push(name);
             }
         }
         Ok(report)
@@ -736,12 +763,6 @@ pub const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPolicy::A
 /// (FORMAT.md §14). The full table is merged under [`RUN_COMPACTION`], by
 /// long-lived writers only.
 pub const RUN_DELTA_BYTES: u64 = 64 << 10;
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| RunError::io("fsync directory", dir, e))
-}
 
 #[cfg(test)]
 mod tests {

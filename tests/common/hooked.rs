@@ -68,6 +68,12 @@ pub trait Hooks: Clone + fmt::Debug + Send + Sync + 'static {
     fn remove(&self, path: &Path) -> io::Result<()> {
         RealFs.remove(path)
     }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        RealFs.remove_dir(path)
+    }
+    fn list_dirs(&self, dir: &Path) -> io::Result<Vec<String>> {
+        RealFs.list_dirs(dir)
+    }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         RealFs.sync_dir(dir)
     }
@@ -148,6 +154,12 @@ impl<H: Hooks> Vfs for HookedFs<H> {
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.0.remove(path)
+    }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        self.0.remove_dir(path)
+    }
+    fn list_dirs(&self, dir: &Path) -> io::Result<Vec<String>> {
+        self.0.list_dirs(dir)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.0.sync_dir(dir)

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod archive_gc_crash;
 mod crash_enumeration;
 mod crash_weak_model_hole_in_unsynced_batch;
 mod fault_injection;

@@ -165,6 +165,10 @@ impl Vfs for ScheduledFs {
         thread::yield_now();
         self.sim.list(dir)
     }
+    fn list_dirs(&self, dir: &Path) -> io::Result<Vec<String>> {
+        thread::yield_now();
+        self.sim.list_dirs(dir)
+    }
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
         thread::yield_now();
         self.wrap(path, self.sim.create_new(path))
@@ -196,6 +200,10 @@ impl Vfs for ScheduledFs {
     fn remove(&self, path: &Path) -> io::Result<()> {
         thread::yield_now();
         self.sim.remove(path)
+    }
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        thread::yield_now();
+        self.sim.remove_dir(path)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         thread::yield_now();
