@@ -85,7 +85,7 @@ impl OutputStore {
                     // live attempt): say so rather than describe bytes not there.
                     None => Err(RemoteError::Corrupt {
                         object: format!("{}/{name}", remote.url().trim_end_matches('/')),
-                        offset: 0,
+                        offset: None,
                         reason: "a create-only put found the object, then a read found none \
                                  (deleted in between: was gc run beside a live drive?)"
                             .to_string(),

@@ -103,11 +103,12 @@ pub fn decode_chunk<'a>(
     first: u64,
     last: u64,
 ) -> Result<ChunkView<'a>> {
-    let header = decode_segment_header(bytes).map_err(|r| RemoteError::corrupt(name, 0, r))?;
+    let header =
+        decode_segment_header(bytes).map_err(|r| RemoteError::corrupt(name, Some(0), r))?;
     if header.codec != codec || header.first_seq != first {
         return Err(RemoteError::corrupt(
             name,
-            0,
+            Some(0),
             format!(
                 "header says codec {} first seq {}, the manifest {} and {first}",
                 header.codec.name(),
@@ -147,7 +148,7 @@ pub fn check_frames(
                 if seq != expect || seq > last {
                     return Err(RemoteError::corrupt(
                         name,
-                        at as u64,
+                        Some(at as u64),
                         format!("record seq {seq}, expected {expect} ({what} {first}..={last})"),
                     ));
                 }
@@ -159,7 +160,7 @@ pub fn check_frames(
             Frame::End => {
                 return Err(RemoteError::corrupt(
                     name,
-                    at as u64,
+                    Some(at as u64),
                     format!(
                         "{what} ends after seq {}, the manifest says {last}",
                         expect.saturating_sub(1)
@@ -169,7 +170,7 @@ pub fn check_frames(
             Frame::Bad(p) => {
                 return Err(RemoteError::corrupt(
                     name,
-                    at as u64,
+                    Some(at as u64),
                     format!("{what} {first}..={last}: {p}"),
                 ));
             }

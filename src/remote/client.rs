@@ -303,7 +303,7 @@ impl Remote {
             Ok(Ok(b)) => Ok(Some(b)),
             Ok(Err(size)) => Err(RemoteError::corrupt(
                 self.show(rel),
-                0,
+                None,
                 format!("{size} bytes, more than the {max_len} allowed"),
             )),
             Err(object_store::Error::NotFound { .. }) => Ok(None),

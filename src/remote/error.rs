@@ -27,8 +27,9 @@ pub enum RemoteError {
     Corrupt {
         /// The object's name.
         object: String,
-        /// Byte offset inside the object, where known.
-        offset: u64,
+        /// Byte offset inside the object, where known (`None`: the object as a
+        /// whole, or a field of a manifest).
+        offset: Option<u64>,
         /// What is wrong.
         reason: String,
     },
@@ -73,7 +74,7 @@ impl RemoteError {
 
     pub(crate) fn corrupt(
         object: impl Into<String>,
-        offset: u64,
+        offset: Option<u64>,
         reason: impl Into<String>,
     ) -> Self {
         RemoteError::Corrupt {
@@ -116,7 +117,10 @@ impl std::fmt::Display for RemoteError {
                 object,
                 offset,
                 reason,
-            } => write!(f, "remote object {object} at byte {offset}: {reason}"),
+            } => match offset {
+                Some(at) => write!(f, "remote object {object} at byte {at}: {reason}"),
+                None => write!(f, "remote object {object}: {reason}"),
+            },
             RemoteError::Store { op, object, .. } => write!(f, "{op} {object}"),
             RemoteError::Diverged { reason } => {
                 write!(f, "local run and remote disagree: {reason}")

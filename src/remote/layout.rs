@@ -290,7 +290,7 @@ impl Manifest {
     /// Decodes and checks the manifest stored as `manifest_name(number)`.
     pub fn decode(number: u64, bytes: &[u8]) -> Result<Manifest> {
         let name = manifest_name(number);
-        let bad = |reason: String| RemoteError::corrupt(&name, 0, reason);
+        let bad = |reason: String| RemoteError::corrupt(&name, None, reason);
         if bytes.len() as u64 > MAX_MANIFEST_LEN {
             return Err(bad(format!(
                 "{} bytes, more than MAX_MANIFEST_LEN {MAX_MANIFEST_LEN}",

@@ -75,7 +75,7 @@ fn materialize(
     let codec: Codec = m.codec.parse().map_err(|_| {
         RemoteError::corrupt(
             super::layout::manifest_name(m.number),
-            0,
+            None,
             format!("unknown codec {:?}", m.codec),
         )
     })?;
@@ -96,7 +96,7 @@ fn materialize(
         if bytes.len() as u64 != s.len {
             return Err(RemoteError::corrupt(
                 &s.object,
-                0,
+                None,
                 format!("{} bytes, the manifest says {}", bytes.len(), s.len),
             ));
         }
@@ -115,7 +115,7 @@ fn materialize(
             .ok_or_else(|| {
                 RemoteError::corrupt(
                     super::layout::manifest_name(m.number),
-                    0,
+                    None,
                     format!("store id {:?} is not 32 hex digits", m.store_id),
                 )
             })?,
@@ -151,7 +151,7 @@ fn materialize(
         if bytes.len() as u64 != c.len {
             return Err(RemoteError::corrupt(
                 &c.object,
-                0,
+                None,
                 format!("{} bytes, the manifest says {}", bytes.len(), c.len),
             ));
         }
@@ -179,7 +179,7 @@ fn materialize(
         let bytes = r.bytes().ok_or_else(|| {
             RemoteError::corrupt(
                 &manifest_object,
-                0,
+                None,
                 format!("{what}: frames are not base64"),
             )
         })?;
@@ -269,7 +269,7 @@ fn check_chunk_tags(
             None => Ok(()),
             Some(_) => Err(RemoteError::corrupt(
                 object,
-                0,
+                Some(0),
                 crate::engine::wire::id_mismatch("the chunk", found, chain_id),
             )),
         };
@@ -277,7 +277,7 @@ fn check_chunk_tags(
     if chain_id.is_some_and(|c| c != id) {
         return Err(RemoteError::corrupt(
             object,
-            0,
+            Some(0),
             crate::engine::wire::id_mismatch("the chunk", found, chain_id),
         ));
     }
@@ -314,7 +314,7 @@ fn check_tags(
                 .map_err(|why| {
                     RemoteError::corrupt(
                         object,
-                        at as u64,
+                        Some(at as u64),
                         format!(
                             "record seq {seq}: {why}: {what} was changed after it was shipped, or the key is not the run's"
                         ),
@@ -331,12 +331,12 @@ fn check_clean(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<()> {
         Integrity::Clean => Ok(()),
         Integrity::Damaged(e) => Err(RemoteError::corrupt(
             dir.display().to_string(),
-            0,
+            None,
             format!("the restored store does not verify: {e}"),
         )),
         other => Err(RemoteError::corrupt(
             dir.display().to_string(),
-            0,
+            None,
             format!("the restored store does not verify: {other:?}"),
         )),
     }

@@ -203,10 +203,17 @@ fn a_damaged_inline_frame_fails_restore_naming_the_manifest_and_offset() {
     overwrite_manifest(&rem, &head);
     let e = verify_remote(&RealFs, &rem, None).unwrap_err();
     match &e {
-        RemoteError::Corrupt { object, reason, .. } => {
+        RemoteError::Corrupt {
+            object,
+            offset,
+            reason,
+        } => {
             assert_eq!(object, &name, "{e}");
             assert!(reason.contains("inline entry 2"), "{e}");
             assert!(reason.contains("digest"), "{e}");
+            // A manifest's field, not a byte of it: no offset, none made up.
+            assert_eq!(*offset, None, "{e}");
+            assert!(!e.to_string().contains("at byte"), "{e}");
         }
         other => panic!("expected Corrupt naming {name}: {other}"),
     }
@@ -230,7 +237,11 @@ fn a_damaged_inline_frame_fails_restore_naming_the_manifest_and_offset() {
             reason,
         } => {
             assert_eq!(object, &name, "{e}");
-            assert_eq!(*offset, 0, "the record's offset in the entry's frames: {e}");
+            assert_eq!(
+                *offset,
+                Some(0),
+                "the record's offset in the entry's frames: {e}"
+            );
             assert!(reason.contains("inline entry 2"), "{e}");
         }
         other => panic!("expected Corrupt naming {name}: {other}"),
