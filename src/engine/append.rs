@@ -263,7 +263,7 @@ impl<M: Machine> Shared<M> {
                 }
                 let (target, active, mut staged, at, io) = {
                     let mut g = lock(&self.inner);
-                    let io = lock(&self.io);
+                    let io = self.io.lock(&mut g);
                     let staged = std::mem::take(&mut g.staged);
                     let at = g.active_len - staged.len() as u64;
                     (g.next_seq - 1, g.active.clone(), staged, at, io)

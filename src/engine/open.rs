@@ -18,7 +18,7 @@ use super::pending::{LastSegment, Pending, TornPlan};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::segment::create_segment;
-use super::shared::{Active, Inner, Shared};
+use super::shared::{Active, Inner, IoLock, Shared};
 use super::slot::{Slot, Stop};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};
@@ -221,7 +221,7 @@ impl<M: Machine> Store<M> {
             opts,
             inner: Mutex::new(inner),
             group: GroupCommit::new(durable),
-            io: Mutex::new(()),
+            io: IoLock::default(),
             mark: Mutex::new(MarkWriter::new(marked)),
             compaction: Slot::default(),
             stats: Stats::default(),

@@ -5,7 +5,6 @@ use super::Machine;
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_segment_header_checked;
-use super::mutex::lock;
 use super::shared::{Active, Inner, Shared};
 use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, retry_interrupted, write_all_at};
@@ -111,7 +110,7 @@ impl<M: Machine> Shared<M> {
     pub(crate) fn rotate(&self, g: &mut Inner<M>, first_seq: u64) -> Result<()> {
         let old = g.active.clone();
         // Wait out a leader's write and fsync, then write what is still staged.
-        let _io = lock(&self.io);
+        let _io = self.io.lock(g);
         if !g.staged.is_empty() {
             let at = g.active_len - g.staged.len() as u64;
             write_all_at(old.file.as_ref(), &g.staged, at)

@@ -3,8 +3,8 @@
 //! and the active segment. Open, append, rotation, compaction and the flusher
 //! all work on it; it knows none of them.
 //!
-//! Lock order: `inner` before `io` before `group`. Nothing holds `group` while
-//! taking `inner`.
+//! Lock order: `inner` before `io` before `group`, the first step enforced by
+//! [`IoLock`]. Nothing holds `group` while taking `inner`.
 
 use super::Machine;
 use super::chain::{self, Link};
@@ -19,7 +19,7 @@ use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, VfsFile};
 use super::writers::Writers;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug)]
 pub(crate) struct Active {
@@ -66,8 +66,9 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) group: GroupCommit,
     /// Held while staged records are written and fsynced outside `inner`, and by a
     /// rotation, so that a segment is never closed under a write still in flight.
-    /// Taken after `inner` (never the other way round).
-    pub(crate) io: Mutex<()>,
+    /// Taken after `inner` (never the other way round): [`IoLock::lock`] takes
+    /// the held `inner` as its proof.
+    pub(crate) io: IoLock,
     /// The durability mark's writer (FORMAT.md §5.7), written after each fsync
     /// that raised the watermark, before any waiter it covers is woken.
     pub(crate) mark: Mutex<MarkWriter>,
@@ -81,6 +82,19 @@ pub(crate) struct Shared<M: Machine> {
     /// `SHARED` and the sync lock, through which every fsync of the log runs
     /// (FORMAT.md §5.8).
     pub(crate) writers: Writers,
+}
+
+/// The `io` lock of [`Shared`]. Its one way in asks for the `inner` state,
+/// which only `inner`'s guard (or the open, before anyone shares it) can lend,
+/// so the lock order `inner` before `io` is kept by the types, not a comment.
+#[derive(Debug, Default)]
+pub(crate) struct IoLock(Mutex<()>);
+
+impl IoLock {
+    /// Takes the lock; `_inner_held` is the proof that `inner` is held.
+    pub(crate) fn lock<M: Machine>(&self, _inner_held: &mut Inner<M>) -> MutexGuard<'_, ()> {
+        lock(&self.0)
+    }
 }
 
 impl<M: Machine> Shared<M> {
