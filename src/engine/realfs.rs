@@ -63,8 +63,14 @@ fn nofollow() -> OpenOptions {
 }
 
 fn regular(f: File, path: &Path) -> io::Result<File> {
-    if f.metadata()?.is_file() {
-        Ok(f)
+    regular_len(f, path).map(|(f, _)| f)
+}
+
+/// [`regular`], with the file's length from the same stat.
+fn regular_len(f: File, path: &Path) -> io::Result<(File, u64)> {
+    let m = f.metadata()?;
+    if m.is_file() {
+        Ok((f, m.len()))
     } else {
         Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -193,10 +199,27 @@ impl Vfs for RealFs {
 
     fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
         use std::io::{Seek, SeekFrom};
-        let mut f = regular(nofollow().read(true).open(path)?, path)?;
+        let (mut f, len) = regular_len(nofollow().read(true).open(path)?, path)?;
+        // Sized from the file's length, so that the read is one call into a
+        // buffer allocated once, not a probe and a doubling per step (a
+        // preallocated segment's catch-up reads up to its 1 MiB of zeros).
+        let len = len.saturating_sub(offset).min(max as u64);
         f.seek(SeekFrom::Start(offset))?;
-        let mut v = Vec::new();
-        f.take(max as u64).read_to_end(&mut v)?;
+        let mut v = vec![0u8; usize::try_from(len).unwrap_or(0)];
+        let mut got = 0;
+        while got < v.len() {
+            match f.read(&mut v[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        v.truncate(got);
+        // Whatever the file gained since its length was read (normally one
+        // read that returns nothing).
+        f.take((max as u64).saturating_sub(got as u64))
+            .read_to_end(&mut v)?;
         Ok(v)
     }
 

@@ -119,8 +119,14 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// gone. Linux's `/proc/sys/kernel/random/boot_id` by default; a simulated
     /// filesystem starts a new boot at every crash.
     fn boot_id(&self) -> [u8; 16] {
-        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map_or([0; 16], |t| parse_boot_id(&t))
+        // One read: the file is 37 bytes, and procfs hands it whole.
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        std::fs::File::open("/proc/sys/kernel/random/boot_id")
+            .and_then(|mut f| f.read(&mut buf))
+            .ok()
+            .and_then(|n| std::str::from_utf8(&buf[..n]).ok())
+            .map_or([0; 16], parse_boot_id)
     }
     /// Opens the regular file at `path` as a [`SharedFile`] (never through a
     /// symlink), creating it (0600) when `create` and absent. `None` when this
@@ -224,5 +230,14 @@ mod tests {
         assert_eq!(id[15], 0xef);
         assert_eq!(parse_boot_id("short"), [0; 16]);
         assert_eq!(parse_boot_id(""), [0; 16]);
+    }
+
+    #[test]
+    fn the_real_boot_id_is_read_whole_in_one_read() {
+        let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .expect("Linux's boot id (runlog's multi-process protocol reads it)");
+        let id = crate::engine::RealFs.boot_id();
+        assert_ne!(id, [0; 16]);
+        assert_eq!(id, parse_boot_id(&text));
     }
 }

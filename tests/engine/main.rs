@@ -55,6 +55,7 @@ mod open_reads_after_snapshot;
 mod preallocated_segments;
 mod prop_model;
 mod readers_records_after;
+mod realfs_reads;
 mod recovery_partial_unlinks_after_compaction;
 mod table_damage;
 mod table_roundtrip;
