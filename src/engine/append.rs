@@ -113,8 +113,8 @@ impl<M: Machine> Store<M> {
             if s.opts.one_shot && last.is_some() && !want_compact {
                 // Written: other writer processes may append after it while
                 // its fsync runs, and share it (FORMAT.md §5.8).
-                let (seq, a) = (g.next_seq - 1, g.active.first_seq);
-                s.writers.publish(s.vfs.as_ref(), seq, a, g.active_len);
+                let (seq, a) = (g.next_seq - 1, g.active.first_seq());
+                s.writers.publish(s.vfs.as_ref(), seq, a, g.active.end());
                 *lock(&s.writer_lock) = None;
             }
             (last, want_compact)
@@ -229,22 +229,17 @@ impl<M: Machine> Shared<M> {
         frames: &[u8],
         first_in_batch: u64,
     ) -> Result<()> {
-        if g.active_len + frames.len() as u64 > self.opts.segment_bytes
-            && first_in_batch > g.active.first_seq
+        if g.active.end() + frames.len() as u64 > self.opts.segment_bytes
+            && first_in_batch > g.active.first_seq()
         {
             self.rotate(g, first_in_batch)?;
         }
-        let a = g.active.clone();
-        let end = g.active_len + frames.len() as u64;
+        let end = g.active.end() + frames.len() as u64;
         self.preallocate(g, end)?;
-        if self.stages() {
-            g.staged.extend_from_slice(frames);
-        } else {
-            write_all_at(a.file.as_ref(), frames, g.active_len)
-                .map_err(|e| Error::io("append to segment", &a.path, e))?;
-        }
-        g.active_len = end;
-        g.active_alloc = g.active_alloc.max(end);
+        let stage = self.stages();
+        g.active
+            .push(frames, stage)
+            .map_err(|e| Error::io("append to segment", &g.active.file().path, e))?;
         g.log_bytes_since_snapshot += frames.len() as u64;
         g.appended_bytes += frames.len() as u64;
         Ok(())
@@ -261,12 +256,11 @@ impl<M: Machine> Shared<M> {
                 if let Some(d) = linger.filter(|d| !d.is_zero()) {
                     std::thread::sleep(d);
                 }
-                let (target, active, mut staged, at, io) = {
+                let (target, active, staged, at, io) = {
                     let mut g = lock(&self.inner);
                     let io = self.io.lock(&mut g);
-                    let staged = std::mem::take(&mut g.staged);
-                    let at = g.active_len - staged.len() as u64;
-                    (g.next_seq - 1, g.active.clone(), staged, at, io)
+                    let (staged, at) = g.active.take_staged();
+                    (g.next_seq - 1, g.active.file().clone(), staged, at, io)
                 };
                 self.group.announce(target);
                 // One write for every record staged since the last leader, then the
@@ -305,11 +299,7 @@ impl<M: Machine> Shared<M> {
                 }
                 if !staged.is_empty() {
                     // Hand the buffer back for reuse.
-                    staged.clear();
-                    let mut g = lock(&self.inner);
-                    if g.staged.is_empty() && g.staged.capacity() < staged.capacity() {
-                        g.staged = staged;
-                    }
+                    lock(&self.inner).active.give_back(staged);
                 }
                 r.map(|()| target)
                     .map_err(|e| Error::io("fsync segment", &active.path, e).poison_cause())

@@ -105,7 +105,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
         if k == base {
             return Ok(nothing(base, started));
         }
-        if g.active.first_seq <= k
+        if g.active.first_seq() <= k
             && let Err(e) = shared.rotate(&mut g, k + 1)
         {
             shared.poison(&mut g, e.poison_cause());

@@ -18,7 +18,7 @@ use super::pending::{LastSegment, Pending, TornPlan};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::segment::create_segment;
-use super::shared::{Active, Inner, IoLock, Shared};
+use super::shared::{Active, ActiveSegment, Inner, IoLock, Shared};
 use super::slot::{Slot, Stop};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};
@@ -167,7 +167,7 @@ impl<M: Machine> Store<M> {
                 let keying = opts.key.as_ref().zip(id.as_ref());
                 let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, keying)?;
                 let durable = inner.next_seq - 1;
-                fresh_header = inner.active_len;
+                fresh_header = inner.active.end();
                 (inner, codec, id, report, durable, None)
             }
             Some(mut l) => {
@@ -255,10 +255,7 @@ impl<M: Machine> Store<M> {
         let inner = Inner {
             state: M::State::default(),
             next_seq: 1,
-            active: Arc::new(active),
-            active_len: len,
-            active_alloc: len,
-            staged: Vec::new(),
+            active: ActiveSegment::new(active, len),
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,
@@ -390,14 +387,14 @@ impl<M: Machine> Store<M> {
         let inner = Inner {
             state,
             next_seq,
-            active: Arc::new(Active {
-                file: Box::new(NotOpened),
-                path: dir.join(segment_name(first_seq)),
-                first_seq,
-            }),
-            active_len: 0,
-            active_alloc: 0,
-            staged: Vec::new(),
+            active: ActiveSegment::new(
+                Active {
+                    file: Box::new(NotOpened),
+                    path: dir.join(segment_name(first_seq)),
+                    first_seq,
+                },
+                0,
+            ),
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,

@@ -9,10 +9,9 @@ use super::files::{quarantine, write_file_atomic};
 use super::format::{Codec, segment_name};
 use super::pending::{LastSegment, Pending};
 use super::segment::create_segment;
-use super::shared::{Active, Inner, Shared};
+use super::shared::{Active, ActiveSegment, Inner, Shared};
 use super::vfs::{VfsFile, retry_interrupted};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 impl<M: Machine> Shared<M> {
     /// Finishes a deferred open before anything is written (nothing to do once
@@ -139,13 +138,15 @@ impl<M: Machine> Shared<M> {
                     // change for their fdatasync to write (§5.2).
                     (file, l.alloc)
                 };
-                g.active = Arc::new(Active {
-                    file,
-                    path: l.path,
-                    first_seq: l.first_seq,
-                });
-                g.active_len = l.end;
-                g.active_alloc = alloc;
+                g.active = ActiveSegment::at(
+                    Active {
+                        file,
+                        path: l.path,
+                        first_seq: l.first_seq,
+                    },
+                    l.end,
+                    alloc,
+                );
                 // Vouched-for records are not durable yet: the first fsync,
                 // which covers them with this writer's own, says when.
                 if !vouched {
@@ -175,9 +176,7 @@ impl<M: Machine> Shared<M> {
                 }
                 let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;
                 g.segments.push(p.next_seq);
-                g.active = Arc::new(a);
-                g.active_len = len;
-                g.active_alloc = len;
+                g.active = ActiveSegment::new(a, len);
                 self.group.advance(p.next_seq - 1);
                 self.mark_durable(p.next_seq - 1, p.next_seq, len);
             }

@@ -5,11 +5,10 @@ use super::Machine;
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_segment_header_checked;
-use super::shared::{Active, Inner, Shared};
+use super::shared::{Active, ActiveSegment, Inner, Shared};
 use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, retry_interrupted, write_all_at};
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// ENOSPC or EDQUOT: the disk (or the quota) is full.
@@ -65,14 +64,14 @@ impl<M: Machine> Shared<M> {
     /// fdatasync carries the zeros and the new size, once per step.
     pub(crate) fn preallocate(&self, g: &mut Inner<M>, end: u64) -> Result<()> {
         let step = self.opts.preallocate;
-        if step == 0 || self.codec != Codec::Binary || end <= g.active_alloc {
+        if step == 0 || self.codec != Codec::Binary || end <= g.active.alloc() {
             return Ok(());
         }
         let target = end
             .div_ceil(step)
             .saturating_mul(step)
             .min(self.opts.segment_bytes.max(end));
-        let from = g.active_alloc.max(end);
+        let from = g.active.alloc().max(end);
         if target <= from {
             return Ok(());
         }
@@ -82,7 +81,7 @@ impl<M: Machine> Shared<M> {
             return Ok(());
         }
         static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-        let a = g.active.clone();
+        let a = g.active.file().clone();
         let mut at = from;
         while at < target {
             let n = (target - at).min(ZEROS.len() as u64) as usize;
@@ -93,7 +92,7 @@ impl<M: Machine> Shared<M> {
                 // A little space left must not become no space and no progress:
                 // give back what the fill took (the file ended at `active_alloc`
                 // before it; nothing past that was ever a record) and append plain.
-                retry_interrupted(|| a.file.set_len(g.active_alloc))
+                retry_interrupted(|| a.file.set_len(g.active.alloc()))
                     .map_err(|e2| Error::io("give back a failed preallocation", &a.path, e2))?;
                 self.stats
                     .preallocation_fallbacks
@@ -102,29 +101,27 @@ impl<M: Machine> Shared<M> {
             }
             at += n as u64;
         }
-        g.active_alloc = target;
+        g.active.set_alloc(target);
         Ok(())
     }
 
     /// Closes the active segment (fsynced) and starts a new one at `first_seq`.
     pub(crate) fn rotate(&self, g: &mut Inner<M>, first_seq: u64) -> Result<()> {
-        let old = g.active.clone();
+        let old = g.active.file().clone();
         // Wait out a leader's write and fsync, then write what is still staged.
         let _io = self.io.lock(g);
-        if !g.staged.is_empty() {
-            let at = g.active_len - g.staged.len() as u64;
-            write_all_at(old.file.as_ref(), &g.staged, at)
-                .map_err(|e| Error::io("append to segment", &old.path, e))?;
-            g.staged.clear();
-        }
+        g.active
+            .write_staged()
+            .map_err(|e| Error::io("append to segment", &old.path, e))?;
         // Cut the preallocated zeros off, so that only the last segment ever ends
         // in zeros (recovery treats zeros anywhere else as damage). Even when the
         // cache shows none: a rotation of this segment whose fsync failed may have
         // cut them in the cache only, and this cut, fsynced below, makes the
         // size on disk match (an open no longer cuts the last segment, §5.5).
-        retry_interrupted(|| old.file.set_len(g.active_len))
+        let end = g.active.end();
+        retry_interrupted(|| old.file.set_len(end))
             .map_err(|e| Error::io("trim preallocated segment", &old.path, e))?;
-        g.active_alloc = g.active_len;
+        g.active.set_alloc(end);
         // Every record in the old segment becomes durable before the new one exists:
         // recovery relies on only the last segment ever having a torn tail. fsync,
         // not fdatasync: the trimmed length must be durable too.
@@ -132,7 +129,7 @@ impl<M: Machine> Shared<M> {
         let own = super::mark::Mark {
             seq: first_seq - 1,
             segment: old.first_seq,
-            end: g.active_len,
+            end,
         };
         self.group
             .fsync(old.path.display(), || {
@@ -147,9 +144,7 @@ impl<M: Machine> Shared<M> {
         let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
-        g.active = Arc::new(active);
-        g.active_len = len;
-        g.active_alloc = len;
+        g.active = ActiveSegment::new(active, len);
         g.segments.push(first_seq);
         self.group.advance(first_seq - 1);
         // The new segment is durable, header and name: a one-shot writer that
