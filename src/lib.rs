@@ -72,6 +72,20 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+/// Re-exports the crate's tests, fuzz targets and benches use but that are
+/// not the API: public and hidden from the docs under the `sim` test feature
+/// (as the engine's internal modules are), crate-private otherwise.
+macro_rules! sim_pub_use {
+    ($($path:tt)*) => {
+        #[cfg(feature = "sim")]
+        #[doc(hidden)]
+        pub use $($path)*;
+        #[cfg(not(feature = "sim"))]
+        #[allow(unused_imports)]
+        pub(crate) use $($path)*;
+    };
+}
+
 pub mod engine;
 #[cfg(feature = "remote")]
 pub mod remote;

@@ -166,7 +166,7 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
     // The remote root comes from the environment here, never in the library.
     let remote_root = runlog::remote::RemoteRoot::from_env().map_err(|e| RunError::Remote {
         op: "read",
-        at: format!("${}", runlog::remote::ENV_REMOTE_ROOT).into(),
+        at: format!("${}", runlog::remote::ENV_REMOTE_ROOT),
         source: e.into(),
     })?;
     wait::set_lock_wait(Some(wait));

@@ -41,10 +41,11 @@ pub enum RemoteCommand {
 #[cfg(feature = "remote")]
 mod imp {
     use super::*;
+    use crate::ui::feed::deadline_text;
     use runlog::engine::RealFs;
     use runlog::remote::{
-        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, deadline_text, gc,
-        is_deadline, restore, verify_remote,
+        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, gc, is_deadline, restore,
+        verify_remote,
     };
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Condvar, Mutex};

@@ -6,7 +6,7 @@ use super::check::{Acked, Check, check};
 use super::plan::{Rng, deps_of, kill_points, unit_name};
 use super::protocol::Line;
 use runlog::engine::{self, RealFs};
-use runlog::remote::{Policy, Remote, RemoteConfig, RemoteError, latest_manifest, restore};
+use runlog::remote::{Policy, Remote, RemoteConfig, RemoteError, restore};
 use runlog::run::{InitSpec, RunError, Runs, Transition};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -509,7 +509,7 @@ pub const NEW_HOST: &str = "new-host";
 fn remote_err(what: &str, url: &str, e: RemoteError) -> RunError {
     RunError::Remote {
         op: "demo remote",
-        at: format!("{what} {url}").into(),
+        at: format!("{what} {url}"),
         source: e.into(),
     }
 }
@@ -518,9 +518,10 @@ fn remote_err(what: &str, url: &str, e: RemoteError) -> RunError {
 /// empty: the demo's check needs the whole chain to be this run's.
 fn attach(dir: &Path, url: &str) -> Result<(), RunError> {
     let remote = Remote::open(url).map_err(|e| remote_err("open", url, e))?;
-    if latest_manifest(&remote)
-        .map_err(|e| remote_err("read the manifest chain of", url, e))?
-        .is_some()
+    if !remote
+        .list("list", "")
+        .map_err(|e| remote_err("list", url, e))?
+        .is_empty()
     {
         return Err(err(format!(
             "--remote {url} already holds a run: the demo needs an empty prefix"

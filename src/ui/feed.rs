@@ -100,7 +100,7 @@ pub fn sample(samples: &mut VecDeque<(Instant, u64)>, now: Instant, done: u64) {
 
 /// The remote's lag as `status` shows it (`None`: the run has no remote).
 pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Value> {
-    use runlog::remote::{RemoteLag, deadline_text, is_deadline};
+    use runlog::remote::{RemoteLag, is_deadline};
     match RemoteLag::read_within(dir, durable, Some(REMOTE_DEADLINE)) {
         Ok(None) => None,
         Ok(Some(l)) => Some(serde_json::json!({
@@ -550,6 +550,16 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
         });
     if spawned.is_err() {
         w.scanning.store(false, Ordering::Relaxed);
+    }
+}
+
+/// `within` as status shows it: `2s`, `500ms` (the remote line of `runlog
+/// status` and of the web view, when the remote was not reached in time).
+pub fn deadline_text(within: Duration) -> String {
+    if within.subsec_millis() == 0 {
+        format!("{}s", within.as_secs())
+    } else {
+        format!("{}ms", within.as_millis())
     }
 }
 

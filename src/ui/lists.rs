@@ -92,7 +92,7 @@ impl Kind {
 
     /// Kept current from the log's tail (follow.rs); the others are as of
     /// the last scan.
-    pub fn from_tail(self) -> bool {
+    pub fn kept_from_tail(self) -> bool {
         matches!(
             self,
             Kind::Blocked | Kind::Retried | Kind::Stuck | Kind::Pending
@@ -274,7 +274,7 @@ impl ListSet {
             "pages": pages,
             "pageSize": PAGE_SIZE,
             "entries": &l.kept[start..end],
-            "seq": if kind.from_tail() { self.seq } else { self.scan_seq },
+            "seq": if kind.kept_from_tail() { self.seq } else { self.scan_seq },
             "scannedAtMs": self.scanned_at_ms,
         })
     }
