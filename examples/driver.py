@@ -135,10 +135,10 @@ def main():
     args = p.parse_args()
     if shutil.which(args.runlog) is None:
         print(
-            "driver.py: no runlog binary at %r: install it with `cargo install --path .` "
+            "driver.py: no runlog binary at %r: install it with `cargo install --path . --features cli` "
             "or `pip install ./python` (the Python package brings it) "
             "from the repository, or pass --runlog target/debug/runlog (or set $RUNLOG) "
-            "after `cargo build`" % args.runlog,
+            "after `cargo build --features cli`" % args.runlog,
             file=sys.stderr,
         )
         sys.exit(127)

@@ -37,7 +37,7 @@ if [ $# -lt 2 ]; then
     exit 2
 fi
 if ! command -v "$RUNLOG" >/dev/null 2>&1; then
-    echo "pipeline: no runlog binary at '$RUNLOG': install it with \`cargo install --path .\` or \`pip install ./python\` (the Python package brings it) from the repository, or set RUNLOG=target/debug/runlog after \`cargo build\`" >&2
+    echo "pipeline: no runlog binary at '$RUNLOG': install it with \`cargo install --path . --features cli\` or \`pip install ./python\` (the Python package brings it) from the repository, or set RUNLOG=target/debug/runlog after \`cargo build --features cli\`" >&2
     exit 127
 fi
 run=$1

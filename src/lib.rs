@@ -1,6 +1,7 @@
 //! runlog: an embedded checkpoint store.
 //!
-//! Three layers, each usable on its own:
+//! Two layers, each usable on its own (and beside them, with feature `remote`,
+//! `remote`: a run shipped to object storage):
 //!
 //! * [`engine`]: a generic state machine ([`engine::Machine`]) whose transitions
 //!   are appended to an fsync'd log and whose state is periodically snapshotted.
@@ -9,15 +10,18 @@
 //! * [`run`]: the run model on top of it: units with statuses and dependencies,
 //!   phases, open items, budgets, fingerprints, a fail-closed finalize and the
 //!   resume set ([`run::Runs`], [`run::Run`]).
-//! * `cli`: the `runlog` command line over the run model (`docs/CLI.md`).
 //!
-//! Features: `cli` (on by default) builds the `runlog` binary and the `cli` and
-//! `demo` modules, with `clap` and `indicatif`, and `ui` (the `runlog ui` web
-//! view: axum on tokio); an embedder turns it off
-//! (`default-features = false`) and gets the engine and the run model alone.
-//! `sim` (off) is test support for this crate's own tests, fuzz targets and
-//! benches: the simulated filesystem and the engine's internals, hidden from
-//! these docs and not part of the API.
+//! The `runlog` command line (`docs/CLI.md`) is this package's binary, built
+//! with feature `cli` (`cargo install --path . --features cli`); it uses only
+//! this library's public API, and none of it is part of the library.
+//!
+//! Features, all off by default, so `cargo add runlog` is the engine and the
+//! run model alone: `remote` ships a run to object storage ([`run::Runs`]'s
+//! remote root; `object_store` on tokio); `cli` builds the binary (clap,
+//! indicatif, axum for `runlog ui`) and turns on `remote`. `sim` is test
+//! support for this crate's own tests, fuzz targets and benches: the
+//! simulated filesystem and the engine's internals, hidden from these docs and
+//! not part of the API.
 //!
 //! Errors chain: each `Display` is one layer's message and `source()` is the
 //! cause, so a reporter ([`engine::ErrorChain`], anyhow) prints every cause once.
@@ -68,18 +72,26 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-#[cfg(feature = "cli")]
-pub mod cli;
-#[cfg(feature = "cli")]
-pub mod demo;
+/// Re-exports the crate's tests, fuzz targets and benches use but that are
+/// not the API: public and hidden from the docs under the `sim` test feature
+/// (as the engine's internal modules are), crate-private otherwise.
+macro_rules! sim_pub_use {
+    ($($path:tt)*) => {
+        #[cfg(feature = "sim")]
+        #[doc(hidden)]
+        pub use $($path)*;
+        #[cfg(not(feature = "sim"))]
+        #[allow(unused_imports)]
+        pub(crate) use $($path)*;
+    };
+}
+
 pub mod engine;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod run;
 // Signals and the terminal, below every layer (the one place for their `unsafe`).
 mod sys;
-#[cfg(feature = "ui")]
-pub mod ui;
 
 /// The tour: the three ways to drive runs, step by step (`docs/TOUR.md`).
 #[doc = include_str!("../docs/TOUR.md")]

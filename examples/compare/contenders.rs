@@ -589,7 +589,15 @@ pub mod apply_pipe {
             // Under `cargo run` the binary may be stale or unbuilt; build it (a no-op
             // when fresh). A failure shows up below as a missing binary.
             let _ = Command::new(cargo)
-                .args(["build", "--release", "--quiet", "--bin", "runlog"])
+                .args([
+                    "build",
+                    "--release",
+                    "--quiet",
+                    "--features",
+                    "cli",
+                    "--bin",
+                    "runlog",
+                ])
                 .current_dir(root)
                 .status();
         }

@@ -12,7 +12,7 @@
 //! between them; medians, p90 and worst, against the smallest size's medians.
 //!
 //! ```text
-//! cargo build --release
+//! cargo build --release --features cli
 //! cargo run --release --example scale -- [--units 1000,100000,1000000] [--reps 5]
 //!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
@@ -382,7 +382,7 @@ fn main() -> ExitCode {
     };
     if !cfg.bin.is_file() {
         eprintln!(
-            "scale: no runlog binary at {} (run `cargo build --release` first, or pass --bin)",
+            "scale: no runlog binary at {} (run `cargo build --release --features cli` first, or pass --bin)",
             cfg.bin.display()
         );
         return ExitCode::from(2);

@@ -19,6 +19,12 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 
+/// `runlog apply`'s line protocol (the length cap and the parser), compiled
+/// from the CLI's own source: the CLI is a module of the binary, not of the
+/// library, so it cannot be imported. The path is relative to this file.
+#[path = "../../src/cli/ops.rs"]
+mod cli_ops;
+
 const CODECS: [Codec; 2] = [Codec::Binary, Codec::Jsonl];
 
 /// A fresh simulated filesystem holding the directory `/mem` (mode 0700).
@@ -336,8 +342,7 @@ fn recovery_whole(data: &[u8]) {
 /// the document exactly as it was; an operation that parses round-trips through
 /// both codecs unchanged.
 pub fn apply_input(data: &[u8]) {
-    use runlog::cli::apply::{Line, read_line_capped};
-    use runlog::cli::ops::{MAX_OP_LINE_BYTES, parse_op_line};
+    use cli_ops::{Line, MAX_OP_LINE_BYTES, parse_op_line, read_line_capped};
     use runlog::engine::encode_payload;
     use runlog::run::{Change, InitSpec, RunDoc, RunMachine, Transition};
     let at = "2026-11-29T00:00:00.000Z".to_string();

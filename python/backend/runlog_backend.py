@@ -7,7 +7,7 @@ maturin has built the wheel, `cargo rustc --release --bin runlog` builds the
 native `runlog` binary in the same target directory and the binary is added to
 the wheel as `runlog-<version>.data/scripts/runlog`, which pip installs beside
 `python` in the environment's `bin/`. runlog-python depends on the `runlog`
-crate with the binary's features (`cli`, default features off), so that second
+crate with the binary's features (`cli`; the crate has no default ones), so that second
 cargo call reuses every crate maturin compiled: it compiles src/main.rs and
 links. Its progress goes to stderr, which `pip install -v` shows.
 
@@ -67,7 +67,7 @@ def _build_cli():
     (`strip = true`): `-C strip=symbols` is a rustc flag for the binary only,
     so the dependencies' builds are the ones maturin made."""
     cmd = [_cargo(), "rustc", "--release", "--manifest-path", _root_manifest(),
-           "--bin", BIN, "--no-default-features", "--features", "cli",
+           "--bin", BIN, "--features", "cli",
            "--message-format", "json-render-diagnostics", "--", "-C", "strip=symbols"]
     _say("building the runlog CLI: " + " ".join(cmd))
     # stdout is cargo's JSON (read below); stderr, its progress, is pip's.

@@ -2,62 +2,14 @@
 //! stdout. Lines already buffered are applied together with one write and one
 //! fsync; no ack is written before the fsync that covers it.
 
-use super::ops::{MAX_OP_LINE_BYTES, parse_op_line};
+use super::ops::{Line, MAX_OP_LINE_BYTES, parse_op_line, read_line_capped};
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED};
-use crate::run::{Run, RunError, Runs};
+use runlog::run::{Run, RunError, Runs};
 use serde_json::json;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 
 /// Most lines applied as one batch.
 const MAX_BATCH: usize = 1024;
-
-/// One line read with a length cap.
-#[derive(Debug, PartialEq)]
-pub enum Line {
-    /// A complete line (without its newline).
-    Text(Vec<u8>),
-    /// A line longer than the cap (its bytes were discarded).
-    TooLong(usize),
-}
-
-/// Reads one line of at most `max` bytes; `None` at end of input. A longer
-/// line is consumed and reported, never held in memory.
-pub fn read_line_capped(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Line>> {
-    let mut buf = Vec::new();
-    let mut seen = 0usize;
-    let mut any = false;
-    loop {
-        let avail = match r.fill_buf() {
-            Ok(a) => a,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if avail.is_empty() {
-            break;
-        }
-        any = true;
-        let (chunk, used, done) = match avail.iter().position(|&b| b == b'\n') {
-            Some(i) => (&avail[..i], i + 1, true),
-            None => (avail, avail.len(), false),
-        };
-        seen += chunk.len();
-        if seen <= max {
-            buf.extend_from_slice(chunk);
-        }
-        r.consume(used);
-        if done {
-            break;
-        }
-    }
-    if !any {
-        return Ok(None);
-    }
-    Ok(Some(if seen > max {
-        Line::TooLong(seen)
-    } else {
-        Line::Text(buf)
-    }))
-}
 
 fn ack_error(msg: &str, code: u8) -> String {
     json!({ "error": msg, "code": code }).to_string()

@@ -1,8 +1,8 @@
 //! The command line, declared with clap; parsing of the small argument syntaxes
 //! (`--units a,b`, `--deps U=D+E`, `--budget NAME=LIMIT@OWNER`).
 
-use crate::run::{BudgetSpec, RunError, check_name};
 use clap::{Args, Parser, Subcommand};
+use runlog::run::{BudgetSpec, RunError, check_name};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -7,10 +7,10 @@ use super::ops::items_from_json;
 use super::render::{render_archive_list, render_list, render_status, status_json};
 use super::wait::with_lock_notice;
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, write_out};
-use crate::engine::{self, Codec, Integrity, RealFs};
-use crate::run::fingerprint::parse_parts;
-use crate::run::json::parse_json_limited;
-use crate::run::{
+use runlog::engine::{self, Codec, Integrity, RealFs};
+use runlog::run::fingerprint::parse_parts;
+use runlog::run::json::parse_json_limited;
+use runlog::run::{
     Change, InitSpec, Launch, PhaseStatus, RunError, RunStatus, RunSummary, Runs, Transition,
     UnitStatus,
 };
@@ -72,11 +72,11 @@ pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
 
 /// Prints each warning on stderr as `runlog: warning CODE: message`, with the
 /// command that follows from it where there is one.
-fn warn_all(warnings: &[crate::run::Warning]) {
+fn warn_all(warnings: &[runlog::run::Warning]) {
     for w in warnings {
         let archived = std::path::Path::new(&w.archived_to).file_name();
         match archived {
-            Some(name) if w.code == crate::run::RUN_FINISHED_STARTED_FRESH => eprintln!(
+            Some(name) if w.code == runlog::run::RUN_FINISHED_STARTED_FRESH => eprintln!(
                 "runlog: warning {}: {}; `runlog archive restore {}` brings it back",
                 w.code,
                 w.message,
@@ -101,7 +101,7 @@ fn not_initialized(runs: &Runs, id: &str) -> RunError {
 fn is_already_live(e: &RunError) -> bool {
     matches!(
         e.rule(),
-        Some(crate::run::RuleError::AlreadyInitialized { .. })
+        Some(runlog::run::RuleError::AlreadyInitialized { .. })
     )
 }
 
@@ -132,7 +132,7 @@ fn init_spec(
         fingerprint: parse_parts(fingerprint.unwrap_or("")).map_err(invalid)?,
         budgets: parse_budgets(&new.budgets)?,
     };
-    crate::run::check_init(&spec).map_err(|e| invalid(e.to_string()))?;
+    runlog::run::check_init(&spec).map_err(|e| invalid(e.to_string()))?;
     Ok((spec, codec))
 }
 
@@ -186,7 +186,7 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             if let Some(l) = limit {
                 parse_amount(&l.to_string())?;
             }
-            let spec = crate::run::BudgetSpec { limit, owner };
+            let spec = runlog::run::BudgetSpec { limit, owner };
             change(runs, json, &run, Change::Budget { name, spec })
         }
         Command::Spend {
@@ -376,7 +376,7 @@ fn spend(runs: &Runs, json: bool, run: &str, budget: String, amount: &str) -> Re
     })?;
     let mut warnings = vec![];
     if let Some(b) = b.filter(|b| b.is_exhausted()) {
-        warnings.push(crate::run::Warning {
+        warnings.push(runlog::run::Warning {
                 code: BUDGET_EXCEEDED.to_string(),
                 message: format!(
                     "budget {budget:?} of run {run}: spent {} of its limit {} (owner {}); `runlog budget` changes the limit",
@@ -663,7 +663,7 @@ fn archive_list(runs: &Runs, json: bool) -> Result<u8, RunError> {
     } else if all.is_empty() {
         println_out(&format!(
             "no archived runs under {}",
-            runs.root().join(crate::run::ARCHIVE_SUBDIR).display()
+            runs.root().join(runlog::run::ARCHIVE_SUBDIR).display()
         ))?;
     } else {
         write_out(&render_archive_list(&all))?;

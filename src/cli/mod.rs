@@ -5,7 +5,7 @@
 pub mod apply;
 pub mod args;
 mod commands;
-#[doc(hidden)] // public for the fuzz targets only
+// Compiled by the fuzz targets too (fuzz/fuzz_targets/checks.rs), with `#[path]`.
 pub mod ops;
 pub mod remote;
 mod render;
@@ -13,8 +13,8 @@ mod ui;
 pub mod wait;
 pub mod watch;
 
-use crate::engine::{self, ErrorChain};
-use crate::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock, locate_root};
+use runlog::engine::{self, ErrorChain};
+use runlog::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock, locate_root};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -120,9 +120,12 @@ pub(crate) fn stdout_error(e: std::io::Error) -> RunError {
 }
 
 fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
-    let cwd =
-        std::env::current_dir().map_err(|e| RunError::io("read the working directory", ".", e))?;
-    let env = std::env::var(crate::run::ENV_DIR).ok();
+    let cwd = std::env::current_dir().map_err(|e| RunError::Io {
+        op: "read the working directory",
+        path: ".".into(),
+        source: e,
+    })?;
+    let env = std::env::var(runlog::run::ENV_DIR).ok();
     let root = locate_root(cli.dir.as_deref(), env.as_deref(), &cwd);
     let clock: Arc<dyn Clock> = match std::env::var(ENV_NOW) {
         Ok(ts) => Arc::new(ManualClock::at(&ts).ok_or_else(|| {
@@ -161,8 +164,12 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
             e => RunError::Invalid(ErrorChain(&e).to_string()),
         })?;
     // The remote root comes from the environment here, never in the library.
-    let remote_root = crate::remote::RemoteRoot::from_env()
-        .map_err(|e| RunError::remote("read", format!("${}", crate::remote::ENV_REMOTE_ROOT), e))?;
+    let remote_root = runlog::remote::RemoteRoot::from_env().map_err(|e| RunError::Remote {
+        op: "read",
+        at: format!("${}", runlog::remote::ENV_REMOTE_ROOT),
+        source: e.into(),
+    })?;
+    wait::set_lock_wait(Some(wait));
     Ok(Runs::new(root)
         .with_clock(clock)
         .with_lock_wait(Some(wait))
@@ -237,7 +244,11 @@ pub fn run_cli(cli: args::Cli) -> Result<u8, RunError> {
 fn demo(opts: &crate::demo::DemoOptions, json: bool) -> Result<u8, RunError> {
     let exe = std::env::current_exe().map_err(|e| {
         let argv0 = std::env::args_os().next().unwrap_or_default();
-        RunError::io("find the runlog binary to start workers", argv0, e)
+        RunError::Io {
+            op: "find the runlog binary to start workers",
+            path: argv0.into(),
+            source: e,
+        }
     })?;
     if opts.dir.is_none() && !json {
         eprintln!(

@@ -5,13 +5,67 @@
 //! gives `limit` and `owner` beside `name`. There is no second schema to keep
 //! in step: a field added to a `Change` is an operation field at once.
 //! Parsing caps line length and nesting first.
+//!
+//! This file stands alone on the library's public API and serde_json (no
+//! `crate::` path), because the `apply_input` fuzz target and its corpus
+//! replay (`fuzz/fuzz_targets/checks.rs`) compile it too, with `#[path]`: the
+//! CLI is the binary's, not the library's, so they cannot import it.
 
-use crate::run::json::parse_json_limited;
-use crate::run::{Change, Json};
+use runlog::run::json::parse_json_limited;
+use runlog::run::{Change, Json};
 use serde_json::{Map, Value};
+use std::io::BufRead;
 
 /// Longest operation line accepted, in bytes.
 pub const MAX_OP_LINE_BYTES: usize = 1 << 20;
+
+/// One line read with a length cap.
+#[derive(Debug, PartialEq)]
+pub enum Line {
+    /// A complete line (without its newline).
+    Text(Vec<u8>),
+    /// A line longer than the cap (its bytes were discarded).
+    TooLong(usize),
+}
+
+/// Reads one line of at most `max` bytes; `None` at end of input. A longer
+/// line is consumed and reported, never held in memory.
+pub fn read_line_capped(r: &mut impl BufRead, max: usize) -> std::io::Result<Option<Line>> {
+    let mut buf = Vec::new();
+    let mut seen = 0usize;
+    let mut any = false;
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(a) => a,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if avail.is_empty() {
+            break;
+        }
+        any = true;
+        let (chunk, used, done) = match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => (&avail[..i], i + 1, true),
+            None => (avail, avail.len(), false),
+        };
+        seen += chunk.len();
+        if seen <= max {
+            buf.extend_from_slice(chunk);
+        }
+        r.consume(used);
+        if done {
+            break;
+        }
+    }
+    if !any {
+        return Ok(None);
+    }
+    Ok(Some(if seen > max {
+        Line::TooLong(seen)
+    } else {
+        Line::Text(buf)
+    }))
+}
 
 /// Items from a JSON value: an object is one item, an array each of its
 /// elements (which must be objects); anything else is refused.
@@ -134,7 +188,7 @@ fn plain_serde_error(e: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
+    use runlog::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
 
     /// A line for `c` written from the change's own serde form: its fields,
     /// flat, beside `"op"`.

@@ -1,9 +1,9 @@
 //! The remote verbs (issue 15): `restore RUN --remote URL`, `verify RUN
 //! --remote URL`, `gc --remote URL`, `remote attach RUN URL` and `remote
-//! status RUN`. Argument parsing only; the work is in `crate::remote`.
+//! status RUN`. Argument parsing only; the work is in `runlog::remote`.
 
-use crate::run::{RunError, Runs};
 use clap::Subcommand;
+use runlog::run::{RunError, Runs};
 use std::time::Duration;
 
 /// How long `status` (and each `status --watch` refresh) waits for the remote
@@ -41,16 +41,21 @@ pub enum RemoteCommand {
 #[cfg(feature = "remote")]
 mod imp {
     use super::*;
-    use crate::engine::RealFs;
-    use crate::remote::{
-        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, deadline_text, gc,
-        is_deadline, restore, verify_remote,
+    use crate::ui::feed::deadline_text;
+    use runlog::engine::RealFs;
+    use runlog::remote::{
+        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, gc, is_deadline, restore,
+        verify_remote,
     };
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Condvar, Mutex};
 
     pub(super) fn fail(what: &str, e: RemoteError) -> RunError {
-        RunError::remote("remote", what, e)
+        RunError::Remote {
+            op: "remote",
+            at: what.into(),
+            source: e.into(),
+        }
     }
 
     fn print(json: bool, value: serde_json::Value, text: String) -> Result<u8, RunError> {
@@ -95,14 +100,14 @@ mod imp {
             Ok(Some(l)) => Some((serde_json::to_value(&l).unwrap_or_default(), lag_line(&l))),
             Err(e) if is_deadline(&e) => {
                 let within = deadline_text(STATUS_DEADLINE);
-                let why = crate::engine::ErrorChain(&e).to_string();
+                let why = runlog::engine::ErrorChain(&e).to_string();
                 Some((
                     serde_json::json!({"error": why, "notReachedWithin": within}),
                     format!("remote: not reached within {within} (local state shown): {why}"),
                 ))
             }
             Err(e) => {
-                let why = crate::engine::ErrorChain(&e).to_string();
+                let why = runlog::engine::ErrorChain(&e).to_string();
                 Some((
                     serde_json::json!({"error": why}),
                     format!("remote: cannot read it: {why}"),

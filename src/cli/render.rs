@@ -1,10 +1,10 @@
 //! The human `status` view: pure functions from a document to text, so a later
 //! `--watch` only has to call them again every second.
 
-use crate::run::Result;
-use crate::run::RunView;
-use crate::run::UnitStatus;
-use crate::run::{ArchivedRun, RunSummary};
+use runlog::run::Result;
+use runlog::run::RunView;
+use runlog::run::UnitStatus;
+use runlog::run::{ArchivedRun, RunSummary};
 use std::fmt::Write;
 
 const BAR_WIDTH: usize = 30;
@@ -351,7 +351,7 @@ pub fn render_watch(view: &RunView<'_>, ctx: &WatchContext) -> Result<String> {
     Ok(fit(l, ctx))
 }
 
-fn count_of(c: &crate::run::UnitCounts, st: UnitStatus) -> u64 {
+fn count_of(c: &runlog::run::UnitCounts, st: UnitStatus) -> u64 {
     match st {
         UnitStatus::Pending => c.pending,
         UnitStatus::InProgress => c.in_progress,

@@ -5,7 +5,7 @@
 //! (exit 2) before anything is bound.
 
 use super::{EXIT_DONE, write_out};
-use crate::run::{RunError, Runs};
+use runlog::run::{RunError, Runs};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

@@ -4,8 +4,8 @@
 //! then waits the rest of `--lock-timeout`. A try that meets a held lock
 //! writes nothing, so trying again is safe.
 
-use crate::engine;
-use crate::run::{RunError, Runs};
+use runlog::engine;
+use runlog::run::{RunError, Runs};
 use std::time::Duration;
 
 /// How long a writer waits silently before saying who holds the lock.
@@ -13,13 +13,24 @@ pub const NOTICE_AFTER: Duration = Duration::from_secs(1);
 /// Longest command line quoted in the notice, in bytes.
 const MAX_CMDLINE_BYTES: usize = 200;
 
+/// The writer-lock wait `--lock-timeout` asked for, as the command line's
+/// runs root was given it (`set_lock_wait`); `None` until then.
+static LOCK_WAIT: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+
+/// Records the lock wait the command line gives its runs root
+/// (`Runs::with_lock_wait`), for [`with_lock_notice`].
+pub fn set_lock_wait(wait: Option<Duration>) {
+    let _ = LOCK_WAIT.set(wait);
+}
+
 /// Runs `f` with `runs`, saying on stderr who holds the writer lock if it
-/// is still held after [`NOTICE_AFTER`].
+/// is still held after [`NOTICE_AFTER`]. `runs` waits as [`set_lock_wait`]
+/// recorded (the command line's runs root).
 pub fn with_lock_notice<T>(
     runs: &Runs,
     f: impl Fn(&Runs) -> Result<T, RunError>,
 ) -> Result<T, RunError> {
-    let total = match runs.lock_wait {
+    let total = match LOCK_WAIT.get().copied().flatten() {
         Some(t) if t > NOTICE_AFTER => t,
         _ => return f(runs),
     };

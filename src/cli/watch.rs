@@ -21,8 +21,8 @@
 use super::EXIT_DONE;
 use super::remote::RemoteWatch;
 use super::render::{WatchContext, render_watch, status_json};
-use crate::run::RunView;
-use crate::run::{RunError, Runs};
+use runlog::run::RunView;
+use runlog::run::{RunError, Runs};
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -93,7 +93,7 @@ const RECENT_KEPT: usize = 5;
 #[derive(Default)]
 struct Memory {
     samples: VecDeque<(Instant, u64)>,
-    last: Option<(crate::run::UnitCounts, crate::run::RunStatus, usize)>,
+    last: Option<(runlog::run::UnitCounts, runlog::run::RunStatus, usize)>,
     recent: VecDeque<String>,
 }
 

@@ -2,7 +2,7 @@
 //! the plan, what the workers acknowledged, the log on disk, and the document.
 
 use super::plan::result_of;
-use crate::run::{Change, RunDoc, RunStatus, UnitStatus};
+use runlog::run::{Change, RunDoc, RunStatus, UnitStatus};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -125,7 +125,7 @@ pub fn check(plan: &[String], acked: &[Acked], log: &[(u64, Change)], doc: &RunD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::Unit;
+    use runlog::run::Unit;
 
     fn done(unit: &str) -> Change {
         Change::Unit {

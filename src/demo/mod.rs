@@ -12,11 +12,5 @@ mod protocol;
 mod supervisor;
 mod worker;
 
-pub use check::{Acked, Check, check};
-pub use plan::{Rng, deps_of, kill_points, max_kills, result_of, unit_name};
-pub use protocol::Line;
-pub use supervisor::{
-    DEMO_RUN, DemoOptions, DemoReport, HostLoss, NEW_HOST, Recovery, is_interrupted, render,
-    run_demo,
-};
+pub use supervisor::{DemoOptions, is_interrupted, render, run_demo};
 pub use worker::{WorkerOptions, run_worker};

@@ -5,9 +5,9 @@
 use super::check::{Acked, Check, check};
 use super::plan::{Rng, deps_of, kill_points, unit_name};
 use super::protocol::Line;
-use crate::engine::{self, RealFs};
-use crate::remote::{Policy, Remote, RemoteConfig, RemoteError, latest_manifest, restore};
-use crate::run::{InitSpec, RunError, Runs, Transition};
+use runlog::engine::{self, RealFs};
+use runlog::remote::{Policy, Remote, RemoteConfig, RemoteError, restore};
+use runlog::run::{InitSpec, RunError, Runs, Transition};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, IsTerminal};
@@ -455,7 +455,10 @@ fn run_demo_in(
     let codec = engine::for_each_record(&RealFs, &dir, |seq, payload| {
         raw.push((seq, payload.to_vec()))
     })
-    .map_err(|e| RunError::engine(DEMO_RUN, e))?
+    .map_err(|e| RunError::Engine {
+        id: DEMO_RUN.into(),
+        source: e,
+    })?
     .ok_or_else(|| err("the demo log has no readable segment"))?;
     let mut log = Vec::with_capacity(raw.len());
     for (seq, payload) in raw {
@@ -504,16 +507,21 @@ fn run_demo_in(
 pub const NEW_HOST: &str = "new-host";
 
 fn remote_err(what: &str, url: &str, e: RemoteError) -> RunError {
-    RunError::remote("demo remote", format!("{what} {url}"), e)
+    RunError::Remote {
+        op: "demo remote",
+        at: format!("{what} {url}"),
+        source: e.into(),
+    }
 }
 
 /// Attaches `url` to the demo run in `dir` under `sync`. The remote must be
 /// empty: the demo's check needs the whole chain to be this run's.
 fn attach(dir: &Path, url: &str) -> Result<(), RunError> {
     let remote = Remote::open(url).map_err(|e| remote_err("open", url, e))?;
-    if latest_manifest(&remote)
-        .map_err(|e| remote_err("read the manifest chain of", url, e))?
-        .is_some()
+    if !remote
+        .list("list", "")
+        .map_err(|e| remote_err("list", url, e))?
+        .is_empty()
     {
         return Err(err(format!(
             "--remote {url} already holds a run: the demo needs an empty prefix"

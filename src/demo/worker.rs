@@ -5,8 +5,8 @@
 
 use super::plan::result_of;
 use super::protocol::Line;
-use crate::engine::SyncPolicy;
-use crate::run::{Run, RunError, RunStatus, Runs, UnitStatus};
+use runlog::engine::SyncPolicy;
+use runlog::run::{Run, RunError, RunStatus, Runs, UnitStatus};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
@@ -110,7 +110,7 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
     // No compaction and no delta flush: the demo's check reads every record
     // of the log (FORMAT.md §14 would fold them into tables).
     let runs = Runs::new(&o.root)
-        .with_compaction(crate::engine::CompactionPolicy::Manual)
+        .with_compaction(runlog::engine::CompactionPolicy::Manual)
         .with_sync(SyncPolicy::Grouped {
             linger: Duration::ZERO,
         })

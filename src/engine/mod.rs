@@ -77,9 +77,11 @@ pub mod sim;
 
 pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
-pub use dir::{create_dir_all_durable, create_dir_durable, remove_dir_all};
+pub(crate) use dir::create_dir_all_durable;
+sim_pub_use!(dir::remove_dir_all);
 pub use error::{Error, ErrorChain, Result};
-pub use files::write_file_atomic;
+#[cfg(feature = "remote")]
+pub(crate) use files::write_file_atomic;
 pub use format::Codec;
 pub use keyed::{Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 #[cfg(feature = "remote")]
@@ -92,7 +94,8 @@ pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::Store;
 pub use table::{Table, TableIter, TableSpec, TableWriter};
 pub use tag::Key;
-pub use verify::{Integrity, VerifyReport, verify, verify_as, verify_with_key};
+pub(crate) use verify::verify_as;
+pub use verify::{Integrity, VerifyReport, verify, verify_with_key};
 pub use vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
 pub use walk::{for_each_record, for_each_record_after, for_each_record_with_key};
 
@@ -161,7 +164,7 @@ pub fn read_state_with_key<M: Machine>(
 /// Opens the store for writing (dropping a torn tail), writes a fresh snapshot of
 /// the recovered state and compacts. Returns what recovery found and what
 /// compaction did.
-pub fn rebuild_snapshot<M: Machine>(
+pub(crate) fn rebuild_snapshot<M: Machine>(
     dir: &Path,
     opts: Options,
 ) -> Result<(RecoveryReport, CompactReport)> {

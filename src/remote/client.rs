@@ -206,8 +206,8 @@ impl Remote {
     /// manifest (FORMAT.md §13.4 step 2): a round whose new frames are at
     /// most `round` bytes, with the manifest then holding at most `total`,
     /// writes one object; else it uploads a chunk first. `total` is capped at
-    /// [`MAX_INLINE_LEN`] (what a reader accepts); 0 turns inlining off.
-    /// Defaults: [`INLINE_ROUND_MAX`], [`INLINE_MAX_BYTES`].
+    /// 1 MiB (what a reader accepts); 0 turns inlining off.
+    /// Defaults: 32 KiB a round, 64 KiB in all (FORMAT.md §13.4).
     pub fn with_inline_limits(mut self, round: u64, total: u64) -> Remote {
         self.inline_limits = (round, total.min(MAX_INLINE_LEN));
         self

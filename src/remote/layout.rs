@@ -152,6 +152,7 @@ impl InlineRef {
     }
 
     /// No frames (never in a checked manifest).
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))] // beside `len`, for clippy
     pub fn is_empty(&self) -> bool {
         self.frames.is_empty()
     }

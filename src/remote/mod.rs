@@ -30,22 +30,27 @@ mod client;
 mod config;
 mod error;
 mod gc;
+// The object layout (FORMAT.md §13): names, manifests, limits. The wire
+// format, not the API: the tests and fuzz targets reach it under `sim`.
+#[cfg(feature = "sim")]
+#[doc(hidden)]
 pub mod layout;
+#[cfg(not(feature = "sim"))]
+pub(crate) mod layout;
 mod replica;
 mod restore;
 mod rootenv;
 mod runhook;
 mod shipper;
 
-pub use chunk::{ChunkView, check_frames, decode_chunk, frame_digest};
-pub use client::{Put, REQUEST_RETRIES, REQUEST_TIMEOUT, Remote, deadline_text, is_deadline};
-pub use config::{MAX_REMOTE_FILE_LEN, Policy, REMOTE_FILE, RemoteConfig};
+sim_pub_use!(chunk::{check_frames, frame_digest});
+pub use client::{Put, Remote, is_deadline};
+pub use config::{Policy, RemoteConfig};
 pub use error::{RemoteError, Result};
 pub use gc::{RemoteGcReport, gc};
-pub use replica::{RemoteStats, Replicated, Replication};
+pub use replica::{RemoteStats, Replicated};
 pub use restore::{RestoreReport, restore, verify_remote};
-pub use rootenv::{
-    ENV_REMOTE_POLICY, ENV_REMOTE_ROOT, RemoteRoot, attach_root, configured, restore_if_missing,
-};
+pub use rootenv::{ENV_REMOTE_ROOT, RemoteRoot};
+pub(crate) use rootenv::{attach_root, configured, restore_if_missing};
 pub use runhook::{RemoteLag, RunRemote};
-pub use shipper::{ShipState, Shipper, latest_manifest, read_manifest};
+sim_pub_use!(shipper::latest_manifest);

@@ -146,16 +146,6 @@ impl Replication {
         Ok(Replication { core, thread })
     }
 
-    /// Opens `dir/REMOTE`'s remote and starts it (`None` when the run has no remote).
-    pub fn from_dir(dir: &Path) -> Result<Option<Replication>> {
-        let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
-        let Some(config) = RemoteConfig::read(vfs.as_ref(), dir)? else {
-            return Ok(None);
-        };
-        let remote = Remote::open(&config.url)?;
-        Replication::start(vfs, dir, &config, remote).map(Some)
-    }
-
     /// Refuses new work once fenced: call before appending locally.
     pub fn check(&self) -> Result<()> {
         match self.core.fenced() {
@@ -272,7 +262,10 @@ impl<M: Machine> std::fmt::Debug for Replicated<M> {
 }
 
 impl<M: Machine> Replicated<M> {
-    /// Replicates `store` to `remote` as `config` says (see [`Replication::start`]).
+    /// Replicates `store` to `remote` as `config` says: claims an epoch when
+    /// the config holds none (and records it in the store's `REMOTE` file),
+    /// else continues as the writer of the recorded epoch
+    /// ([`RemoteError::Fenced`] when a newer one took the run).
     pub fn new(store: Store<M>, remote: Remote, config: &RemoteConfig) -> Result<Replicated<M>> {
         let dir = store.dir().to_path_buf();
         let vfs: Arc<dyn Vfs> = Arc::new(RealFs);

@@ -282,16 +282,6 @@ impl Shipper {
         &self.state
     }
 
-    /// The remote it ships to.
-    pub fn remote(&self) -> &Remote {
-        &self.remote
-    }
-
-    /// The chain head.
-    pub fn head(&self) -> &Manifest {
-        &self.head
-    }
-
     /// Ships every local record up to `upto` (records the caller knows durable
     /// locally) and returns the chain's `shipped`, ≥ `upto` on success.
     pub fn ship(&mut self, upto: u64) -> Result<u64> {

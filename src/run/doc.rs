@@ -15,7 +15,7 @@ use std::str::FromStr;
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// Refuses a run document from a newer schema than this build's.
-pub fn check_schema(found: u32) -> Result<(), String> {
+pub(crate) fn check_schema(found: u32) -> Result<(), String> {
     if found > SCHEMA_VERSION {
         return Err(format!(
             "written by a newer runlog (schema {found}); this build reads up to {SCHEMA_VERSION}: open it with that runlog or a newer one (nothing was read further or written)"

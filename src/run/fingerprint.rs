@@ -25,13 +25,13 @@ pub fn parse_parts(s: &str) -> Result<Fingerprint, String> {
 }
 
 /// Formats a fingerprint as `name=value,…`.
-pub fn format_parts(f: &Fingerprint) -> String {
+pub(crate) fn format_parts(f: &Fingerprint) -> String {
     let parts: Vec<String> = f.iter().map(|(k, v)| format!("{k}={v}")).collect();
     parts.join(",")
 }
 
 /// The names of the parts that differ (changed, added or removed), sorted.
-pub fn changed_parts(old: &Fingerprint, new: &Fingerprint) -> Vec<String> {
+pub(crate) fn changed_parts(old: &Fingerprint, new: &Fingerprint) -> Vec<String> {
     let mut names: Vec<String> = old
         .keys()
         .chain(new.keys())

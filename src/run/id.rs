@@ -2,7 +2,7 @@
 //! checked before any path is made of it.
 
 /// Longest run id, in bytes.
-pub const MAX_RUN_ID_BYTES: usize = 128;
+pub(crate) const MAX_RUN_ID_BYTES: usize = 128;
 
 /// Checks a run id: 1–128 bytes of ASCII letters, digits, `-`, `_` and `.`,
 /// starting with a letter or a digit, with no `..` and not ending in `.`.

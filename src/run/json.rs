@@ -9,7 +9,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Deepest nesting of arrays and objects accepted from users.
-pub const MAX_JSON_DEPTH: usize = 64;
+pub(crate) const MAX_JSON_DEPTH: usize = 64;
 
 /// A JSON value that round-trips through both codecs.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -40,7 +40,7 @@ impl<'de> Deserialize<'de> for Json {
 
 /// The deepest nesting of `[`/`{` in JSON text (strings skipped), without parsing
 /// it: checked before handing untrusted text to a recursive parser.
-pub fn json_depth(text: &[u8]) -> usize {
+pub(crate) fn json_depth(text: &[u8]) -> usize {
     let (mut depth, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
     for &c in text {
         if in_str {

@@ -38,22 +38,23 @@ pub use doc::*;
 pub use error::{Result, RunError};
 pub use follow::UnitsChanged;
 pub use handle::{Claim, Run};
-pub use id::{MAX_RUN_ID_BYTES, check_run_id};
+pub use id::check_run_id;
 pub use json::Json;
 pub use machine::{RunKeyed, RunMachine};
 pub use open::{
     CHECKPOINT_DISCARDED, RUN_FINISHED_STARTED_FRESH, START_ARGS_IGNORED, Started, Warning,
-    read_dir_state,
 };
 pub use record::UnitRecord;
-pub use resume::{ResumeSet, blocking_roots, resume_set, resume_set_from_rows};
+pub use resume::{ResumeSet, blocking_roots, resume_set};
+sim_pub_use!(resume::resume_set_from_rows);
 pub use rule_error::RuleError;
 pub use runs::{
-    ARCHIVE_SUBDIR, ArchivedRun, DEFAULT_LOCK_WAIT, DEFAULT_ROOT_NAME, ENV_DIR, GcReport,
-    RUN_COMPACTION, RUN_DELTA_BYTES, RUNS_SUBDIR, RunSummary, Runs, Unreadable, locate_root,
+    ARCHIVE_SUBDIR, ArchivedRun, ENV_DIR, GcReport, RUNS_SUBDIR, RunSummary, Runs, Unreadable,
+    locate_root,
 };
+sim_pub_use!(runs::RUN_DELTA_BYTES);
 pub use transition::{
     BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, Transition, check_init, check_name,
 };
 pub use units::{RunHeader, UnitCounts};
-pub use view::{RunRead, RunState, RunView, StreamedDoc, StreamedResume};
+pub use view::{RunRead, RunView, StreamedDoc, StreamedResume};

@@ -325,7 +325,8 @@ fn refused_live(doc: &RunDoc) -> RunError {
 }
 
 /// Reads run state lock-free from a directory (for tools addressing a path).
-pub fn read_dir_state(dir: &std::path::Path) -> engine::Result<RunDoc> {
+#[allow(dead_code)] // no caller left; issue 21 demoted it from the API
+pub(crate) fn read_dir_state(dir: &std::path::Path) -> engine::Result<RunDoc> {
     let (state, _) = engine::read_state::<Keyed<RunKeyed>>(&RealFs, dir)?;
     let id = state.header().doc.id.clone();
     super::view::RunView::new(&id, &state)

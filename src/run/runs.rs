@@ -22,11 +22,11 @@ pub const RUNS_SUBDIR: &str = "runs";
 /// Subdirectory of the root holding archived runs.
 pub const ARCHIVE_SUBDIR: &str = "archive";
 /// The runs root's name when found by walking up from the working directory.
-pub const DEFAULT_ROOT_NAME: &str = ".runlog";
+pub(crate) const DEFAULT_ROOT_NAME: &str = ".runlog";
 /// The environment variable naming the runs root.
 pub const ENV_DIR: &str = "RUNLOG_DIR";
 /// How long writers wait for the lock by default.
-pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// Finds the runs root: `explicit` (`--dir`), else `env` (`$RUNLOG_DIR`, when
 /// non-empty), else the nearest `.runlog/` directory in `cwd` or above it, else
@@ -199,8 +199,8 @@ impl Runs {
     }
 
     /// When runs opened for writing from now on compact by themselves
-    /// (default [`RUN_COMPACTION`]; `Manual` for a bulk load compacted once
-    /// at the end).
+    /// (default `Auto { min_log_bytes: 4 MiB, ratio: 0.1 }`; `Manual` for a
+    /// bulk load compacted once at the end).
     pub fn with_compaction(mut self, policy: engine::CompactionPolicy) -> Runs {
         self.compaction = policy;
         self
@@ -752,7 +752,7 @@ fn check_archive_name(name: &str) -> Result<()> {
 /// 4 MiB and a tenth of that snapshot. Every process that opens the run
 /// replays that log, so it is kept short; the tenth bounds how often a large
 /// table is rewritten (each compaction streams the whole table once).
-pub const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPolicy::Auto {
+pub(crate) const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPolicy::Auto {
     min_log_bytes: 4 << 20,
     ratio: 0.1,
 };

@@ -9,7 +9,7 @@ use super::units::UnitCounts;
 use crate::engine::KeyedState;
 
 /// The state of a run as its store holds it.
-pub type RunState = KeyedState<RunKeyed>;
+pub(crate) type RunState = KeyedState<RunKeyed>;
 
 /// A run's state, read by lookup.
 #[derive(Clone, Copy)]

@@ -11,7 +11,7 @@
 //! reached at: a page on another site whose name was rebound to 127.0.0.1
 //! (DNS rebinding) sends its own name and is refused.
 
-use crate::run::RunError;
+use runlog::run::RunError;
 use std::net::SocketAddr;
 
 /// The shortest token accepted, in bytes: a shorter one could be guessed.
@@ -67,13 +67,21 @@ pub fn read_token_file(path: &std::path::Path) -> Result<String, RunError> {
         if e.kind() == std::io::ErrorKind::NotFound {
             RunError::Invalid(format!("token file {} does not exist", path.display()))
         } else {
-            RunError::io("open the token file", path, e)
+            RunError::Io {
+                op: "open the token file",
+                path: path.into(),
+                source: e,
+            }
         }
     })?;
     let mut s = String::new();
     f.take(MAX_TOKEN_FILE_BYTES)
         .read_to_string(&mut s)
-        .map_err(|e| RunError::io("read the token file", path, e))?;
+        .map_err(|e| RunError::Io {
+            op: "read the token file",
+            path: path.into(),
+            source: e,
+        })?;
     let line = s.lines().next().unwrap_or("").trim_end_matches('\r');
     if line.is_empty() {
         return Err(RunError::Invalid(format!(

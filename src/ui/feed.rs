@@ -15,7 +15,7 @@
 
 use super::follow::{Follower, Step};
 use super::lists::{self, ListSet};
-use crate::run::{RunDoc, RunError, RunRead, RunView, Runs};
+use runlog::run::{RunDoc, RunError, RunRead, RunView, Runs};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,7 +62,7 @@ pub fn rate_of(samples: &VecDeque<(Instant, u64)>) -> Option<f64> {
 /// end, or to `now_ms` while it runs): what the run itself records, shown
 /// (and labelled so) until this view has measured a rate of its own.
 pub fn rate_since_start(d: &RunDoc, done: u64, now_ms: i64) -> Option<f64> {
-    let ms = crate::run::clock::parse_rfc3339;
+    let ms = runlog::run::clock::parse_rfc3339;
     let from = ms(&d.created_at)?;
     let to = d.finished_at.as_deref().and_then(ms).unwrap_or(now_ms);
     let secs = (to - from) as f64 / 1000.0;
@@ -100,7 +100,7 @@ pub fn sample(samples: &mut VecDeque<(Instant, u64)>, now: Instant, done: u64) {
 
 /// The remote's lag as `status` shows it (`None`: the run has no remote).
 pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Value> {
-    use crate::remote::{RemoteLag, deadline_text, is_deadline};
+    use runlog::remote::{RemoteLag, is_deadline};
     match RemoteLag::read_within(dir, durable, Some(REMOTE_DEADLINE)) {
         Ok(None) => None,
         Ok(Some(l)) => Some(serde_json::json!({
@@ -112,12 +112,12 @@ pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Va
             ),
         })),
         Err(e) if is_deadline(&e) => Some(serde_json::json!({
-            "error": crate::engine::ErrorChain(&e).to_string(),
+            "error": runlog::engine::ErrorChain(&e).to_string(),
             "line": format!("remote: not reached within {} (local state shown)", deadline_text(REMOTE_DEADLINE)),
         })),
         Err(e) => Some(serde_json::json!({
-            "error": crate::engine::ErrorChain(&e).to_string(),
-            "line": format!("remote: cannot read it: {}", crate::engine::ErrorChain(&e).to_string()),
+            "error": runlog::engine::ErrorChain(&e).to_string(),
+            "line": format!("remote: cannot read it: {}", runlog::engine::ErrorChain(&e).to_string()),
         })),
     }
 }
@@ -273,11 +273,6 @@ impl Watcher {
         self.tx.borrow().clone()
     }
 
-    /// How the lists were kept.
-    pub fn tail(&self) -> &TailStats {
-        &self.tail
-    }
-
     /// The lists as last brought forward (`None` until the first scan is done).
     pub fn lists(&self) -> Option<Arc<ListSet>> {
         self.touch();
@@ -380,7 +375,7 @@ impl Watchers {
         let (runs, map) = (self.runs.clone(), self.map.clone());
         let dir = runs.run_dir(&w.id)?;
         let has_remote = matches!(
-            crate::remote::RemoteConfig::read(&crate::engine::RealFs, &dir),
+            runlog::remote::RemoteConfig::read(&runlog::engine::RealFs, &dir),
             Ok(Some(_)) | Err(_)
         );
         if has_remote {
@@ -395,13 +390,21 @@ impl Watchers {
                         std::thread::sleep(REMOTE_EVERY);
                     }
                 })
-                .map_err(|e| RunError::io("start the remote reader", &dir, e))?;
+                .map_err(|e| RunError::Io {
+                    op: "start the remote reader",
+                    path: (&dir).into(),
+                    source: e,
+                })?;
         }
         std::thread::Builder::new()
             .name("runlog-ui-watch".into())
             .spawn(move || poll(&runs, &map, &w, seq))
             .map(drop)
-            .map_err(|e| RunError::io("start the run watcher", &dir, e))
+            .map_err(|e| RunError::Io {
+                op: "start the run watcher",
+                path: (&dir).into(),
+                source: e,
+            })
     }
 }
 
@@ -459,7 +462,7 @@ fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher
             }
             Err(e) => serde_json::json!({
                 "id": w.id,
-                "error": crate::engine::ErrorChain(&e).to_string(),
+                "error": runlog::engine::ErrorChain(&e).to_string(),
             })
             .to_string(),
         };
@@ -539,7 +542,7 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
                 Err(e) => eprintln!(
                     "runlog ui: run {}: cannot scan its units: {}",
                     w2.id,
-                    crate::engine::ErrorChain(&e)
+                    runlog::engine::ErrorChain(&e)
                 ),
             }
             *lock(&w2.last_scan) = Some(Instant::now());
@@ -550,10 +553,20 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
     }
 }
 
+/// `within` as status shows it: `2s`, `500ms` (the remote line of `runlog
+/// status` and of the web view, when the remote was not reached in time).
+pub fn deadline_text(within: Duration) -> String {
+    if within.subsec_millis() == 0 {
+        format!("{}s", within.as_secs())
+    } else {
+        format!("{}ms", within.as_millis())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{InitSpec, UnitStatus};
+    use runlog::run::{InitSpec, UnitStatus};
 
     /// Waits (a generous deadline, not a speed claim) for the scan thread to
     /// hand its lists over and end.

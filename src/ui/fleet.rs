@@ -9,7 +9,7 @@
 //! header: no unit read), marked as such (`rateFrom`).
 
 use super::feed::{RATE_WINDOW, lock, now_ms, rate_of, remote_part, sample, shown_rate};
-use crate::run::{RunError, Runs};
+use runlog::run::{RunError, Runs};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,7 +84,7 @@ impl Fleet {
                 a.truncate(MAX_ARCHIVED);
                 serde_json::json!({"total": n, "shown": a})
             }
-            Err(e) => serde_json::json!({"error": crate::engine::ErrorChain(&e).to_string()}),
+            Err(e) => serde_json::json!({"error": runlog::engine::ErrorChain(&e).to_string()}),
         };
         Ok(serde_json::json!({
             "root": runs.root().display().to_string(),
@@ -104,7 +104,7 @@ impl Fleet {
             Ok(r) => r,
             Err(e) => {
                 return serde_json::json!({
-                    "id": id, "error": crate::engine::ErrorChain(&e).to_string(),
+                    "id": id, "error": runlog::engine::ErrorChain(&e).to_string(),
                     "closed": false, "updatedAt": "",
                 });
             }

@@ -23,7 +23,7 @@
 //! and rescans at once.
 
 use super::lists::{Bounded, Entry, Kind, ListSet};
-use crate::run::{RunRead, Runs, Unit, UnitStatus, UnitsChanged};
+use runlog::run::{RunRead, Runs, Unit, UnitStatus, UnitsChanged};
 use std::sync::Arc;
 
 /// Units one step may bring; past it the lists are scanned again.
@@ -75,6 +75,7 @@ impl Follower {
     }
 
     /// True when the lists follow the tail (not lost, not waiting for a scan).
+    #[cfg(test)]
     pub fn following(&self) -> bool {
         self.base.is_some()
     }
@@ -130,7 +131,7 @@ pub fn follow(
     base: &RunRead,
     now: &RunRead,
 ) -> Result<(ListSet, usize), String> {
-    let chain = |e: crate::run::RunError| crate::engine::ErrorChain(&e).to_string();
+    let chain = |e: runlog::run::RunError| runlog::engine::ErrorChain(&e).to_string();
     let changed = runs
         .units_changed(now, lists.seq, MAX_CHANGED)
         .map_err(chain)?;
@@ -167,7 +168,7 @@ pub fn follow(
 
 /// When `u` went in progress (its last change when the start is unknown).
 fn started_ms(u: &Unit) -> Option<i64> {
-    let ms = |s: &str| crate::run::clock::parse_rfc3339(s);
+    let ms = |s: &str| runlog::run::clock::parse_rfc3339(s);
     u.started_at
         .as_deref()
         .and_then(ms)
@@ -226,7 +227,7 @@ pub fn apply(l: &mut ListSet, name: &str, old: Option<&Unit>, new: Option<&Unit>
 mod tests {
     use super::super::lists::{self, KEPT_PER_LIST};
     use super::*;
-    use crate::run::{InitSpec, Run};
+    use runlog::run::{InitSpec, Run};
 
     /// The scan's clock: an hour ahead, so every unit in progress is stuck.
     fn later() -> i64 {

@@ -30,7 +30,7 @@
 //! than [`min_rescan_gap`] after the last scan, and at once when the tail
 //! could not be followed.
 
-use crate::run::{RunError, RunView, Unit, UnitStatus};
+use runlog::run::{RunError, RunView, Unit, UnitStatus};
 use serde::Serialize;
 use std::collections::{BinaryHeap, HashSet};
 
@@ -92,7 +92,7 @@ impl Kind {
 
     /// Kept current from the log's tail (follow.rs); the others are as of
     /// the last scan.
-    pub fn from_tail(self) -> bool {
+    pub fn kept_from_tail(self) -> bool {
         matches!(
             self,
             Kind::Blocked | Kind::Retried | Kind::Stuck | Kind::Pending
@@ -274,7 +274,7 @@ impl ListSet {
             "pages": pages,
             "pageSize": PAGE_SIZE,
             "entries": &l.kept[start..end],
-            "seq": if kind.from_tail() { self.seq } else { self.scan_seq },
+            "seq": if kind.kept_from_tail() { self.seq } else { self.scan_seq },
             "scannedAtMs": self.scanned_at_ms,
         })
     }
@@ -319,7 +319,7 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
         idx(Kind::HeldBack),
     );
     let header = view.header();
-    let from_ms = crate::run::clock::parse_rfc3339(&header.created_at).unwrap_or(now_ms);
+    let from_ms = runlog::run::clock::parse_rfc3339(&header.created_at).unwrap_or(now_ms);
     let to_ms = now_ms.max(from_ms + 1);
     let mut chart = vec![0u64; CHART_BUCKETS];
     let span = (to_ms - from_ms) as i128;
@@ -333,7 +333,7 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
     let mut done = 0u64;
     for u in view.units() {
         let (name, u) = u?;
-        let ms = |s: &Option<String>| s.as_deref().and_then(crate::run::clock::parse_rfc3339);
+        let ms = |s: &Option<String>| s.as_deref().and_then(runlog::run::clock::parse_rfc3339);
         let entry = |deps: Vec<String>| Entry::of(&name, &u, deps);
         if u.attempts > 1 {
             lists[re].offer(|| entry(vec![]));

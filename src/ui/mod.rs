@@ -30,7 +30,7 @@ pub mod lists;
 pub mod output;
 pub mod routes;
 
-use crate::run::{RunError, Runs};
+use runlog::run::{RunError, Runs};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -77,16 +77,23 @@ pub fn bind(runs: &Runs, opts: &UiOptions) -> Result<Bound, RunError> {
         )));
     }
     if let Some(run) = &opts.run {
-        crate::run::check_run_id(run).map_err(RunError::Invalid)?;
+        runlog::run::check_run_id(run).map_err(RunError::Invalid)?;
     }
-    let listener = std::net::TcpListener::bind(opts.listen)
-        .map_err(|e| RunError::io("listen for the web view", opts.listen.to_string(), e))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| RunError::io("read the listening address", opts.listen.to_string(), e))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| RunError::io("set the listener non-blocking", local.to_string(), e))?;
+    let listener = std::net::TcpListener::bind(opts.listen).map_err(|e| RunError::Io {
+        op: "listen for the web view",
+        path: opts.listen.to_string().into(),
+        source: e,
+    })?;
+    let local = listener.local_addr().map_err(|e| RunError::Io {
+        op: "read the listening address",
+        path: opts.listen.to_string().into(),
+        source: e,
+    })?;
+    listener.set_nonblocking(true).map_err(|e| RunError::Io {
+        op: "set the listener non-blocking",
+        path: local.to_string().into(),
+        source: e,
+    })?;
     let host = match local.ip() {
         ip if ip.is_unspecified() => "127.0.0.1".to_string(),
         IpAddr::V6(ip) => format!("[{ip}]"),
@@ -128,14 +135,26 @@ impl Bound {
             .thread_name("runlog-ui")
             .enable_all()
             .build()
-            .map_err(|e| RunError::io("start the web view's runtime", "-", e))?;
+            .map_err(|e| RunError::Io {
+                op: "start the web view's runtime",
+                path: "-".into(),
+                source: e,
+            })?;
         let addr = self.url.clone();
         rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(self.listener)
-                .map_err(|e| RunError::io("listen for the web view", &addr, e))?;
+            let listener =
+                tokio::net::TcpListener::from_std(self.listener).map_err(|e| RunError::Io {
+                    op: "listen for the web view",
+                    path: (&addr).into(),
+                    source: e,
+                })?;
             axum::serve(listener, routes::router(self.state))
                 .await
-                .map_err(|e| RunError::io("serve the web view", &addr, e))
+                .map_err(|e| RunError::Io {
+                    op: "serve the web view",
+                    path: (&addr).into(),
+                    source: e,
+                })
         })
     }
 
@@ -145,10 +164,14 @@ impl Bound {
             .name("runlog-ui".into())
             .spawn(move || {
                 if let Err(e) = self.serve() {
-                    eprintln!("runlog ui: {}", crate::engine::ErrorChain(&e));
+                    eprintln!("runlog ui: {}", runlog::engine::ErrorChain(&e));
                 }
             })
             .map(drop)
-            .map_err(|e| RunError::io("start the web view's thread", "-", e))
+            .map_err(|e| RunError::Io {
+                op: "start the web view's thread",
+                path: "-".into(),
+                source: e,
+            })
     }
 }

@@ -5,7 +5,7 @@
 //! inline is `{"value": …}` instead, and has no reference). The unit page
 //! shows the reference as text; nothing here reads the store.
 
-use crate::run::{Unit, UnitStatus};
+use runlog::run::{Unit, UnitStatus};
 use serde_json::Value;
 
 /// The output reference in `u`'s note: `{store, name, len, digest, kind,

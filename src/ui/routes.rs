@@ -10,7 +10,7 @@
 //! | `/api/runs/{id}/lists/{list}?page=N` | a page of one list (lists.rs) |
 //! | `/api/runs/{id}/unit?name=U` | one unit by lookup |
 //!
-//! Every run id is checked with [`crate::run::check_run_id`] before it is
+//! Every run id is checked with [`runlog::run::check_run_id`] before it is
 //! joined to the root, so no request reaches outside `<root>/runs/`. Nothing
 //! here writes: runs are read lock-free.
 
@@ -23,7 +23,6 @@ use super::auth::{HostCheck, Token, cookie_name, token_of};
 use super::feed::Watchers;
 use super::fleet::Fleet;
 use super::lists::{self, Kind};
-use crate::run::{RunError, Runs, check_run_id};
 use axum::Router;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -31,6 +30,7 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use runlog::run::{RunError, Runs, check_run_id};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -115,7 +115,7 @@ fn json_error(code: StatusCode, why: &str) -> Response {
 
 /// An error as a response: refusals 400, an unknown run 404, others 500.
 fn error_response(e: &RunError) -> Response {
-    let why = crate::engine::ErrorChain(e).to_string();
+    let why = runlog::engine::ErrorChain(e).to_string();
     let code = match e {
         RunError::NotFound { .. } => StatusCode::NOT_FOUND,
         e if e.is_refused() => StatusCode::BAD_REQUEST,
@@ -336,12 +336,12 @@ async fn api_unit(
             "refused: give the unit's name: ?name=UNIT",
         );
     };
-    if name.is_empty() || name.len() > crate::run::MAX_NAME_BYTES {
+    if name.is_empty() || name.len() > runlog::run::MAX_NAME_BYTES {
         return json_error(
             StatusCode::BAD_REQUEST,
             &format!(
                 "refused: a unit name is 1–{} bytes",
-                crate::run::MAX_NAME_BYTES
+                runlog::run::MAX_NAME_BYTES
             ),
         );
     }
@@ -352,7 +352,7 @@ async fn api_unit(
         let Some(u) = view.unit(&name)? else {
             return Ok(serde_json::json!({"name": name, "found": false}));
         };
-        let (roots, cut) = if u.status == crate::run::UnitStatus::Done {
+        let (roots, cut) = if u.status == runlog::run::UnitStatus::Done {
             (vec![], false)
         } else {
             lists::blocking_roots(&view, &u.depends_on)?

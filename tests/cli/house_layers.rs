@@ -2,12 +2,15 @@
 //! from the source as it stands, so a change that breaks one fails the build:
 //!
 //! 1. **Layers import downward, through the public API only.** The layers, from
-//!    the ground up: `engine`, `remote`, `run`, `ui`, `demo`, `cli`. A file of
-//!    one layer names another layer (`crate::LAYER::…`) only if that layer is
-//!    below it, and then only items the layer makes public: never one of its
-//!    private or crate-private modules (`crate::engine::frame::…`). The one
-//!    exception is a declared seam ([`SEAMS`]): `engine::wire`, what the
-//!    remote tier needs of the log's bytes.
+//!    the ground up: `engine`, `remote`, `run` (the library), `ui`, `demo`,
+//!    `cli` (modules of the binary, src/main.rs). A file of one layer names
+//!    another layer (`crate::LAYER::…`, or `runlog::LAYER::…` from the binary's
+//!    layers to the library's) only if that layer is below it, and then only
+//!    items the layer makes public: never one of its private or crate-private
+//!    modules (`crate::engine::frame::…`). The one exception is a declared seam
+//!    ([`SEAMS`]): `engine::wire`, what the remote tier needs of the log's
+//!    bytes. (The compiler holds the binary to the library's public API too;
+//!    this also catches a layer named out of order.)
 //! 2. **No import cycle among the files of a layer.** Each `super::NAME` or
 //!    `crate::LAYER::NAME` inside a layer is an edge from the file to
 //!    `NAME.rs` (or `NAME/mod.rs`); the graph has no cycle.
@@ -18,8 +21,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The layers, from the ground up.
+/// The layers, from the ground up: the library's three, then the binary's.
 const LAYERS: [&str; 6] = ["engine", "remote", "run", "ui", "demo", "cli"];
+
+/// The layers that are modules of the binary (src/main.rs), not the library's:
+/// they reach the library's layers as `runlog::LAYER::…`.
+const BINARY_LAYERS: [&str; 3] = ["ui", "demo", "cli"];
 
 /// Crate-private modules that are a layer's deliberate seam to the layers
 /// above, and may be named by them: the remote tier ships the log's frames
@@ -216,7 +223,18 @@ fn layers_import_downward_through_public_items_only() {
     for f in &files {
         let Some(layer) = layer_of(f) else { continue };
         let code = code_of(&std::fs::read_to_string(f).unwrap());
-        for (line, path) in paths_after(&code, "crate::") {
+        let mut paths: Vec<(usize, String, &str)> = paths_after(&code, "crate::")
+            .into_iter()
+            .map(|(l, p)| (l, p, "crate::"))
+            .collect();
+        if BINARY_LAYERS.contains(&layer) {
+            paths.extend(
+                paths_after(&code, "runlog::")
+                    .into_iter()
+                    .map(|(l, p)| (l, p, "runlog::")),
+            );
+        }
+        for (line, path, prefix) in paths {
             let mut segs = path.split("::");
             let Some(target) = segs.next().and_then(|t| LAYERS.iter().find(|l| **l == t)) else {
                 continue;
@@ -226,7 +244,7 @@ fn layers_import_downward_through_public_items_only() {
             }
             seen_cross += 1;
             let at = format!(
-                "{}:{line}: crate::{path}",
+                "{}:{line}: {prefix}{path}",
                 f.strip_prefix(src()).unwrap().display()
             );
             if rank(target) > rank(layer) {
