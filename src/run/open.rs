@@ -8,7 +8,7 @@ use super::handle::Run;
 use super::machine::RunKeyed;
 use super::runs::Runs;
 use super::transition::{Change, InitSpec, check_init};
-use crate::engine::{self, Keyed, RealFs, Store};
+use crate::engine::{self, Keyed, Store};
 use serde::Serialize;
 
 /// The code of the warning `start` emits when it discards a run.
@@ -322,22 +322,4 @@ fn refused_live(doc: &RunDoc) -> RunError {
         id: doc.id.clone(),
         source: why,
     }
-}
-
-/// Reads run state lock-free from a directory (for tools addressing a path).
-#[allow(dead_code)] // no caller left; issue 21 demoted it from the API
-pub(crate) fn read_dir_state(dir: &std::path::Path) -> engine::Result<RunDoc> {
-    let (state, _) = engine::read_state::<Keyed<RunKeyed>>(&RealFs, dir)?;
-    let id = state.header().doc.id.clone();
-    super::view::RunView::new(&id, &state)
-        .to_doc()
-        .map_err(|e| match e {
-            RunError::Engine { source, .. } => source,
-            other => engine::Error::Corrupt {
-                path: dir.to_path_buf(),
-                offset: None,
-                seq: None,
-                reason: engine::ErrorChain(&other).to_string(),
-            },
-        })
 }
