@@ -519,6 +519,18 @@ impl SimState {
         }
     }
 
+    /// The live parent of `path`, the final name, and the inode it names.
+    fn entry(&self, path: &Path) -> io::Result<(Ino, String, Ino)> {
+        let (parent, name) = self.parent(path)?;
+        let ino = *self.dir(parent)?.live.get(&name).ok_or_else(|| {
+            err(
+                io::ErrorKind::NotFound,
+                format!("{}: no such file or directory", path.display()),
+            )
+        })?;
+        Ok((parent, name, ino))
+    }
+
     /// Whether directory `dir` is `target` or holds it, at any depth (live).
     fn contains(&self, dir: Ino, target: Ino) -> bool {
         if dir == target {
@@ -1336,12 +1348,7 @@ impl Vfs for SimFs {
         if let Some(k) = s.begin(Op::Remove) {
             return Err(fault_error(k));
         }
-        let (parent, name) = s.parent(path)?;
-        let ino = *s
-            .dir(parent)?
-            .live
-            .get(&name)
-            .ok_or_else(|| err(io::ErrorKind::NotFound, "no such file"))?;
+        let (parent, name, ino) = s.entry(path)?;
         if matches!(s.nodes[ino], Node::Dir(_)) {
             return Err(err(io::ErrorKind::IsADirectory, "is a directory"));
         }
@@ -1354,12 +1361,7 @@ impl Vfs for SimFs {
         if let Some(k) = s.begin(Op::RemoveDir) {
             return Err(fault_error(k));
         }
-        let (parent, name) = s.parent(path)?;
-        let ino = *s
-            .dir(parent)?
-            .live
-            .get(&name)
-            .ok_or_else(|| err(io::ErrorKind::NotFound, "no such directory"))?;
+        let (parent, name, ino) = s.entry(path)?;
         if !s.dir(ino)?.live.is_empty() {
             return Err(err(io::ErrorKind::DirectoryNotEmpty, "directory not empty"));
         }

@@ -74,17 +74,25 @@ fn archive_dirs(fs: &SimFs) -> Vec<String> {
     fs.list_dirs(&Path::new(ROOT).join("archive")).unwrap()
 }
 
+/// A new root whose run `a` did its one unit and finished.
+fn finished_a(codec: Codec) -> (SimFs, ManualClock) {
+    let fs = SimFs::new();
+    let clock = ManualClock::at("2030-01-02T03:04:05.000Z").unwrap();
+    let run = runs_on(&fs, &clock, codec)
+        .start(run_spec("a", 1))
+        .unwrap()
+        .run;
+    run.apply(unit_done("u0")).unwrap();
+    run.finalize(RunStatus::Done, Some("ok")).unwrap();
+    (fs, clock)
+}
+
 /// A root with run `a` finished and archived by a fresh start of `a` (which
 /// stays live), and run `f` finished: the archived `a` and `f` are what a
 /// `gc` ten days later removes. Returns the archived name and the docs.
 fn gc_setup(codec: Codec) -> (SimFs, ManualClock, String, RunDoc, RunDoc) {
-    let fs = SimFs::new();
-    let clock = ManualClock::at("2030-01-02T03:04:05.000Z").unwrap();
+    let (fs, clock) = finished_a(codec);
     let runs = runs_on(&fs, &clock, codec);
-    let run = runs.start(run_spec("a", 1)).unwrap().run;
-    run.apply(unit_done("u0")).unwrap();
-    run.finalize(RunStatus::Done, Some("ok")).unwrap();
-    drop(run);
     clock.advance(1_000);
     let started = runs.start(run_spec("a", 1)).unwrap();
     let archived = PathBuf::from(&started.warnings[0].archived_to);
@@ -187,6 +195,38 @@ fn restore_setup(codec: Codec) -> (SimFs, ManualClock, String, RunDoc) {
     (settled(&fs), clock, name, doc)
 }
 
+/// What a restore of [`restore_setup`]'s archived run may leave, whatever
+/// befell it: the run in exactly one place, live or listed in the archive, and
+/// as it was (a restore then brings an archived one back whole). Returns
+/// whether it was live.
+fn check_restored(
+    fs: &SimFs,
+    clock: &ManualClock,
+    codec: Codec,
+    archived: &str,
+    doc: &RunDoc,
+    ctx: &dyn std::fmt::Debug,
+) -> bool {
+    let r = runs_on(fs, clock, codec);
+    let live = r.ids().unwrap().contains(&"a".to_string());
+    let listed: Vec<String> = r
+        .list_archived()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert!(
+        live != (listed == [archived]),
+        "{ctx:?}: the run must be in exactly one place: live {live}, archived {listed:?}; files {:?}",
+        fs.with_state(|s| s.live_files().into_keys().collect::<Vec<_>>())
+    );
+    if !live {
+        assert_eq!(r.restore_archived(archived).unwrap(), "a", "{ctx:?}");
+    }
+    assert_eq!(json(&r.read("a").unwrap()), json(doc), "{ctx:?}");
+    live
+}
+
 #[test]
 fn restore_of_an_archived_run_crashed_at_every_boundary_leaves_it_in_one_place() {
     let mut images_checked = 0u64;
@@ -203,29 +243,9 @@ fn restore_of_an_archived_run_crashed_at_every_boundary_leaves_it_in_one_place()
             images.push(fs.with_state(|s| s.image(&vec![Fate::Absent; s.pending().len()])));
             let acked = images.len() - 1;
             for (i, img) in images.into_iter().enumerate() {
-                let r = runs_on(&img, &clock, codec);
-                let live = r.ids().unwrap().contains(&"a".to_string());
-                let listed: Vec<String> = r
-                    .list_archived()
-                    .unwrap()
-                    .into_iter()
-                    .map(|e| e.name)
-                    .collect();
-                let in_archive = listed == [archived.clone()];
-                assert!(
-                    live != in_archive,
-                    "{model:?}: the run must be in exactly one place: live {live}, archived {listed:?}; image {i} of {}: {:?}",
-                    acked + 1,
-                    img.with_state(|s| s.live_files().into_keys().collect::<Vec<_>>())
-                );
+                let live = check_restored(&img, &clock, codec, &archived, &doc, &model);
                 if i == acked {
                     assert!(live, "{model:?}: an acknowledged restore was lost");
-                }
-                if live {
-                    assert_eq!(json(&r.read("a").unwrap()), json(&doc), "{model:?}");
-                } else {
-                    assert_eq!(r.restore_archived(&archived).unwrap(), "a");
-                    assert_eq!(json(&r.read("a").unwrap()), json(&doc), "{model:?}");
                 }
                 images_checked += 1;
             }
@@ -243,14 +263,8 @@ fn archive_by_a_start_crashed_at_every_boundary_keeps_the_finished_run() {
     let mut images_checked = 0u64;
     for codec in [Codec::Jsonl, Codec::Binary] {
         for (m, model) in MODELS.into_iter().enumerate() {
-            let fs = SimFs::new();
-            let clock = ManualClock::at("2030-01-02T03:04:05.000Z").unwrap();
-            let runs = runs_on(&fs, &clock, codec);
-            let run = runs.start(run_spec("a", 1)).unwrap().run;
-            run.apply(unit_done("u0")).unwrap();
-            run.finalize(RunStatus::Done, Some("ok")).unwrap();
-            drop(run);
-            let finished = json(&runs.read("a").unwrap());
+            let (fs, clock) = finished_a(codec);
+            let finished = json(&runs_on(&fs, &clock, codec).read("a").unwrap());
             let fs = settled(&fs);
             clock.advance(1_000);
             let images = Images::record(&fs, model, 13 + 100 * m as u64);
@@ -348,22 +362,7 @@ fn gc_and_restore_under_a_fault_at_every_operation_leave_whole_runs() {
         failed += u64::from(r.is_err());
         tried += 1;
         for img in [fs.crash(&[]), fs] {
-            let r = runs_on(&img, &clock, codec);
-            let live = r.ids().unwrap().contains(&"a".to_string());
-            let listed: Vec<String> = r
-                .list_archived()
-                .unwrap()
-                .into_iter()
-                .map(|e| e.name)
-                .collect();
-            assert!(
-                live != (listed == [archived.clone()]),
-                "{fault:?}: in one place: live {live}, archived {listed:?}"
-            );
-            if !live {
-                assert_eq!(r.restore_archived(&archived).unwrap(), "a", "{fault:?}");
-            }
-            assert_eq!(json(&r.read("a").unwrap()), json(&doc), "{fault:?}");
+            check_restored(&img, &clock, codec, &archived, &doc, &fault);
         }
     }
     eprintln!("archive_gc_crash: restore, {ops} operations, {tried} faults, {failed} calls failed");
