@@ -169,7 +169,6 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
         at: format!("${}", runlog::remote::ENV_REMOTE_ROOT),
         source: e.into(),
     })?;
-    wait::set_lock_wait(Some(wait));
     Ok(Runs::new(root)
         .with_clock(clock)
         .with_lock_wait(Some(wait))

@@ -13,24 +13,13 @@ pub const NOTICE_AFTER: Duration = Duration::from_secs(1);
 /// Longest command line quoted in the notice, in bytes.
 const MAX_CMDLINE_BYTES: usize = 200;
 
-/// The writer-lock wait `--lock-timeout` asked for, as the command line's
-/// runs root was given it (`set_lock_wait`); `None` until then.
-static LOCK_WAIT: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
-
-/// Records the lock wait the command line gives its runs root
-/// (`Runs::with_lock_wait`), for [`with_lock_notice`].
-pub fn set_lock_wait(wait: Option<Duration>) {
-    let _ = LOCK_WAIT.set(wait);
-}
-
 /// Runs `f` with `runs`, saying on stderr who holds the writer lock if it
-/// is still held after [`NOTICE_AFTER`]. `runs` waits as [`set_lock_wait`]
-/// recorded (the command line's runs root).
+/// is still held after [`NOTICE_AFTER`].
 pub fn with_lock_notice<T>(
     runs: &Runs,
     f: impl Fn(&Runs) -> Result<T, RunError>,
 ) -> Result<T, RunError> {
-    let total = match LOCK_WAIT.get().copied().flatten() {
+    let total = match runs.lock_wait() {
         Some(t) if t > NOTICE_AFTER => t,
         _ => return f(runs),
     };

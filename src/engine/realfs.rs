@@ -184,8 +184,8 @@ impl Vfs for RealFs {
     }
 
     fn read(&self, path: &Path) -> io::Result<FileBytes> {
-        let mut f = regular(nofollow().read(true).open(path)?, path)?;
-        let mut v = Vec::with_capacity(f.metadata()?.len() as usize);
+        let (mut f, len) = regular_len(nofollow().read(true).open(path)?, path)?;
+        let mut v = Vec::with_capacity(len as usize);
         f.read_to_end(&mut v)?;
         Ok(Box::new(v))
     }

@@ -198,6 +198,11 @@ impl Runs {
         self
     }
 
+    /// How long writers wait for another writer ([`Runs::with_lock_wait`]).
+    pub fn lock_wait(&self) -> Option<Duration> {
+        self.lock_wait
+    }
+
     /// When runs opened for writing from now on compact by themselves
     /// (default `Auto { min_log_bytes: 4 MiB, ratio: 0.1 }`; `Manual` for a
     /// bulk load compacted once at the end).
@@ -233,12 +238,8 @@ impl Runs {
         // the root, `runs/` and `archive/` survive a crash after the first init.
         for sub in [RUNS_SUBDIR, ARCHIVE_SUBDIR] {
             let p = self.root.join(sub);
-            engine::create_dir_all_durable(self.vfs.as_ref(), &p, "create runs root").map_err(
-                |e| match e {
-                    engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
-                    e => RunError::io("create runs root", &p, std::io::Error::other(e.to_string())),
-                },
-            )?;
+            engine::create_dir_all_durable(self.vfs.as_ref(), &p, "create runs root")
+                .map_err(|e| io_error("create runs root", &p, e))?;
         }
         Ok(())
     }
@@ -551,10 +552,7 @@ impl Runs {
 
     /// Removes `dir` and everything in it (a name nothing reads: gc renamed it).
     fn remove_tree(&self, dir: &Path, op: &'static str) -> Result<()> {
-        engine::remove_dir_all(self.vfs.as_ref(), dir, op).map_err(|e| match e {
-            engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
-            e => RunError::io(op, dir, std::io::Error::other(e.to_string())),
-        })
+        engine::remove_dir_all(self.vfs.as_ref(), dir, op).map_err(|e| io_error(op, dir, e))
     }
 
     /// Removes terminal runs finished at least `keep_days` days ago, and archived
@@ -727,11 +725,20 @@ fn unreadable_summary(id: String, e: &RunError) -> RunSummary {
     }
 }
 
-/// Checks the name of a directory under `archive/`: one plain path step.
+/// An engine error from a directory operation on the runs root (not on a
+/// store) as the run layer's I/O error: `Io` keeps its operation and path.
+fn io_error(op: &'static str, path: &Path, e: engine::Error) -> RunError {
+    match e {
+        engine::Error::Io { op, path, source } => RunError::Io { op, path, source },
+        e => RunError::io(op, path, std::io::Error::other(e.to_string())),
+    }
+}
+
 /// The prefix of an archived run `gc` is deleting (hidden: no archive name
 /// starts with a dot, as no run id does).
 const REMOVING_PREFIX: &str = ".removing.";
 
+/// Checks the name of a directory under `archive/`: one plain path step.
 fn check_archive_name(name: &str) -> Result<()> {
     let plain = !name.is_empty()
         && !name.starts_with('.')
