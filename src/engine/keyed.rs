@@ -182,16 +182,39 @@ impl<M: KeyedMachine> KeyedState<M> {
 
     /// Sets `key` to `value`. In `apply`, call it only once every check passed.
     pub fn put(&mut self, key: &str, value: M::Value) -> Result<()> {
+        if self.overlay.contains_key(key) {
+            self.write(key, value, true);
+            return Ok(());
+        }
+        let existed = self.in_tables(key)?;
+        self.write(key, value, existed);
+        Ok(())
+    }
+
+    /// Sets `key` to `value`, as [`put`](Self::put) does, when this `apply`'s
+    /// own [`get`](Self::get) of `key` has just said whether it exists
+    /// (`existed`: it returned `Some`). `put` looks the key up in the tables
+    /// again to count it; a transition that reads before it writes (most do)
+    /// saves that second lookup. Nothing can fail: the tables are not read.
+    pub fn put_after_get(&mut self, key: &str, value: M::Value, existed: bool) {
+        debug_assert_eq!(
+            existed,
+            self.overlay.contains_key(key) || self.in_tables(key).unwrap_or(existed),
+            "put_after_get: `existed` is not what get said of {key:?}"
+        );
+        self.write(key, value, existed);
+    }
+
+    fn write(&mut self, key: &str, value: M::Value, existed: bool) {
         let seq = self.seq + 1;
         if let Some(w) = self.overlay.get_mut(key) {
             *w = Written { seq, value };
-            return Ok(());
+            return;
         }
-        if !self.in_tables(key)? {
+        if !existed {
             self.len += 1;
         }
         self.overlay.insert(key.to_string(), Written { seq, value });
-        Ok(())
     }
 
     /// Every entry from `start` on (all with `None`), in key order: the tables

@@ -88,7 +88,9 @@ pub struct RunHeader {
 pub(crate) trait Units {
     /// The unit called `name`. `Err` only for damage to the store.
     fn unit(&self, name: &str) -> Result<Option<UnitRecord>, Fail>;
-    /// Adds or replaces a unit (`was`: its status before, `None` when new).
+    /// Adds or replaces a unit (`was`: its status before, `None` when new, as
+    /// the caller's own [`Units::unit`] found it: a table-backed store counts
+    /// units by it without looking the unit up again).
     fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), Fail>;
     /// How many units there are per status.
     fn counts(&self) -> UnitCounts;
@@ -148,7 +150,8 @@ impl<M: KeyedMachine<Value = UnitRecord>> Units for TableUnits<'_, M> {
 
     fn set(&mut self, name: &str, u: UnitRecord, was: Option<UnitStatus>) -> Result<(), Fail> {
         let status = u.status;
-        self.state.put(name, u).map_err(ApplyError::Damaged)?;
+        // `set_unit` read the unit first: `was` is what that read found.
+        self.state.put_after_get(name, u, was.is_some());
         self.counts.moved(was, status);
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use super::format::*;
 use crate::engine::error::{Error, Result};
-use crate::engine::format::{Codec, le_u32, masked_crc};
+use crate::engine::format::{Codec, le_u16, le_u32, masked_crc};
 use crate::engine::tag::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag, tags_equal};
 use crate::engine::vfs::{FileBytes, Vfs};
 use std::cmp::Ordering;
@@ -63,6 +63,38 @@ impl<'a> Block<'a> {
     fn entry(&self, pos: usize) -> Option<Entry<'a>> {
         decode_entry(self.body.get(pos..)?).ok()
     }
+
+    /// The value of `key`: a walk in key order that stops at the first key
+    /// past it. The block was checked whole (every entry within the limits
+    /// and the block), so the walk reads only the two lengths and the key of
+    /// each entry; a length past the block (unreachable) ends it with `None`.
+    fn find(&self, key: &[u8]) -> Option<&'a [u8]> {
+        let b = self.body;
+        let mut pos = 0;
+        while let Some(head) = b.get(pos..pos + TABLE_ENTRY_HEADER_LEN) {
+            let key_at = pos + TABLE_ENTRY_HEADER_LEN;
+            let value_at = key_at + usize::from(le_u16(head, 0));
+            let end = value_at + le_u32(head, size_of::<u16>()) as usize;
+            match cmp_key(b.get(key_at..value_at)?, key) {
+                Ordering::Less => pos = end,
+                Ordering::Equal => return b.get(value_at..end),
+                Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+}
+
+/// `a.cmp(b)` for keys, byte by byte: table keys are short (unit names), and
+/// a loop that stops at the first differing byte costs less than a call to
+/// the C library's `memcmp` per entry of a block's walk.
+fn cmp_key(a: &[u8], b: &[u8]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 impl Table {
@@ -294,16 +326,7 @@ impl Table {
         if i == self.blocks.len() {
             return Ok(None);
         }
-        let block = self.block(i)?;
-        let mut pos = 0;
-        while let Some(e) = block.entry(pos) {
-            match e.key.cmp(key) {
-                Ordering::Less => pos += e.size,
-                Ordering::Equal => return Ok(Some(e.value)),
-                Ordering::Greater => break,
-            }
-        }
-        Ok(None)
+        Ok(self.block(i)?.find(key))
     }
 
     /// All entries in key order; each block is checked when first entered. An
