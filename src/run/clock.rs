@@ -114,7 +114,8 @@ pub fn format_rfc3339(millis: i64) -> String {
     put(14, 2, mi as u64);
     put(17, 2, s as u64);
     put(20, 3, ms as u64);
-    b.iter().map(|&c| c as char).collect()
+    // ASCII by construction; the fallback only keeps this free of a panic.
+    std::str::from_utf8(&b).map_or_else(|_| format_rfc3339_by_fmt(millis), str::to_owned)
 }
 
 /// [`format_rfc3339`] through `format!`, for any year (a year past 9999 has
