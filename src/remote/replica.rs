@@ -381,19 +381,9 @@ impl Replication {
         self.live.get().map(Shipping::status)
     }
 
-    /// The directory replicated.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// The remote's URL.
     pub fn url(&self) -> &str {
         &self.config.url
-    }
-
-    /// The policy.
-    pub fn policy(&self) -> Policy {
-        self.config.policy
     }
 
     /// Stops the background shipper (async), ships what is left and returns
