@@ -8,7 +8,7 @@ use crate::contenders::Cache;
 use crate::contenders::{parallel, tempdir};
 use crate::{Config, Contender};
 use runlog::engine::{Codec, RealFs, Store};
-use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, restore};
+use runlog::remote::{Policy, Remote, RemoteConfig, Replication, restore};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,7 +26,7 @@ fn url(tag: &str) -> Result<String, String> {
     Ok(format!("s3://{bucket}/compare/{tag}-{nanos}"))
 }
 
-/// `runlog_remote_{sync,async}_Nt`: the `runlog_group_Nt` loop through [`Replicated`].
+/// `runlog_remote_{sync,async}_Nt`: the `runlog_group_Nt` loop through [`Replication`].
 pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Contender, String> {
     let url = url(name)?;
     let dir = tempdir()?;
@@ -53,8 +53,9 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
             ))?;
         remote = remote.with_inline_limits(round, total);
     }
-    let r = Replicated::new(store, remote, &config).map_err(|e| e.to_string())?;
-    let r = Arc::new(r);
+    let r = Replication::start(&store, remote, &config).map_err(|e| e.to_string())?;
+    // The replication first, so it ships what is left before the store closes.
+    let r = Arc::new((r, store));
     let updates: Vec<common::Update> = (0..UNITS).map(|i| update(i, UNITS)).collect();
     let mut c = parallel(
         name,
@@ -62,7 +63,7 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
         dir,
         (r.clone(), updates),
         |(r, updates), i| {
-            r.append(&updates[(i % UNITS) as usize])
+            r.0.append(&r.1, &updates[(i % UNITS) as usize])
                 .map(drop)
                 .map_err(|e| e.to_string())
         },
@@ -70,11 +71,15 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
     let mut timed_pass = c.run;
     c.run = Box::new(move |dur| {
         let rate = timed_pass(dur)?;
-        let st = r.remote_stats();
-        eprintln!(
-            "{name}: durable {} shipped {} lag {} records after the rep ({} rounds)",
-            st.durable, st.shipped, st.lag, st.rounds
-        );
+        if let Some(st) = r.0.status() {
+            eprintln!(
+                "{name}: durable {} shipped {} lag {} records after the rep ({} rounds)",
+                st.durable,
+                st.shipped,
+                st.lag,
+                st.rounds.unwrap_or(0)
+            );
+        }
         Ok(rate)
     });
     Ok(c)
@@ -98,11 +103,12 @@ pub fn restore_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
     };
     let remote = Remote::open(&url).map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let r = Replicated::new(store, remote.clone(), &config).map_err(|e| e.to_string())?;
+    let r = Replication::start(&store, remote.clone(), &config).map_err(|e| e.to_string())?;
     let st = r.close().map_err(|e| e.to_string())?;
+    drop(store);
     eprintln!(
         "remote_restore_1m: local open {open_secs:.3}s; shipped {} bytes in {:.3}s",
-        st.bytes,
+        st.and_then(|s| s.bytes).unwrap_or(0),
         t.elapsed().as_secs_f64()
     );
     let mut n = 0u32;

@@ -44,8 +44,8 @@ mod imp {
     use crate::ui::feed::deadline_text;
     use runlog::engine::RealFs;
     use runlog::remote::{
-        Policy, Remote, RemoteConfig, RemoteError, RemoteLag, RunRemote, gc, is_deadline, restore,
-        verify_remote,
+        Policy, Remote, RemoteConfig, RemoteError, RemoteStatus, Replication, gc, is_deadline,
+        restore, verify_remote,
     };
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Condvar, Mutex};
@@ -68,7 +68,7 @@ mod imp {
     }
 
     /// One line on a run's remote: where, what is shipped, the lag, the epochs.
-    pub(crate) fn lag_line(l: &RemoteLag) -> String {
+    pub(crate) fn lag_line(l: &RemoteStatus) -> String {
         format!(
             "remote {} ({}); local seq {}, shipped {}, lag {}; this host's epoch {}, chain head epoch {}{}",
             l.url,
@@ -95,7 +95,7 @@ mod imp {
         dir: &std::path::Path,
         durable: u64,
     ) -> Option<(serde_json::Value, String)> {
-        match RemoteLag::read_within(dir, durable, Some(STATUS_DEADLINE)) {
+        match RemoteStatus::read(dir, durable, Some(STATUS_DEADLINE)) {
             Ok(None) => None,
             Ok(Some(l)) => Some((serde_json::to_value(&l).unwrap_or_default(), lag_line(&l))),
             Err(e) if is_deadline(&e) => {
@@ -284,15 +284,15 @@ mod imp {
                 let handle = runs.open(&id)?;
                 let dir = handle.dir().to_path_buf();
                 config.write(&RealFs, &dir).map_err(|e| fail(&url, e))?;
-                let rr = RunRemote::load(&dir)
+                let rep = Replication::load(&dir)
                     .map_err(|e| fail(&url, e))?
                     .ok_or_else(|| RunError::Invalid("REMOTE file vanished".into()))?;
-                rr.acknowledged(handle.store().last_seq())
+                rep.acknowledged(handle.store().last_seq())
                     .map_err(|e| fail(&url, e))?;
-                let stats = rr.stats();
-                drop(rr);
+                let status = rep.status();
+                drop(rep);
                 drop(handle);
-                let epoch = stats.as_ref().map_or(0, |s| s.epoch);
+                let epoch = status.as_ref().map_or(0, |s| s.epoch);
                 print(
                     json,
                     serde_json::json!({"run": id, "remote": url, "policy": config.policy.name(), "epoch": epoch}),
@@ -305,7 +305,7 @@ mod imp {
             RemoteCommand::Status { run } => {
                 let id = runs.resolve(&run)?;
                 let l = runs
-                    .remote_lag(&id, None)?
+                    .remote_status(&id, None)?
                     .ok_or_else(|| RunError::Invalid(format!("run {id} has no remote")))?;
                 print(
                     json,

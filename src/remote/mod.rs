@@ -8,7 +8,7 @@
 //! writes a store directory the engine opens as usual.
 //!
 //! ```no_run
-//! use runlog::remote::{Policy, Remote, RemoteConfig, Replicated};
+//! use runlog::remote::{Policy, Remote, RemoteConfig, Replication};
 //! use runlog::engine::{Options, Store};
 //! # struct Sum;
 //! # #[derive(Debug)] struct Zero;
@@ -20,8 +20,9 @@
 //! # }
 //! let store = Store::<Sum>::open("/tmp/sum", Options { create: true, ..Options::default() })?;
 //! let config = RemoteConfig { url: "s3://bucket/sum".into(), policy: Policy::Sync, epoch: 0 };
-//! let r = Replicated::new(store, Remote::open(&config.url)?, &config)?; // claims an epoch
-//! r.append(&5)?; // returns once the remote holds it
+//! let r = Replication::start(&store, Remote::open(&config.url)?, &config)?; // claims an epoch
+//! r.append(&store, &5)?; // returns once the remote holds it
+//! println!("{:?}", r.status()); // epoch, shipped, lag, rounds, bytes
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -40,17 +41,17 @@ pub(crate) mod layout;
 mod replica;
 mod restore;
 mod rootenv;
-mod runhook;
 mod shipper;
+mod status;
 
 sim_pub_use!(chunk::{check_frames, frame_digest});
 pub use client::{Put, Remote, is_deadline};
 pub use config::{Policy, RemoteConfig};
 pub use error::{RemoteError, Result};
 pub use gc::{RemoteGcReport, gc};
-pub use replica::{RemoteStats, Replicated};
+pub use replica::Replication;
 pub use restore::{RestoreReport, restore, verify_remote};
 pub use rootenv::{ENV_REMOTE_ROOT, RemoteRoot};
 pub(crate) use rootenv::{attach_root, configured, restore_if_missing};
-pub use runhook::{RemoteLag, RunRemote};
 sim_pub_use!(shipper::latest_manifest);
+pub use status::RemoteStatus;

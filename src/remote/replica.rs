@@ -1,47 +1,23 @@
-//! Replication policies over a [`Shipper`]: `sync` (an ack waits for the
-//! remote; waiters share rounds) and `async` (a background thread ships every
-//! interval; an ack comes after the local fsync). [`Replication`] knows only a
-//! store directory and the seqs its caller acknowledged locally;
-//! [`Replicated`] pairs it with an engine [`Store`].
+//! [`Replication`]: the one handle on a store directory's replication, under
+//! a policy: `sync` (an ack waits for the remote; waiters share rounds) or
+//! `async` (a background thread ships every interval; an ack comes after the
+//! local fsync). It is started now over an engine [`Store`]
+//! ([`Replication::start`]) or loaded from a directory's `REMOTE` file and
+//! started at the first acknowledged change ([`Replication::load`]: how every
+//! process that opens a run for writing ships, so an open whose only change is
+//! refused claims and writes nothing remotely). Behind it, [`Shipping`]: the
+//! shipper behind a mutex and, under `async`, the background thread.
 
 use super::client::Remote;
 use super::config::{Policy, RemoteConfig};
 use super::error::{RemoteError, Result};
 use super::shipper::{ShipState, Shipper};
+use super::status::RemoteStatus;
 use crate::engine::{Machine, RealFs, Store, Vfs};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
-
-/// Replication's counters: `status --json` and [`Replicated::remote_stats`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RemoteStats {
-    /// The remote's URL.
-    pub url: String,
-    /// `sync` or `async`.
-    pub policy: String,
-    /// This writer's epoch.
-    pub epoch: u64,
-    /// The chain head's manifest number.
-    pub manifest: u64,
-    /// The highest seq acknowledged locally (durable on this host).
-    pub durable: u64,
-    /// The highest seq the remote chain holds.
-    pub shipped: u64,
-    /// `durable - shipped`: what a lost host would lose (async only; 0 under sync).
-    pub lag: u64,
-    /// Manifests landed.
-    pub rounds: u64,
-    /// Bytes uploaded.
-    pub bytes: u64,
-    /// The newer epoch, once fenced.
-    pub fenced_by: Option<u64>,
-    /// The last shipping error (async), cleared by the next round that lands.
-    pub last_error: Option<String>,
-}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -92,23 +68,25 @@ impl Core {
     }
 }
 
-/// Replication of one local store directory.
-pub struct Replication {
+/// A started replication: the shipper, the seqs acknowledged locally and,
+/// under `async`, the background thread. What a [`Replication`] holds once
+/// started.
+struct Shipping {
     core: Arc<Core>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Replication {
+impl Shipping {
     /// Starts replicating `dir` as `config` says: claims an epoch when the
     /// config holds none (and records it in `dir/REMOTE`), else continues as
     /// the writer of the recorded epoch ([`RemoteError::Fenced`] when a newer
     /// one took the run).
-    pub fn start(
+    fn start(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
         config: &RemoteConfig,
         remote: Remote,
-    ) -> Result<Replication> {
+    ) -> Result<Shipping> {
         let shipper = if config.epoch == 0 {
             let s = Shipper::claim(remote, dir, vfs.clone())?;
             let mut c = config.clone();
@@ -143,20 +121,20 @@ impl Replication {
                 )
             }
         };
-        Ok(Replication { core, thread })
+        Ok(Shipping { core, thread })
     }
 
-    /// Refuses new work once fenced: call before appending locally.
-    pub fn check(&self) -> Result<()> {
+    /// Refuses new work once fenced.
+    fn check(&self) -> Result<()> {
         match self.core.fenced() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
-    /// Records that `seq` (and every seq before it) is durable locally, and, under
-    /// `sync`, waits until the remote holds it. An error means: not acknowledged.
-    pub fn acknowledged(&self, seq: u64) -> Result<()> {
+    /// Records that `seq` (and every seq before it) is durable locally, and,
+    /// under `sync`, waits until the remote holds it.
+    fn acknowledged(&self, seq: u64) -> Result<()> {
         self.core.durable.fetch_max(seq, Ordering::AcqRel);
         match self.core.policy {
             Policy::Sync => self.core.ship_to(seq),
@@ -166,39 +144,39 @@ impl Replication {
     }
 
     /// Ships everything acknowledged so far, now, whatever the policy.
-    pub fn flush(&self) -> Result<()> {
+    fn flush(&self) -> Result<()> {
         let d = self.core.durable.load(Ordering::Acquire);
         self.core.ship_to(d)
     }
 
-    /// The counters.
-    pub fn stats(&self) -> RemoteStats {
+    fn status(&self) -> RemoteStatus {
         let s = lock(&self.core.state).clone();
         let durable = self.core.durable.load(Ordering::Acquire).max(s.shipped);
-        RemoteStats {
+        RemoteStatus {
             url: self.core.url.clone(),
             policy: self.core.policy.name().into(),
             epoch: s.epoch,
+            head_epoch: s.fenced_by.unwrap_or(s.epoch),
             manifest: s.manifest,
             durable,
             shipped: s.shipped,
             lag: durable - s.shipped,
-            rounds: s.rounds,
-            bytes: s.bytes,
-            fenced_by: s.fenced_by,
+            fenced: s.fenced_by.is_some(),
+            rounds: Some(s.rounds),
+            bytes: Some(s.bytes),
             last_error: lock(&self.core.last_error).clone(),
         }
     }
 
     /// Stops the background shipper (async), then ships what is left.
-    pub fn close(mut self) -> Result<RemoteStats> {
+    fn close(mut self) -> Result<RemoteStatus> {
         self.stop_thread();
         let r = if self.core.fenced().is_none() {
             self.flush()
         } else {
             Ok(())
         };
-        r.map(|_| self.stats())
+        r.map(|_| self.status())
     }
 
     fn stop_thread(&mut self) {
@@ -210,7 +188,7 @@ impl Replication {
     }
 }
 
-impl Drop for Replication {
+impl Drop for Shipping {
     fn drop(&mut self) {
         self.stop_thread();
     }
@@ -241,67 +219,132 @@ fn background(core: Arc<Core>) {
     }
 }
 
-/// An engine store whose log is replicated: [`Replicated::append`] is
-/// acknowledged after the local fsync (`async`) or once the remote holds the
-/// record (`sync`). Once fenced it appends nothing.
-pub struct Replicated<M: Machine> {
-    store: Store<M>,
-    replication: Replication,
+/// A store directory replicated to a remote: the writer appends locally, then
+/// hands each acknowledged seq here ([`Replication::acknowledged`], or
+/// [`Replication::append`] for both steps), which returns once the remote
+/// holds it (`sync`) or at once, the background shipper sending it within the
+/// interval (`async`). Once fenced by a newer writer it acknowledges nothing.
+///
+/// Dropping it (or [`Replication::close`]) stops the background shipper and
+/// ships what is left; drop it before the store it ships, so a store's next
+/// writer finds the chain caught up.
+pub struct Replication {
     dir: PathBuf,
+    config: RemoteConfig,
+    /// Taken while starting, so one handle claims once.
+    starting: Mutex<()>,
+    live: OnceLock<Shipping>,
 }
 
-impl<M: Machine> std::fmt::Debug for Replicated<M> {
+impl std::fmt::Debug for Replication {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Replicated({}, {:?})",
+            "Replication({} to {}, {:?})",
             self.dir.display(),
-            self.replication.stats()
+            self.config.url,
+            self.status()
         )
     }
 }
 
-impl<M: Machine> Replicated<M> {
-    /// Replicates `store` to `remote` as `config` says: claims an epoch when
-    /// the config holds none (and records it in the store's `REMOTE` file),
-    /// else continues as the writer of the recorded epoch
-    /// ([`RemoteError::Fenced`] when a newer one took the run).
-    pub fn new(store: Store<M>, remote: Remote, config: &RemoteConfig) -> Result<Replicated<M>> {
+impl Replication {
+    /// Replicates `store` to `remote` as `config` says, starting now: claims
+    /// an epoch when the config holds none (and records it in the store's
+    /// `REMOTE` file), else continues as the writer of the recorded epoch
+    /// ([`RemoteError::Fenced`] when a newer one took the run). The records
+    /// already in the store count as acknowledged.
+    pub fn start<M: Machine>(
+        store: &Store<M>,
+        remote: Remote,
+        config: &RemoteConfig,
+    ) -> Result<Replication> {
         let dir = store.dir().to_path_buf();
-        let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
-        let replication = Replication::start(vfs, &dir, config, remote)?;
-        // Records already in the local store count as acknowledged.
-        replication
-            .core
+        let live = Shipping::start(Arc::new(RealFs), &dir, config, remote)?;
+        live.core
             .durable
             .fetch_max(store.last_seq(), Ordering::AcqRel);
-        Ok(Replicated {
-            store,
-            replication,
+        Ok(Replication {
             dir,
+            config: config.clone(),
+            starting: Mutex::new(()),
+            live: OnceLock::from(live),
         })
     }
 
-    /// Appends `t`; see the type's documentation for when it returns.
-    pub fn append(&self, t: &M::Transition) -> Result<u64> {
-        self.replication.check()?;
-        let seq = self.store.append(t)?;
-        self.replication.acknowledged(seq)?;
+    /// The replication of the store in `dir` as its `REMOTE` file says
+    /// (`None` when it has none), started at the first
+    /// [`Replication::acknowledged`]: only then is the remote opened and an
+    /// epoch claimed or resumed.
+    pub fn load(dir: &Path) -> Result<Option<Replication>> {
+        Ok(RemoteConfig::read(&RealFs, dir)?.map(|config| Replication {
+            dir: dir.to_path_buf(),
+            config,
+            starting: Mutex::new(()),
+            live: OnceLock::new(),
+        }))
+    }
+
+    /// The started replication, starting it if need be.
+    fn live(&self) -> Result<&Shipping> {
+        if let Some(s) = self.live.get() {
+            return Ok(s);
+        }
+        let _starting = lock(&self.starting);
+        if let Some(s) = self.live.get() {
+            return Ok(s);
+        }
+        let vfs: Arc<dyn Vfs> = Arc::new(RealFs);
+        // Re-read: an earlier process may have claimed since this one loaded it.
+        let config =
+            RemoteConfig::read(vfs.as_ref(), &self.dir)?.unwrap_or_else(|| self.config.clone());
+        let remote = Remote::open(&config.url)?;
+        let started = Shipping::start(vfs, &self.dir, &config, remote)?;
+        Ok(self.live.get_or_init(|| started))
+    }
+
+    /// Refuses new work once fenced: call before appending locally. A
+    /// replication not started yet knows of no fence.
+    pub fn check(&self) -> Result<()> {
+        self.live.get().map_or(Ok(()), Shipping::check)
+    }
+
+    /// Records that `seq` (and every seq before it) is durable locally,
+    /// starting the replication if need be, and, under `sync`, waits until
+    /// the remote holds it. An error means: not acknowledged.
+    pub fn acknowledged(&self, seq: u64) -> Result<()> {
+        let live = self.live()?;
+        live.check()?;
+        live.acknowledged(seq)
+    }
+
+    /// Appends `t` to `store` (the store this replicates) and acknowledges
+    /// it: returns as [`Replication::acknowledged`] does.
+    pub fn append<M: Machine>(&self, store: &Store<M>, t: &M::Transition) -> Result<u64> {
+        self.check_store(store.dir())?;
+        self.check()?;
+        let seq = store.append(t)?;
+        self.acknowledged(seq)?;
         Ok(seq)
     }
 
-    /// Appends a batch: one local fsync and (sync) one remote round for all.
-    pub fn append_batch(&self, ts: &[M::Transition]) -> Vec<Result<u64>> {
-        if let Err(e) = self.replication.check() {
+    /// Appends a batch to `store` (the store this replicates): one local fsync
+    /// and (sync) one remote round for all.
+    pub fn append_batch<M: Machine>(
+        &self,
+        store: &Store<M>,
+        ts: &[M::Transition],
+    ) -> Vec<Result<u64>> {
+        if let Err(e) = self.check_store(store.dir()).and_then(|()| self.check()) {
             let msg = crate::engine::ErrorChain(&e).to_string();
             return ts
                 .iter()
                 .map(|_| Err(RemoteError::Config(msg.clone())))
                 .collect();
         }
-        let local = self.store.append_batch(ts);
+        let local = store.append_batch(ts);
         let top = local.iter().filter_map(|r| r.as_ref().ok()).copied().max();
-        let remote = top.map(|s| self.replication.acknowledged(s));
+        let remote = top.map(|s| self.acknowledged(s));
         local
             .into_iter()
             .map(|r| match (r, &remote) {
@@ -314,33 +357,48 @@ impl<M: Machine> Replicated<M> {
             .collect()
     }
 
-    /// The local store.
-    pub fn store(&self) -> &Store<M> {
-        &self.store
+    /// Refuses a store other than the one this replicates.
+    fn check_store(&self, dir: &Path) -> Result<()> {
+        if dir == self.dir {
+            return Ok(());
+        }
+        Err(RemoteError::Config(format!(
+            "append to {}: this replication ships {}",
+            dir.display(),
+            self.dir.display()
+        )))
     }
 
-    /// The store's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The replication counters.
-    pub fn remote_stats(&self) -> RemoteStats {
-        self.replication.stats()
-    }
-
-    /// Ships everything acknowledged so far, now.
+    /// Ships everything acknowledged so far, now, whatever the policy.
     pub fn flush(&self) -> Result<()> {
-        self.replication.flush()
+        self.live.get().map_or(Ok(()), Shipping::flush)
     }
 
-    /// Stops shipping, ships what is left, closes the store.
-    pub fn close(self) -> Result<RemoteStats> {
-        let Replicated {
-            store, replication, ..
-        } = self;
-        let r = replication.close();
-        drop(store);
-        r
+    /// This handle's status: this host's epoch, the seq durable here, the seq
+    /// the remote holds and the lag between them, the rounds and bytes
+    /// shipped. `None` before the replication started.
+    pub fn status(&self) -> Option<RemoteStatus> {
+        self.live.get().map(Shipping::status)
+    }
+
+    /// The remote's URL.
+    pub fn url(&self) -> &str {
+        &self.config.url
+    }
+
+    /// Stops the background shipper (async), ships what is left and returns
+    /// the status (`None` when the replication never started).
+    pub fn close(mut self) -> Result<Option<RemoteStatus>> {
+        self.live.take().map(Shipping::close).transpose()
+    }
+}
+
+impl Drop for Replication {
+    fn drop(&mut self) {
+        if let Some(live) = self.live.take() {
+            // Ship what this process acknowledged locally. A failure leaves
+            // it for the next writer (the lag `RemoteStatus::read` shows).
+            let _ = live.close();
+        }
     }
 }

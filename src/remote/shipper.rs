@@ -22,9 +22,9 @@ use std::sync::Arc;
 /// How often a claim retries when an older writer's manifest landed first.
 const CLAIM_ATTEMPTS: usize = 8;
 
-/// What the shipper has done (part of [`super::RemoteStats`]).
+/// What the shipper has done (part of [`super::RemoteStatus`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShipState {
+pub(crate) struct ShipState {
     /// This writer's epoch.
     pub epoch: u64,
     /// The chain head's number (the last manifest this writer wrote or adopted).
@@ -42,7 +42,7 @@ pub struct ShipState {
 }
 
 /// A writer of one run's manifest chain.
-pub struct Shipper {
+pub(crate) struct Shipper {
     remote: Remote,
     dir: PathBuf,
     vfs: Arc<dyn Vfs>,

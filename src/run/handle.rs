@@ -31,7 +31,7 @@ pub struct Run {
     /// change; declared before `store` so it finishes shipping (async) before
     /// the store's writer lock is released.
     #[cfg(feature = "remote")]
-    pub(crate) remote: Option<crate::remote::RunRemote>,
+    pub(crate) remote: Option<crate::remote::Replication>,
     pub(crate) store: Store<Keyed<RunKeyed>>,
     pub(crate) clock: Arc<dyn Clock>,
 }
@@ -56,13 +56,17 @@ impl Run {
         self.store.dir()
     }
 
-    /// The run's replication counters: this host's epoch, the seq durable
-    /// here, the seq the remote holds and the lag between them (under
-    /// `async`, what losing this host would lose). `None` for a run without a
-    /// remote, and before this handle's first accepted change starts shipping.
+    /// The run's remote as this handle ships to it: this host's epoch, the
+    /// seq durable here, the seq the remote holds and the lag between them
+    /// (under `async`, what losing this host would lose). `None` for a run
+    /// without a remote, and before this handle's first accepted change
+    /// starts shipping. [`Runs::remote_status`](super::Runs::remote_status)
+    /// reads the same status from any process.
     #[cfg(feature = "remote")]
-    pub fn remote_stats(&self) -> Option<crate::remote::RemoteStats> {
-        self.remote.as_ref().and_then(|r| r.stats())
+    pub fn remote_status(&self) -> Option<crate::remote::RemoteStatus> {
+        self.remote
+            .as_ref()
+            .and_then(crate::remote::Replication::status)
     }
 
     /// The whole current document, units included (memory in proportion to

@@ -92,7 +92,7 @@ impl Runs {
                 id: id.to_string(),
                 #[cfg(feature = "remote")]
                 remote: crate::remote::attach_root(store.dir(), id, self.remote_root.as_ref())
-                    .and_then(|()| crate::remote::RunRemote::load(store.dir()))
+                    .and_then(|()| crate::remote::Replication::load(store.dir()))
                     .map_err(|e| remote_err("read the run's remote", store.dir(), e))?,
                 store,
                 clock: self.clock.clone(),

@@ -331,18 +331,19 @@ impl Runs {
         )
     }
 
-    /// Run `id`'s remote lag: its local durable seq (read lock-free) against
-    /// what its remote holds; `None` when the run has no remote. `within`
-    /// bounds the wait for the remote's answer.
+    /// Run `id`'s remote status: its local durable seq (read lock-free)
+    /// against what its remote's chain head holds, read without claiming or
+    /// shipping anything; `None` when the run has no remote. `within` bounds
+    /// the wait for the remote's answer.
     #[cfg(feature = "remote")]
-    pub fn remote_lag(
+    pub fn remote_status(
         &self,
         id: &str,
         within: Option<Duration>,
-    ) -> Result<Option<crate::remote::RemoteLag>> {
+    ) -> Result<Option<crate::remote::RemoteStatus>> {
         let durable = self.read_run(id)?.recovery().last_seq;
         let dir = self.run_dir(id)?;
-        crate::remote::RemoteLag::read_within(&dir, durable, within)
+        crate::remote::RemoteStatus::read(&dir, durable, within)
             .map_err(|e| RunError::remote("remote", id, e))
     }
 

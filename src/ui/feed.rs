@@ -100,8 +100,8 @@ pub fn sample(samples: &mut VecDeque<(Instant, u64)>, now: Instant, done: u64) {
 
 /// The remote's lag as `status` shows it (`None`: the run has no remote).
 pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Value> {
-    use runlog::remote::{RemoteLag, is_deadline};
-    match RemoteLag::read_within(dir, durable, Some(REMOTE_DEADLINE)) {
+    use runlog::remote::{RemoteStatus, is_deadline};
+    match RemoteStatus::read(dir, durable, Some(REMOTE_DEADLINE)) {
         Ok(None) => None,
         Ok(Some(l)) => Some(serde_json::json!({
             "lag": serde_json::to_value(&l).unwrap_or_default(),

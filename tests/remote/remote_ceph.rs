@@ -11,7 +11,7 @@ use object_store::ObjectStore;
 use remote_support::{Fault, Faulty, gateway, open, read, s3_url, two_claimers_one_wins};
 use runlog::engine::RealFs;
 use runlog::remote::{
-    Policy, Remote, RemoteConfig, Replicated, gc, latest_manifest, restore, verify_remote,
+    Policy, Remote, RemoteConfig, Replication, gc, latest_manifest, restore, verify_remote,
 };
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -42,15 +42,16 @@ fn ceph_sync_and_async_ship_then_restore_hold_every_acknowledged_record() {
         let url = s3_url(&bucket, &format!("ship-{}", policy.name()));
         let tmp = tempfile::tempdir().unwrap();
         let a = tmp.path().join("a");
+        let local = open(&a);
         let r =
-            Replicated::new(open(&a), Remote::open(&url).unwrap(), &config(&url, policy)).unwrap();
+            Replication::start(&local, Remote::open(&url).unwrap(), &config(&url, policy)).unwrap();
         for v in 1..=60u64 {
-            r.append(&v).unwrap();
+            r.append(&local, &v).unwrap();
             if v == 30 {
-                r.store().compact().unwrap();
+                local.compact().unwrap();
             }
         }
-        let stats = r.close().unwrap();
+        let stats = r.close().unwrap().expect("started");
         assert_eq!((stats.shipped, stats.lag), (60, 0), "{url}");
         let remote = Remote::open(&url).unwrap();
         assert_eq!(verify_remote(&RealFs, &remote, None).unwrap().last_seq, 60);
@@ -110,10 +111,10 @@ fn ceph_every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
         if let Some((round, total)) = limits {
             remote = remote.with_inline_limits(round, total);
         }
+        let local = open(&dir);
         let mut rep = None;
         for _ in 0..3 {
-            if let Ok(r) = Replicated::new(open(&dir), remote.clone(), &config(&url, Policy::Sync))
-            {
+            if let Ok(r) = Replication::start(&local, remote.clone(), &config(&url, Policy::Sync)) {
                 rep = Some(r);
                 break;
             }
@@ -121,7 +122,7 @@ fn ceph_every_call_failing_or_losing_its_answer_loses_nothing_acknowledged() {
         let r = rep.expect("a claim succeeds within 3 attempts");
         let mut acked = vec![];
         for v in 1..=6u64 {
-            if r.append(&v).is_ok() {
+            if r.append(&local, &v).is_ok() {
                 acked.push(v);
             }
         }

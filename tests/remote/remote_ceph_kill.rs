@@ -8,7 +8,7 @@ use crate::remote_support;
 
 use remote_support::{gateway, open, read, s3_url};
 use runlog::engine::RealFs;
-use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, restore};
+use runlog::remote::{Policy, Remote, RemoteConfig, Replication, restore};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
@@ -28,15 +28,11 @@ fn child_writer() {
         policy: Policy::Sync,
         epoch: 0,
     };
-    let r = Replicated::new(
-        open(std::path::Path::new(dir)),
-        Remote::open(url).unwrap(),
-        &config,
-    )
-    .unwrap();
+    let r_local = open(std::path::Path::new(dir));
+    let r = Replication::start(&r_local, Remote::open(url).unwrap(), &config).unwrap();
     let mut out = std::io::stdout().lock();
     for v in 1.. {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
         writeln!(out, "acked {v}").unwrap();
         out.flush().unwrap();
     }

@@ -10,7 +10,7 @@ use crate::remote_support;
 
 use remote_support::{gateway_alone, open, read, s3_url};
 use runlog::engine::RealFs;
-use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, latest_manifest, restore};
+use runlog::remote::{Policy, Remote, RemoteConfig, Replication, latest_manifest, restore};
 use std::process::Command;
 
 fn ceph(cmd: &str) {
@@ -43,47 +43,49 @@ fn ceph_gateway_stopped_mid_run_async_catches_up_and_sync_never_acks_without_it(
         policy,
         epoch: 0,
     };
-    let a = Replicated::new(
-        open(&tmp.path().join("async")),
+    let a_local = open(&tmp.path().join("async"));
+    let a = Replication::start(
+        &a_local,
         Remote::open(&url_a).unwrap(),
         &cfg(&url_a, Policy::Async { interval_ms: 100 }),
     )
     .unwrap();
-    let s = Replicated::new(
-        open(&tmp.path().join("sync")),
+    let s_local = open(&tmp.path().join("sync"));
+    let s = Replication::start(
+        &s_local,
         Remote::open(&url_s).unwrap(),
         &cfg(&url_s, Policy::Sync),
     )
     .unwrap();
     for v in 1..=10u64 {
-        a.append(&v).unwrap();
-        s.append(&v).unwrap();
+        a.append(&a_local, &v).unwrap();
+        s.append(&s_local, &v).unwrap();
     }
     a.flush().unwrap();
 
     ceph("stop-rgw");
     // async: every append is acknowledged after the local fsync.
     for v in 11..=30u64 {
-        a.append(&v).unwrap();
+        a.append(&a_local, &v).unwrap();
     }
     let e = a.flush().unwrap_err();
-    let lag = a.remote_stats();
+    let lag = a.status().unwrap();
     assert_eq!((lag.durable, lag.shipped, lag.lag), (30, 10, 20), "{e}");
     // sync: refused with the remote's error, not acknowledged.
-    let e = s.append(&11).unwrap_err();
+    let e = s.append(&s_local, &11).unwrap_err();
     let msg = runlog::engine::ErrorChain(&e).to_string();
     assert!(
         msg.contains("put chunk") || msg.contains("put manifest"),
         "{msg}"
     );
-    assert_eq!(s.remote_stats().shipped, 10);
+    assert_eq!(s.status().unwrap().shipped, 10);
 
     ceph("start-rgw");
     wait_up(&url_a);
     a.flush().unwrap();
-    assert_eq!(a.remote_stats().lag, 0);
-    s.append(&12).unwrap();
-    let a_stats = a.close().unwrap();
+    assert_eq!(a.status().unwrap().lag, 0);
+    s.append(&s_local, &12).unwrap();
+    let a_stats = a.close().unwrap().expect("started");
     assert_eq!(a_stats.shipped, 30);
     s.close().unwrap();
 

@@ -13,7 +13,7 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use remote_support::{Fault, Faulty, open, read};
 use runlog::engine::RealFs;
-use runlog::remote::{Policy, Remote, RemoteConfig, Replicated, restore, verify_remote};
+use runlog::remote::{Policy, Remote, RemoteConfig, Replication, restore, verify_remote};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -49,9 +49,10 @@ fn remote_for(store: Arc<dyn ObjectStore>, mode: Mode) -> Remote {
 /// Runs the workload against `store`; returns the values acknowledged.
 fn workload(store: Arc<dyn ObjectStore>, dir: &std::path::Path, mode: Mode) -> Vec<u64> {
     let remote = remote_for(store, mode);
+    let local = open(dir);
     let mut rep = None;
     for _ in 0..3 {
-        if let Ok(r) = Replicated::new(open(dir), remote.clone(), &config()) {
+        if let Ok(r) = Replication::start(&local, remote.clone(), &config()) {
             rep = Some(r);
             break;
         }
@@ -59,11 +60,11 @@ fn workload(store: Arc<dyn ObjectStore>, dir: &std::path::Path, mode: Mode) -> V
     let r = rep.expect("a claim succeeds within 3 attempts when one call fails");
     let mut acked = vec![];
     for v in 1..=8u64 {
-        if r.append(&v).is_ok() {
+        if r.append(&local, &v).is_ok() {
             acked.push(v);
         }
         if v == 4 {
-            r.store().compact().unwrap();
+            local.compact().unwrap();
         }
     }
     let _ = r.close();

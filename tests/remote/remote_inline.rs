@@ -16,7 +16,7 @@ use runlog::remote::layout::{
     CHUNK_DIR, MANIFEST_DIR, Manifest, SNAPSHOT_DIR, manifest_name, parse_manifest_name,
 };
 use runlog::remote::{
-    Policy, Remote, RemoteConfig, RemoteError, Replicated, gc, latest_manifest, restore,
+    Policy, Remote, RemoteConfig, RemoteError, Replication, gc, latest_manifest, restore,
     verify_remote,
 };
 use std::sync::Arc;
@@ -46,30 +46,31 @@ fn a_sync_round_of_small_records_is_one_put() {
     let tmp = tempfile::tempdir().unwrap();
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let counter = Arc::new(Faulty::new(inner.clone(), u64::MAX, Fault::Fail));
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(counter.clone()),
-        &config(),
-    )
-    .unwrap();
-    let (puts0, rounds0) = (counter.puts.load(Ordering::SeqCst), r.remote_stats().rounds);
+    let r_local = open(&tmp.path().join("a"));
+    let r = Replication::start(&r_local, remote(counter.clone()), &config()).unwrap();
+    let rounds = || {
+        r.status()
+            .and_then(|s| s.rounds)
+            .expect("a started replication")
+    };
+    let (puts0, rounds0) = (counter.puts.load(Ordering::SeqCst), rounds());
     // One writer thread: every append is a round of its own.
     for v in 1..=50u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
     }
     // Eight threads: the rounds the group commit makes, each covering many waiters.
     std::thread::scope(|s| {
         for t in 0..8u64 {
-            let r = &r;
+            let (r, r_local) = (&r, &r_local);
             s.spawn(move || {
                 for i in 0..25u64 {
-                    r.append(&(1000 + t * 100 + i)).unwrap();
+                    r.append(r_local, &(1000 + t * 100 + i)).unwrap();
                 }
             });
         }
     });
     let puts = counter.puts.load(Ordering::SeqCst) - puts0;
-    let rounds = r.remote_stats().rounds - rounds0;
+    let rounds = rounds() - rounds0;
     assert!(rounds >= 51, "{rounds} rounds");
     assert_eq!(
         puts, rounds,
@@ -106,14 +107,15 @@ fn inline_records_past_the_cap_leave_the_manifest_in_one_chunk() {
     let counter = Arc::new(Faulty::new(inner.clone(), u64::MAX, Fault::Fail));
     // At most 100 bytes of frames inline: about three of these records.
     let rem = remote(counter.clone()).with_inline_limits(64 << 10, 100);
-    let r = Replicated::new(open(&tmp.path().join("a")), rem, &config()).unwrap();
+    let r_local = open(&tmp.path().join("a"));
+    let r = Replication::start(&r_local, rem, &config()).unwrap();
     let check = remote(inner.clone());
     let (mut one_put, mut two_puts) = (0, 0);
     for v in 1..=30u64 {
         let before_chunks = latest_manifest(&check).unwrap().unwrap().chunks.len();
         let before_inline = latest_manifest(&check).unwrap().unwrap().inline.clone();
         let puts0 = counter.puts.load(Ordering::SeqCst);
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
         let puts = counter.puts.load(Ordering::SeqCst) - puts0;
         let head = latest_manifest(&check).unwrap().unwrap();
         assert!(
@@ -164,10 +166,11 @@ fn inline_records_past_the_cap_leave_the_manifest_in_one_chunk() {
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let counter = Arc::new(Faulty::new(inner.clone(), u64::MAX, Fault::Fail));
     let rem = remote(counter.clone()).with_inline_limits(8, 64 << 10);
-    let r = Replicated::new(open(&tmp.path().join("a")), rem, &config()).unwrap();
+    let r_local = open(&tmp.path().join("a"));
+    let r = Replication::start(&r_local, rem, &config()).unwrap();
     let puts0 = counter.puts.load(Ordering::SeqCst);
     for v in 1..=5u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
     }
     assert_eq!(counter.puts.load(Ordering::SeqCst) - puts0, 10);
     r.close().unwrap();
@@ -179,14 +182,10 @@ fn inline_records_past_the_cap_leave_the_manifest_in_one_chunk() {
 fn a_damaged_inline_frame_fails_restore_naming_the_manifest_and_offset() {
     let tmp = tempfile::tempdir().unwrap();
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
-        remote(store.clone()),
-        &config(),
-    )
-    .unwrap();
+    let r_local = open(&tmp.path().join("a"));
+    let r = Replication::start(&r_local, remote(store.clone()), &config()).unwrap();
     for v in 1..=5u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
     }
     r.close().unwrap();
     let rem = remote(store);
@@ -278,9 +277,9 @@ fn a_retagged_inline_record_of_a_keyed_run_is_named_by_restore() {
         },
     )
     .unwrap();
-    let r = Replicated::new(s, remote(store.clone()), &config()).unwrap();
+    let r = Replication::start(&s, remote(store.clone()), &config()).unwrap();
     for v in 1..=4u64 {
-        r.append(&v).unwrap();
+        r.append(&s, &v).unwrap();
     }
     r.close().unwrap();
     let rem = remote(store);
@@ -332,16 +331,17 @@ fn gc_under_a_live_writer_keeps_what_the_kept_manifests_need() {
     let tmp = tempfile::tempdir().unwrap();
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let rem = remote(store.clone());
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
+    let r_local = open(&tmp.path().join("a"));
+    let r = Replication::start(
+        &r_local,
         rem.clone().with_inline_limits(64 << 10, 100),
         &config(),
     )
     .unwrap();
     for v in 1..=24u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
         if v == 12 {
-            r.store().compact().unwrap();
+            r_local.compact().unwrap();
         }
         let report = gc(&rem, 1).unwrap();
         let head = latest_manifest(&rem).unwrap().unwrap();
@@ -371,14 +371,15 @@ fn a_version_1_chain_restores_and_a_new_writer_continues_it_as_version_2() {
     let tmp = tempfile::tempdir().unwrap();
     // Chunks only: what a version 1 writer wrote, manifests then relabelled 1.
     let v2: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let r = Replicated::new(
-        open(&tmp.path().join("a")),
+    let r_local = open(&tmp.path().join("a"));
+    let r = Replication::start(
+        &r_local,
         remote(v2.clone()).with_inline_limits(0, 0),
         &config(),
     )
     .unwrap();
     for v in 1..=6u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
     }
     r.close().unwrap();
     let from = remote(v2);
@@ -409,9 +410,10 @@ fn a_version_1_chain_restores_and_a_new_writer_continues_it_as_version_2() {
     restore(&RealFs, &to, &b, None).unwrap();
     assert_eq!(read(&b), (1..=6).collect::<Vec<_>>());
     // The restored copy claims the version 1 chain and ships inline.
-    let w = Replicated::new(open(&b), remote(v1.clone()), &config()).unwrap();
+    let w_local = open(&b);
+    let w = Replication::start(&w_local, remote(v1.clone()), &config()).unwrap();
     for v in 7..=9u64 {
-        w.append(&v).unwrap();
+        w.append(&w_local, &v).unwrap();
     }
     w.close().unwrap();
     head = latest_manifest(&to).unwrap().unwrap();

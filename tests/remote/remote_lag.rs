@@ -1,6 +1,6 @@
 //! Proves the async lag shows where users look: while a writer holds records
 //! durable locally but not yet shipped, `runlog status RUN` (human and
-//! `--json`) and the run handle's `Run::remote_stats` report local durable seq,
+//! `--json`) and the run handle's `Run::remote_status` report local durable seq,
 //! shipped seq and the lag between them; once the writer closes (and ships),
 //! the lag is 0. A run without a remote shows no remote part.
 #![cfg(feature = "remote")]
@@ -52,12 +52,12 @@ fn status_and_run_stats_report_the_async_lag() {
 
     let runs = Runs::new(&root);
     let run = runs.open("r1").unwrap();
-    assert_eq!(run.remote_stats(), None, "nothing accepted yet");
+    assert_eq!(run.remote_status(), None, "nothing accepted yet");
     let mut last = 0;
     for u in ["a", "b", "c"] {
         last = run.set_unit(u, UnitStatus::Done, None, None).unwrap();
     }
-    let stats = run.remote_stats().expect("shipping started");
+    let stats = run.remote_status().expect("shipping started");
     assert_eq!(stats.policy, "async");
     assert_eq!(stats.epoch, 1);
     assert_eq!(stats.durable, last);

@@ -10,9 +10,9 @@ use crate::remote_support;
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use remote_support::{Log, open, read, two_claimers_one_wins};
-use runlog::engine::RealFs;
+use runlog::engine::{RealFs, Store};
 use runlog::remote::{
-    Policy, Remote, RemoteConfig, RemoteError, Replicated, gc, latest_manifest, restore,
+    Policy, Remote, RemoteConfig, RemoteError, Replication, gc, latest_manifest, restore,
     verify_remote,
 };
 use std::sync::Arc;
@@ -50,14 +50,18 @@ fn chunks_only(store: &Arc<dyn ObjectStore>) -> Remote {
     remote(store).with_inline_limits(0, 0)
 }
 
-/// A `sync` writer on a new store at `dir`, claiming the run in `store`.
-fn sync_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> Replicated<Log> {
-    Replicated::new(open(dir), remote(store), &config(Policy::Sync)).unwrap()
+/// A new store at `dir` and its `sync` replication, claiming the run in `store`.
+fn sync_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> (Store<Log>, Replication) {
+    let local = open(dir);
+    let r = Replication::start(&local, remote(store), &config(Policy::Sync)).unwrap();
+    (local, r)
 }
 
 /// As [`sync_writer`], shipping every round as a chunk.
-fn chunk_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> Replicated<Log> {
-    Replicated::new(open(dir), chunks_only(store), &config(Policy::Sync)).unwrap()
+fn chunk_writer(store: &Arc<dyn ObjectStore>, dir: &std::path::Path) -> (Store<Log>, Replication) {
+    let local = open(dir);
+    let r = Replication::start(&local, chunks_only(store), &config(Policy::Sync)).unwrap();
+    (local, r)
 }
 
 #[test]
@@ -65,22 +69,22 @@ fn sync_ship_then_restore_keeps_every_acknowledged_record_across_a_compaction() 
     for (name, store, _keep) in backends() {
         let tmp = tempfile::tempdir().unwrap();
         let a = tmp.path().join("a");
-        let r = sync_writer(&store, &a);
+        let (r_local, r) = sync_writer(&store, &a);
         let mut acked = vec![];
         for v in 1..=40u64 {
-            assert_eq!(r.append(&v).unwrap(), v);
+            assert_eq!(r.append(&r_local, &v).unwrap(), v);
             acked.push(v);
             if v == 25 {
-                r.store().compact().unwrap();
+                r_local.compact().unwrap();
             }
         }
-        let stats = r.remote_stats();
+        let stats = r.status().unwrap();
         assert_eq!(
             (stats.shipped, stats.lag, stats.epoch),
             (40, 0, 1),
             "{name}"
         );
-        let batch = r.append_batch(&[41, 42, 43]);
+        let batch = r.append_batch(&r_local, &[41, 42, 43]);
         assert!(batch.iter().all(|x| x.is_ok()), "{name}");
         acked.extend([41, 42, 43]);
         r.close().unwrap();
@@ -111,19 +115,20 @@ fn async_acks_locally_reports_lag_and_catches_up_on_close() {
         let policy = Policy::Async {
             interval_ms: 3_600_000,
         };
-        let r = Replicated::new(open(&a), remote(&store), &config(policy)).unwrap();
+        let r_local = open(&a);
+        let r = Replication::start(&r_local, remote(&store), &config(policy)).unwrap();
         for v in 1..=30u64 {
-            r.append(&v).unwrap();
+            r.append(&r_local, &v).unwrap();
         }
         // The interval is an hour: nothing shipped yet beyond the claim.
-        let s = r.remote_stats();
+        let s = r.status().unwrap();
         assert_eq!((s.durable, s.shipped, s.lag), (30, 0, 30), "{name}");
         r.flush().unwrap();
-        assert_eq!(r.remote_stats().lag, 0, "{name}");
+        assert_eq!(r.status().unwrap().lag, 0, "{name}");
         for v in 31..=35u64 {
-            r.append(&v).unwrap();
+            r.append(&r_local, &v).unwrap();
         }
-        let closed = r.close().unwrap();
+        let closed = r.close().unwrap().expect("started");
         assert_eq!((closed.shipped, closed.lag), (35, 0), "{name}");
         let b = tmp.path().join("b");
         restore(&RealFs, &remote(&store), &b, None).unwrap();
@@ -132,20 +137,35 @@ fn async_acks_locally_reports_lag_and_catches_up_on_close() {
 }
 
 #[test]
+fn a_replication_appends_to_no_store_but_the_one_it_ships() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let tmp = tempfile::tempdir().unwrap();
+    let (local, r) = sync_writer(&store, &tmp.path().join("a"));
+    let other = open(&tmp.path().join("b"));
+    let e = r.append(&other, &1).unwrap_err();
+    assert!(e.to_string().contains("this replication ships"), "{e}");
+    let batch = r.append_batch(&other, &[2, 3]);
+    assert!(batch.iter().all(Result::is_err), "{batch:?}");
+    assert_eq!(other.last_seq(), 0, "nothing appended to the other store");
+    assert_eq!(r.append(&local, &4).unwrap(), 1);
+    assert_eq!(r.status().unwrap().shipped, 1);
+}
+
+#[test]
 fn a_takeover_fences_the_old_writer_which_then_acknowledges_nothing() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("a");
-    let old = sync_writer(&store, &a);
+    let (old_local, old) = sync_writer(&store, &a);
     for v in 1..=5u64 {
-        old.append(&v).unwrap();
+        old.append(&old_local, &v).unwrap();
     }
     // A new host restores the run and takes it.
     let b = tmp.path().join("b");
     restore(&RealFs, &remote(&store), &b, None).unwrap();
-    let new = sync_writer(&store, &b);
-    assert_eq!(new.remote_stats().epoch, 2);
-    new.append(&6).unwrap();
+    let (new_local, new) = sync_writer(&store, &b);
+    assert_eq!(new.status().unwrap().epoch, 2);
+    new.append(&new_local, &6).unwrap();
 
     // The rounds rode inline in the manifests (the default): the zombie's
     // next round would too, in a manifest that cannot land.
@@ -154,21 +174,22 @@ fn a_takeover_fences_the_old_writer_which_then_acknowledges_nothing() {
         head.chunks.is_empty() && !head.inline.is_empty(),
         "{head:?}"
     );
-    let e = old.append(&100).unwrap_err();
+    let e = old.append(&old_local, &100).unwrap_err();
     assert!(e.is_fenced(), "{e}");
     assert!(
         e.to_string().contains("epoch 2"),
         "names the newer epoch: {e}"
     );
-    let local_after = old.store().last_seq();
-    let e2 = old.append(&101).unwrap_err();
+    let local_after = old_local.last_seq();
+    let e2 = old.append(&old_local, &101).unwrap_err();
     assert!(e2.is_fenced());
     assert_eq!(
-        old.store().last_seq(),
+        old_local.last_seq(),
         local_after,
         "a fenced writer appends nothing more"
     );
-    assert_eq!(old.remote_stats().fenced_by, Some(2));
+    let fenced = old.status().unwrap();
+    assert_eq!((fenced.fenced, fenced.head_epoch), (true, 2), "{fenced:?}");
     drop(old);
 
     new.close().unwrap();
@@ -195,9 +216,9 @@ fn of_two_concurrent_claimers_exactly_one_wins() {
 fn a_missing_chunk_is_a_gap_and_a_flipped_byte_is_corruption() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = chunk_writer(&store, &tmp.path().join("a"));
+    let (r_local, r) = chunk_writer(&store, &tmp.path().join("a"));
     for v in 1..=6u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
     }
     r.close().unwrap();
     let rem = remote(&store);
@@ -240,13 +261,13 @@ fn a_missing_chunk_is_a_gap_and_a_flipped_byte_is_corruption() {
 fn gc_keeps_what_the_last_manifests_reference_and_restore_still_works() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = sync_writer(&store, &tmp.path().join("a"));
+    let (r_local, r) = sync_writer(&store, &tmp.path().join("a"));
     for v in 1..=10u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
     }
-    r.store().compact().unwrap();
+    r_local.compact().unwrap();
     for v in 11..=15u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
     }
     r.close().unwrap();
     let rem = remote(&store);
@@ -280,11 +301,11 @@ fn gc_keeps_what_the_last_manifests_reference_and_restore_still_works() {
 /// A copy one record behind the remote: epoch 1 ships 1 from `root/a`, the
 /// copy `root/b` is restored, then epoch 1 ships 2 and closes. Returns `b`.
 fn copy_behind(store: &Arc<dyn ObjectStore>, root: &std::path::Path) -> std::path::PathBuf {
-    let r = sync_writer(store, &root.join("a"));
-    r.append(&1).unwrap();
+    let (r_local, r) = sync_writer(store, &root.join("a"));
+    r.append(&r_local, &1).unwrap();
     let b = root.join("b");
     restore(&RealFs, &remote(store), &b, None).unwrap();
-    r.append(&2).unwrap();
+    r.append(&r_local, &2).unwrap();
     r.close().unwrap();
     b
 }
@@ -296,7 +317,8 @@ fn a_copy_behind_the_remote_cannot_claim() {
     let b = copy_behind(&store, tmp.path());
     // b holds seq 1 only; the chain holds 2, written by epoch 1: a writer b
     // never was moved past b's copy, so b is fenced, naming that epoch.
-    let e = Replicated::new(open(&b), remote(&store), &config(Policy::Sync)).unwrap_err();
+    let local = open(&b);
+    let e = Replication::start(&local, remote(&store), &config(Policy::Sync)).unwrap_err();
     assert!(
         matches!(
             e,
@@ -314,7 +336,7 @@ fn a_copy_behind_the_remote_cannot_claim() {
     let s = open(&c);
     s.append(&1).unwrap();
     s.append(&99).unwrap();
-    let e = Replicated::new(s, remote(&store), &config(Policy::Sync)).unwrap_err();
+    let e = Replication::start(&s, remote(&store), &config(Policy::Sync)).unwrap_err();
     assert!(matches!(e, RemoteError::Fenced { newer: 1, .. }), "{e}");
     // The chain is untouched by either: epoch 1 still holds its head.
     let head = latest_manifest(&remote(&store)).unwrap().unwrap();
@@ -333,14 +355,16 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
         epoch: 1,
         ..config(Policy::Sync)
     };
-    let e = Replicated::new(open(&b), remote(&store), &own).unwrap_err();
+    let local = open(&b);
+    let e = Replication::start(&local, remote(&store), &own).unwrap_err();
     assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
     // A directory claiming an epoch the chain never reached: its claim is missing.
     let ahead = RemoteConfig {
         epoch: 5,
         ..config(Policy::Sync)
     };
-    let e = Replicated::new(open(&tmp.path().join("a")), remote(&store), &ahead).unwrap_err();
+    let local = open(&tmp.path().join("a"));
+    let e = Replication::start(&local, remote(&store), &ahead).unwrap_err();
     assert!(matches!(e, RemoteError::Diverged { .. }), "{e}");
 }
 
@@ -361,7 +385,7 @@ fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
         s.append(&v).unwrap();
     }
     s.compact().unwrap();
-    let r = Replicated::new(s, remote(&store), &config(Policy::Sync)).unwrap();
+    let r = Replication::start(&s, remote(&store), &config(Policy::Sync)).unwrap();
     r.close().unwrap();
     let head = latest_manifest(&remote(&store)).unwrap().unwrap();
     assert_eq!((head.chunks.len(), head.shipped), (0, 3), "{head:?}");
@@ -379,10 +403,10 @@ fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
 fn many_small_rounds_are_merged_and_the_live_set_stays_small() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
-    let r = chunk_writer(&store, &tmp.path().join("a"));
+    let (r_local, r) = chunk_writer(&store, &tmp.path().join("a"));
     let mut most = 0;
     for v in 1..=300u64 {
-        r.append(&v).unwrap();
+        r.append(&r_local, &v).unwrap();
         let head = latest_manifest(&remote(&store)).unwrap().unwrap();
         most = most.max(head.chunks.len());
     }
@@ -419,9 +443,9 @@ fn a_tampered_chunk_of_a_keyed_run_is_named_as_it_is_downloaded() {
         },
     )
     .unwrap();
-    let r = Replicated::new(s, chunks_only(&store), &config(Policy::Sync)).unwrap();
+    let r = Replication::start(&s, chunks_only(&store), &config(Policy::Sync)).unwrap();
     for v in 1..=6u64 {
-        r.append(&v).unwrap();
+        r.append(&s, &v).unwrap();
     }
     r.close().unwrap();
     let rem = remote(&store);

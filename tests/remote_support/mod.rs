@@ -69,9 +69,10 @@ pub fn two_claimers_one_wins(
     config: &runlog::remote::RemoteConfig,
     round: usize,
 ) -> u64 {
-    use runlog::remote::{RemoteError, Replicated, restore};
-    let first = Replicated::new(open(&tmp.join("a")), remote().unwrap(), config).unwrap();
-    first.append(&1).unwrap();
+    use runlog::remote::{RemoteError, Replication, restore};
+    let first_local = open(&tmp.join("a"));
+    let first = Replication::start(&first_local, remote().unwrap(), config).unwrap();
+    first.append(&first_local, &1).unwrap();
     first.close().unwrap();
     let dirs: Vec<_> = ["x", "y"]
         .iter()
@@ -90,8 +91,8 @@ pub fn two_claimers_one_wins(
             std::thread::spawn(move || {
                 let s = open(&d);
                 barrier.wait();
-                let r = Replicated::new(s, remote()?, &config)?;
-                r.append(&value)?;
+                let r = Replication::start(&s, remote()?, &config)?;
+                r.append(&s, &value)?;
                 r.close()?;
                 Ok::<u64, RemoteError>(value)
             })
