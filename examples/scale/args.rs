@@ -27,6 +27,8 @@ pub struct Config {
     pub live_oneshots: usize,
     /// Writer-process counts for the processes mode (empty: not run).
     pub processes: Vec<usize>,
+    /// Rounds of a writer pass beside a floor pass, per count, in that mode.
+    pub rounds: usize,
 }
 
 pub const USAGE: &str =
@@ -34,7 +36,7 @@ pub const USAGE: &str =
     [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency] [--writers 8] [--spawns 400]
     [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
-    [--processes 1,2,8,32]";
+    [--processes 1,2,8,32] [--rounds 5]";
 
 fn default_bin() -> PathBuf {
     // target/<profile>/examples/scale -> target/<profile>/runlog
@@ -64,6 +66,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
         live_secs: 0.0,
         live_oneshots: 0,
         processes: vec![],
+        rounds: 5,
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, flag: &str| -> Result<u64, String> {
@@ -115,6 +118,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
                     .map(|s| num(Some(&s.to_string()), "--processes").map(|n| n.max(1) as usize))
                     .collect::<Result<_, _>>()?;
             }
+            "--rounds" => c.rounds = num(it.next(), a)?.max(1) as usize,
             "--live-secs" => {
                 c.live_secs = it
                     .next()

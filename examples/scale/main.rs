@@ -17,14 +17,15 @@
 //!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
 //!     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
-//!     [--processes 1,2,8,32]
+//!     [--processes 1,2,8,32] [--rounds 5]
 //! ```
 //!
 //! With `--processes COUNTS` it measures many one-shot writer processes at
 //! once instead (`processes.rs`): for each count, checkpoints/s of that many
 //! concurrent `runlog unit` spawners against the same spawners running
 //! `runlog --version` (the process floor), and fdatasyncs per checkpoint,
-//! counted by `perf stat`.
+//! counted by `perf stat`: `--rounds` rounds of the two side by side per
+//! count, medians quoted (the ratio's with its range).
 //!
 //! Times are wall clock from the parent (spawn to reap); peak RSS is the
 //! child's `ru_maxrss` from `wait4`. Per-call rows are medians of `--reps`
@@ -230,7 +231,15 @@ fn processes_size(cfg: &Config, me: &Path, n: u64) -> Value {
         me,
         root: &root,
     };
-    let processes = processes::measure(&ctx, n, &mut pool, &cfg.processes, cfg.spawns, tmp.path());
+    let processes = processes::measure(
+        &ctx,
+        n,
+        &mut pool,
+        &cfg.processes,
+        cfg.spawns,
+        cfg.rounds,
+        tmp.path(),
+    );
     json!({"units": n, "build": built, "processes": processes})
 }
 

@@ -7,7 +7,8 @@
 //! counting the `fdatasync` and `fsync` syscall tracepoints of every process
 //! it starts (when perf can: else the counts are null and the pass runs bare),
 //! so fdatasyncs per checkpoint are counted, not estimated. The writer and
-//! floor passes alternate, count by count, so both see the same machine.
+//! floor passes alternate, `--rounds` times per count, so both see the same
+//! machine; the ratio quoted is the median of the rounds' ratios.
 
 use crate::build::{Pool, RUN_ID};
 use crate::child;
@@ -119,14 +120,29 @@ fn pass(
     }
 }
 
+/// The median of `v` (the mean of the middle two when even); `None` if empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 /// Every writer count at one size: checkpoints/s, the floor, their ratio,
-/// and fdatasyncs per checkpoint.
+/// and fdatasyncs per checkpoint. Each count runs `rounds` rounds of a
+/// writer pass and a floor pass, side by side (odd rounds floor first, so a
+/// drift of the machine falls on both); the ratio is the median of the
+/// rounds' own ratios, quoted with its range.
 pub fn measure(
     ctx: &Ctx,
     n: u64,
     pool: &mut Pool,
     counts: &[usize],
     spawns: u64,
+    rounds: usize,
     tmp: &Path,
 ) -> Value {
     let counted = perf_counts();
@@ -136,7 +152,7 @@ pub fn measure(
         .map(|&w| {
             // At least four calls per writer, so that every writer overlaps.
             let calls = spawns.max(4 * w as u64).next_multiple_of(2);
-            eprintln!("{n} units: {w} one-shot writer processes, {calls} calls");
+            eprintln!("{n} units: {w} one-shot writer processes, {rounds} rounds of {calls} calls");
             let args = |kind: &str, next: u64| {
                 vec![
                     bin.clone(),
@@ -147,34 +163,63 @@ pub fn measure(
                     calls.to_string(),
                 ]
             };
-            let writers = pass(ctx, counted, tmp, &args("unit", pool.next_index()));
-            if let Ok((v, _)) = &writers {
-                *pool = Pool::at(n, v["next"].as_u64().unwrap_or(pool.next_index()));
-            }
-            let floor = pass(ctx, counted, tmp, &args("version", 0));
-            let (writers, floor) = match (writers, floor) {
-                (Ok(a), Ok(b)) => (a, b),
-                (Err(e), _) | (_, Err(e)) => return json!({"writers": w, "error": e}),
-            };
             let rate = |v: &Value| {
                 let (ok, secs) = (v["ok"].as_f64().unwrap_or(0.0), v["secs"].as_f64());
                 secs.filter(|s| *s > 0.0).map(|s| ok / s)
             };
-            let (r, f) = (rate(&writers.0), rate(&floor.0));
-            let ok = writers.0["ok"].as_u64().unwrap_or(0);
+            let (mut rates, mut floors, mut ratios) = (vec![], vec![], vec![]);
+            let (mut ok, mut failed, mut floor_failed) = (0u64, 0u64, 0u64);
+            let (mut fdatasyncs, mut fsyncs) = (Some(0u64), Some(0u64));
+            let mut first_error = Value::Null;
+            for round in 0..rounds {
+                let floor_first = round % 2 == 1;
+                let floor_pass = |tmp: &Path| pass(ctx, counted, tmp, &args("version", 0));
+                let early = if floor_first { Some(floor_pass(tmp)) } else { None };
+                let writers = pass(ctx, counted, tmp, &args("unit", pool.next_index()));
+                if let Ok((v, _)) = &writers {
+                    *pool = Pool::at(n, v["next"].as_u64().unwrap_or(pool.next_index()));
+                }
+                let floor = match early {
+                    Some(f) => f,
+                    None => floor_pass(tmp),
+                };
+                let (writers, floor) = match (writers, floor) {
+                    (Ok(a), Ok(b)) => (a, b),
+                    (Err(e), _) | (_, Err(e)) => return json!({"writers": w, "error": e}),
+                };
+                ok += writers.0["ok"].as_u64().unwrap_or(0);
+                failed += writers.0["failed"].as_u64().unwrap_or(0);
+                floor_failed += floor.0["failed"].as_u64().unwrap_or(0);
+                if first_error.is_null() {
+                    first_error = writers.0["error"].clone();
+                }
+                fdatasyncs = fdatasyncs.zip(writers.1).map(|(a, c)| a + c.0);
+                fsyncs = fsyncs.zip(writers.1).map(|(a, c)| a + c.1);
+                let (r, f) = (rate(&writers.0), rate(&floor.0));
+                rates.extend(r);
+                floors.extend(f);
+                ratios.extend(r.zip(f).map(|(r, f)| r / f));
+            }
+            let range = |v: &[f64]| {
+                let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (!v.is_empty()).then(|| json!([lo, hi]))
+            };
             json!({
                 "writers": w,
+                "rounds": rounds,
                 "calls": calls,
                 "ok": ok,
-                "failed": writers.0["failed"],
-                "error": writers.0["error"],
-                "checkpoints_per_sec": r,
-                "floor_per_sec": f,
-                "ratio_to_floor": r.zip(f).map(|(r, f)| r / f),
-                "fdatasyncs": writers.1.map(|c| c.0),
-                "fsyncs": writers.1.map(|c| c.1),
-                "fdatasyncs_per_checkpoint": writers.1.filter(|_| ok > 0).map(|c| c.0 as f64 / ok as f64),
-                "floor_failed": floor.0["failed"],
+                "failed": failed,
+                "error": first_error,
+                "checkpoints_per_sec": median(rates),
+                "floor_per_sec": median(floors),
+                "ratio_to_floor": median(ratios.clone()),
+                "ratio_range": range(&ratios),
+                "fdatasyncs": fdatasyncs,
+                "fsyncs": fsyncs,
+                "fdatasyncs_per_checkpoint": fdatasyncs.filter(|_| ok > 0).map(|c| c as f64 / ok as f64),
+                "floor_failed": floor_failed,
             })
         })
         .collect();

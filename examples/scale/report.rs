@@ -209,8 +209,8 @@ pub fn print_processes(out: &Value) {
         out["codec"].as_str().unwrap_or("?"),
     );
     println!(
-        "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>12}  counted by",
-        "units", "writers", "calls", "ckpt/s", "floor/s", "ratio", "fdatasync/ck"
+        "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>11} {:>12}  counted by",
+        "units", "writers", "calls", "ckpt/s", "floor/s", "ratio", "range", "fdatasync/ck"
     );
     let f = |v: &Value, d: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.d$}"));
     for s in out["sizes"].as_array().into_iter().flatten() {
@@ -220,14 +220,19 @@ pub fn print_processes(out: &Value) {
                 println!("{:>9} {:>7} error: {e}", s["units"], r["writers"]);
                 continue;
             }
+            let range = match r["ratio_range"].as_array().map(Vec::as_slice) {
+                Some([lo, hi]) => format!("{}–{}", f(lo, 2), f(hi, 2)),
+                _ => "-".into(),
+            };
             println!(
-                "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>12}  {}",
+                "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>11} {:>12}  {}",
                 s["units"],
                 r["writers"],
                 r["calls"],
                 f(&r["checkpoints_per_sec"], 0),
                 f(&r["floor_per_sec"], 0),
                 f(&r["ratio_to_floor"], 2),
+                range,
                 f(&r["fdatasyncs_per_checkpoint"], 2),
                 p["counted_by"].as_str().unwrap_or("?"),
             );
