@@ -2,14 +2,14 @@
 //! the log without the writer lock, as a reader does; under the lock it then
 //! reads only what other writers appended since, from where that replay
 //! ended, and applies it. Anything else that changed (a rotation, a torn or
-//! damaged frame, a compaction's new segment) sends it back to a full replay
-//! under the lock, which decides as any writer's open does.
+//! damaged frame, a compaction's new segment or new snapshot) sends it back
+//! to a full replay under the lock, which decides as any writer's open does.
 
 use super::Machine;
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::{Frame, decode_record};
-use super::load::{Loaded, record_payload, replay_one};
+use super::load::{Listing, Loaded, list_store, record_payload, replay_one};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::tag::Key;
@@ -38,6 +38,19 @@ pub(crate) fn catch_up<M: Machine>(
     };
     if scan.first_seq != Some(named.0) || scan.next_seq != l.next_seq {
         return Ok(false);
+    }
+    // A compaction since the load. It rotates the log before it renames its
+    // snapshot into place, so the lock-free listing may have held its new
+    // segment (the last one, read below) but not its snapshot: the state's
+    // chain would be older than the store's, and a compaction by this writer
+    // would choose its delta's parent and the files it deletes from that
+    // stale chain, deleting a table a newer delta stands on. Under the writer
+    // lock no compaction runs, so one listing now settles it (a failed one is
+    // left to the full load, which reports it).
+    let newest = |l: &Listing| l.snapshots.last().map(|s| s.0);
+    match list_store(vfs, dir) {
+        Ok(now) if newest(&now) == newest(&l.listing) => {}
+        _ => return Ok(false),
     }
     let path = dir.join(&named.1);
     // From where the replay ended: what other writers appended since.
