@@ -118,8 +118,17 @@ pub(crate) fn catch_up<M: Machine>(
             _ => return Ok(false),
         }
     }
-    // The mark other writers raised since is not taken up here: what the
-    // lock-free load proved stays the proof, and the records above it are
+    // A last segment still without a record whose header the load's mark
+    // does not prove: the compaction that made it rotated (and raised the
+    // mark) after the load read the mark, before its listing. The open would
+    // take the segment for unproven and copy it, which refuses every writer
+    // whose fdatasync is still to come, though the rotation's fsync covered
+    // their records; the full load under the lock reads the mark as it is.
+    if seq == first && l.mark.is_none_or(|m| m.segment < first) {
+        return Ok(false);
+    }
+    // Otherwise the mark other writers raised since is not taken up here: what
+    // the lock-free load proved stays the proof, and the records above it are
     // vouched for or copied by the open as any (FORMAT.md §5.8).
     let caught = seq - l.next_seq;
     let grew = at as u64;

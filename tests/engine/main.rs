@@ -25,6 +25,7 @@ mod bug_jsonl_lost_newline_before_last_record;
 mod bug_jsonl_resync_lookalike_line;
 mod bug_lock_file_mode_under_umask;
 mod bug_one_shot_catch_up_missed_a_new_snapshot;
+mod bug_one_shot_open_after_a_rotation_read_an_older_mark;
 mod bug_torn_header_of_only_segment;
 mod damage_flip_every_bit;
 mod damage_keyed_store;
