@@ -10,7 +10,7 @@
 //! long enough for their compactions to write and merge delta tables
 //! (FORMAT.md §14) while other writers replay without the lock: the run found
 //! unreadable once, when a catch-up missed a compaction's new snapshot
-//! (`bug_one_shot_catch_up_missed_a_new_snapshot` in the engine tests).
+//! (`bug_one_shot_catch_up` in the engine tests).
 //! `RUNLOG_WRITERS32_UNITS` sets its units (default 2000; two calls each).
 use crate::cli_support;
 use cli_support::*;
