@@ -6,7 +6,7 @@
 //! * [`engine`]: a generic state machine ([`engine::Machine`]) whose transitions
 //!   are appended to an fsync'd log and whose state is periodically snapshotted.
 //!   An append returns once durable; a crash loses nothing acknowledged; readers
-//!   ([`engine::read_state`]) take no lock and change no byte.
+//!   ([`engine::Reader`]) take no lock and change no byte.
 //! * [`run`]: the run model on top of it: units with statuses and dependencies,
 //!   phases, open items, budgets, fingerprints, a fail-closed finalize and the
 //!   resume set ([`run::Runs`], [`run::Run`]).
@@ -61,7 +61,7 @@
 //! assert_eq!(store.append(&Add(3))?, 2);
 //! assert!(store.append(&Add(u64::MAX)).is_err()); // refused: nothing written
 //! // A lock-free reader beside the live writer sees every acknowledged append.
-//! assert_eq!(engine::read_state::<Counter>(&RealFs, &dir)?.0, 5);
+//! assert_eq!(engine::Reader::new(&RealFs, &dir).state::<Counter>()?.0, 5);
 //! drop(store); // releases the lock
 //! let store = Store::<Counter>::open(&dir, opts())?; // replays the log
 //! assert_eq!(store.read(|n| *n), 5);

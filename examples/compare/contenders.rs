@@ -2,7 +2,7 @@
 
 use crate::common::{self, Units, update};
 use crate::{Config, Contender, Skipped};
-use runlog::engine::{Codec, Store, SyncPolicy, decode_payload, scan::scan_segment};
+use runlog::engine::{Codec, Store, SyncPolicy, scan::scan_segment};
 #[cfg(feature = "remote")]
 use runlog::remote::Policy;
 use std::cell::RefCell;
@@ -549,7 +549,7 @@ fn parse(name: &'static str, cache: &Cache, codec: Codec) -> Result<Contender, S
             let mut n = 0u64;
             for seg in &segs {
                 scan_segment(seg, |_, payload, _| {
-                    let u: common::Update = decode_payload(codec, payload)?;
+                    let u: common::Update = codec.decode(payload)?;
                     if let Some(st) = state.as_mut() {
                         <Units as runlog::engine::Machine>::apply(st, &u).map_err(s)?;
                     }

@@ -5,7 +5,7 @@
 use crate::common::{self, Units, update};
 use crate::contenders::{rewrite_checkpoint, run_doc, timed, timed_one};
 use crate::{Config, machine};
-use runlog::engine::{Codec, Store, SyncPolicy, encode_payload, format};
+use runlog::engine::{Codec, Store, SyncPolicy, format};
 use serde_json::{Value, json};
 use std::time::Instant;
 
@@ -53,7 +53,7 @@ fn point(units: u64, cfg: &Config) -> Result<Value, String> {
     }
     // Bytes one transition adds to the log (frame header + payload + crc).
     let mut payload = Vec::new();
-    encode_payload(Codec::Binary, &update(0, units), &mut payload)?;
+    Codec::Binary.encode(&update(0, units), &mut payload)?;
     let record_bytes =
         (format::RECORD_HEADER_LEN + payload.len() + format::RECORD_TRAILER_LEN) as u64;
     // The default auto-compaction snapshots once the log since the last snapshot

@@ -12,8 +12,8 @@ use runlog::engine::scan::scan_segment;
 use runlog::engine::sim::SimFs;
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_keyed};
 use runlog::engine::{
-    ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Store,
-    SyncPolicy, decode_payload, read_state, verify,
+    ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Reader,
+    Store, SyncPolicy,
 };
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -135,7 +135,7 @@ pub fn snapshot_decode(data: &[u8]) {
             Codec::Binary => assert_eq!(again, data),
             Codec::Jsonl => assert_eq!(decode_snapshot(&again).unwrap(), v),
         }
-        let _ = decode_payload::<NumsState>(v.codec, v.payload);
+        let _ = v.codec.decode::<NumsState>(v.payload);
     }
     let mut wrapped = Vec::new();
     for codec in CODECS {
@@ -143,7 +143,7 @@ pub fn snapshot_decode(data: &[u8]) {
         wrapped.extend_from_slice(&encode_snapshot(codec, 3, data));
         let v = decode_snapshot(&wrapped).unwrap();
         assert_eq!((v.codec, v.seq, v.payload), (codec, 3, data));
-        let _ = decode_payload::<NumsState>(codec, v.payload);
+        let _ = codec.decode::<NumsState>(v.payload);
     }
 }
 
@@ -181,7 +181,7 @@ impl KeyedMachine for KNums {
         codec: Codec,
         payload: &[u8],
     ) -> Result<(KNumsHeader, Vec<(String, u64)>), String> {
-        let st: NumsState = decode_payload(codec, payload).map_err(|e| e.to_string())?;
+        let st: NumsState = codec.decode(payload).map_err(|e| e.to_string())?;
         let entries: Vec<(String, u64)> = st
             .values
             .iter()
@@ -275,8 +275,8 @@ fn recovery_keyed(data: &[u8]) {
         return;
     };
     let dir = Path::new("/mem/store");
-    let _ = verify(&fs, dir);
-    if let Ok((st, _)) = read_state::<Keyed<KNums>>(&fs, dir) {
+    let _ = Reader::new(&fs, dir).verify();
+    if let Ok((st, _)) = Reader::new(&fs, dir).state::<Keyed<KNums>>() {
         let _ = knums_read(&st);
     }
     let opts = reopen_opts(&fs, codec);
@@ -314,8 +314,8 @@ fn recovery_whole(data: &[u8]) {
         return;
     };
     let dir = Path::new("/mem/store");
-    let _ = verify(&fs, dir);
-    let _ = read_state::<Nums>(&fs, dir);
+    let _ = Reader::new(&fs, dir).verify();
+    let _ = Reader::new(&fs, dir).state::<Nums>();
     let opts = reopen_opts(&fs, codec);
     let Ok(s) = Store::<Nums>::open(dir, opts.clone()) else {
         return;
@@ -343,7 +343,6 @@ fn recovery_whole(data: &[u8]) {
 /// both codecs unchanged.
 pub fn apply_input(data: &[u8]) {
     use cli_ops::{Line, MAX_OP_LINE_BYTES, parse_op_line, read_line_capped};
-    use runlog::engine::encode_payload;
     use runlog::run::{Change, InitSpec, RunDoc, RunMachine, Transition};
     let at = "2026-11-29T00:00:00.000Z".to_string();
     let mut doc = RunDoc::default();
@@ -374,9 +373,8 @@ pub fn apply_input(data: &[u8]) {
             change,
         };
         for codec in CODECS {
-            if encode_payload(codec, &t, &mut buf).is_ok() {
-                let back: Transition =
-                    decode_payload(codec, &buf).expect("an encoded transition decodes");
+            if codec.encode(&t, &mut buf).is_ok() {
+                let back: Transition = codec.decode(&buf).expect("an encoded transition decodes");
                 assert_eq!(back, t, "{codec:?} round trip");
             }
         }

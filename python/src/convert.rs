@@ -6,7 +6,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyAny;
-use runlog::run::clock::parse_rfc3339;
+use runlog::run::SystemClock;
 use std::str::FromStr;
 
 static UNIT_STATUS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -45,7 +45,7 @@ pub fn parse<T: FromStr<Err = String>>(what: &str, value: &Bound<'_, PyAny>) -> 
 
 /// An aware UTC `datetime` from an RFC 3339 timestamp as the run stores it.
 pub fn datetime<'py>(py: Python<'py>, ts: &str) -> PyResult<Bound<'py, PyAny>> {
-    let ms = parse_rfc3339(ts)
+    let ms = SystemClock::parse_rfc3339(ts)
         .ok_or_else(|| PyValueError::new_err(format!("timestamp {ts:?} is not RFC 3339")))?;
     DATETIME
         .import(py, "runlog._types", "_datetime")?

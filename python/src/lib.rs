@@ -32,6 +32,9 @@ fn _runlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<iter::NamesIter>()?;
     m.add_class::<iter::UnitIter>()?;
     m.add_class::<outputs::OutputStore>()?;
-    m.add("CHECKPOINT_DISCARDED", runlog::run::CHECKPOINT_DISCARDED)?;
+    m.add(
+        "CHECKPOINT_DISCARDED",
+        runlog::run::Warning::CHECKPOINT_DISCARDED,
+    )?;
     Ok(())
 }

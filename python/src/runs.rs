@@ -120,8 +120,8 @@ impl Runs {
         let cwd = std::env::current_dir().map_err(|e| {
             PyValueError::new_err(format!("cannot read the working directory: {e}"))
         })?;
-        let env = std::env::var(run::ENV_DIR).ok();
-        let root = run::locate_root(root.as_deref(), env.as_deref(), &cwd);
+        let env = std::env::var(run::Runs::ENV_DIR).ok();
+        let root = run::Runs::locate_root(root.as_deref(), env.as_deref(), &cwd);
         let key_file = key_file.or_else(|| {
             std::env::var_os(ENV_KEY_FILE)
                 .filter(|v| !v.is_empty())

@@ -2,7 +2,7 @@
 //! (`--units a,b`, `--deps U=D+E`, `--budget NAME=LIMIT@OWNER`).
 
 use clap::{Args, Parser, Subcommand};
-use runlog::run::{BudgetSpec, RunError, check_name};
+use runlog::run::{BudgetSpec, Change, RunError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -466,7 +466,7 @@ pub fn parse_list(what: &str, s: &str) -> Result<Vec<String>, RunError> {
     s.split(',')
         .map(|n| {
             let n = n.trim();
-            check_name(what, n).map_err(|e| invalid(e.to_string()))?;
+            Change::check_name(what, n).map_err(|e| invalid(e.to_string()))?;
             Ok(n.to_string())
         })
         .collect()
@@ -480,13 +480,13 @@ pub fn parse_deps(specs: &[String]) -> Result<BTreeMap<String, Vec<String>>, Run
             .split_once('=')
             .ok_or_else(|| invalid(format!("--deps {s:?} is not UNIT=DEP+DEP")))?;
         let u = u.trim();
-        check_name("unit", u).map_err(|e| invalid(e.to_string()))?;
+        Change::check_name("unit", u).map_err(|e| invalid(e.to_string()))?;
         let deps = d
             .split('+')
             .filter(|x| !x.trim().is_empty())
             .map(|x| {
                 let x = x.trim();
-                check_name("dependency", x).map_err(|e| invalid(e.to_string()))?;
+                Change::check_name("dependency", x).map_err(|e| invalid(e.to_string()))?;
                 Ok(x.to_string())
             })
             .collect::<Result<Vec<_>, RunError>>()?;

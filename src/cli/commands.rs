@@ -8,10 +8,8 @@ use super::render::{render_archive_list, render_list, render_status, status_json
 use super::wait::with_lock_notice;
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, write_out};
 use runlog::engine::{self, Codec, Integrity, RealFs};
-use runlog::run::fingerprint::parse_parts;
-use runlog::run::json::parse_json_limited;
 use runlog::run::{
-    Change, InitSpec, Launch, PhaseStatus, RunError, RunStatus, RunSummary, Runs, Transition,
+    Change, InitSpec, Json, Launch, PhaseStatus, RunError, RunStatus, RunSummary, Runs, Transition,
     UnitStatus,
 };
 use serde::Serialize;
@@ -76,7 +74,7 @@ fn warn_all(warnings: &[runlog::run::Warning]) {
     for w in warnings {
         let archived = std::path::Path::new(&w.archived_to).file_name();
         match archived {
-            Some(name) if w.code == runlog::run::RUN_FINISHED_STARTED_FRESH => eprintln!(
+            Some(name) if w.code == runlog::run::Warning::RUN_FINISHED_STARTED_FRESH => eprintln!(
                 "runlog: warning {}: {}; `runlog archive restore {}` brings it back",
                 w.code,
                 w.message,
@@ -118,7 +116,7 @@ fn init_spec(
     let codec: Codec = new.codec.parse().map_err(invalid)?;
     let launch = match &new.launch {
         Some(text) => {
-            let v = parse_json_limited(text).map_err(|e| invalid(format!("--launch: {e}")))?;
+            let v = Json::parse_limited(text).map_err(|e| invalid(format!("--launch: {e}")))?;
             Some(Launch::from_json(&v).map_err(invalid)?)
         }
         None => None,
@@ -129,10 +127,10 @@ fn init_spec(
         units: parse_list("unit", new.units.as_deref().unwrap_or(""))?,
         deps: parse_deps(&new.deps)?,
         launch,
-        fingerprint: parse_parts(fingerprint.unwrap_or("")).map_err(invalid)?,
+        fingerprint: InitSpec::parse_fingerprint(fingerprint.unwrap_or("")).map_err(invalid)?,
         budgets: parse_budgets(&new.budgets)?,
     };
-    runlog::run::check_init(&spec).map_err(|e| invalid(e.to_string()))?;
+    spec.check().map_err(|e| invalid(e.to_string()))?;
     Ok((spec, codec))
 }
 
@@ -279,10 +277,7 @@ fn init(
         Err(e) => return Err(e),
     };
     if json {
-        print_json(
-            &json!({ "id": run.id(), "seq": run.store().last_seq() }),
-            true,
-        )?;
+        print_json(&json!({ "id": run.id(), "seq": run.last_seq() }), true)?;
     } else {
         println_out(&format!("created run {}", run.id()))?;
     }
@@ -345,7 +340,7 @@ fn start(
 
 /// `item`: open items, printing the ids they were given.
 fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> {
-    let v = parse_json_limited(text).map_err(invalid)?;
+    let v = Json::parse_limited(text).map_err(invalid)?;
     let items = items_from_json(v).map_err(invalid)?;
     let n = items.len() as u64;
     let c = Change::Items { items };
@@ -663,7 +658,7 @@ fn archive_list(runs: &Runs, json: bool) -> Result<u8, RunError> {
     } else if all.is_empty() {
         println_out(&format!(
             "no archived runs under {}",
-            runs.root().join(runlog::run::ARCHIVE_SUBDIR).display()
+            runs.archive_dir().display()
         ))?;
     } else {
         write_out(&render_archive_list(&all))?;
@@ -858,36 +853,41 @@ fn dump(runs: &Runs, run: &str) -> Result<u8, RunError> {
     let mut failure: Option<RunError> = None;
     let mut codec_seen = None;
     // The codec is only known after the first header; read it with a first pass.
-    engine::for_each_record_with_key(&RealFs, &dir, runs.key(), |_, _| {})
+    engine::Reader::new(&RealFs, &dir)
+        .with_key(runs.key())
+        .records(|_, _| {})
         .map(|c| codec_seen = c)
         .map_err(|e| RunError::Engine {
             id: id.clone(),
             source: e,
         })?;
     let codec = codec_seen.unwrap_or(Codec::Jsonl);
-    engine::for_each_record_with_key(&RealFs, &dir, runs.key(), |seq, payload| {
-        if failure.is_some() {
-            return;
-        }
-        let r = engine::decode_payload::<Transition>(codec, payload)
-            .map_err(|e| invalid(format!("record {seq} does not decode: {e}")))
-            .and_then(|t| {
-                let line = serde_json::to_string(&json!({ "seq": seq, "t": t }))
-                    .map_err(|e| invalid(e.to_string()))?;
-                writeln!(out, "{line}").map_err(|e| RunError::Io {
-                    op: "write stdout",
-                    path: "-".into(),
-                    source: e,
-                })
-            });
-        if let Err(e) = r {
-            failure = Some(e);
-        }
-    })
-    .map_err(|e| RunError::Engine {
-        id: id.clone(),
-        source: e,
-    })?;
+    engine::Reader::new(&RealFs, &dir)
+        .with_key(runs.key())
+        .records(|seq, payload| {
+            if failure.is_some() {
+                return;
+            }
+            let r = codec
+                .decode::<Transition>(payload)
+                .map_err(|e| invalid(format!("record {seq} does not decode: {e}")))
+                .and_then(|t| {
+                    let line = serde_json::to_string(&json!({ "seq": seq, "t": t }))
+                        .map_err(|e| invalid(e.to_string()))?;
+                    writeln!(out, "{line}").map_err(|e| RunError::Io {
+                        op: "write stdout",
+                        path: "-".into(),
+                        source: e,
+                    })
+                });
+            if let Err(e) = r {
+                failure = Some(e);
+            }
+        })
+        .map_err(|e| RunError::Engine {
+            id: id.clone(),
+            source: e,
+        })?;
     if let Some(e) = failure {
         return Err(e);
     }

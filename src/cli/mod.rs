@@ -14,7 +14,7 @@ pub mod wait;
 pub mod watch;
 
 use runlog::engine::{self, ErrorChain};
-use runlog::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock, locate_root};
+use runlog::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,8 +125,8 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
         path: ".".into(),
         source: e,
     })?;
-    let env = std::env::var(runlog::run::ENV_DIR).ok();
-    let root = locate_root(cli.dir.as_deref(), env.as_deref(), &cwd);
+    let env = std::env::var(Runs::ENV_DIR).ok();
+    let root = Runs::locate_root(cli.dir.as_deref(), env.as_deref(), &cwd);
     let clock: Arc<dyn Clock> = match std::env::var(ENV_NOW) {
         Ok(ts) => Arc::new(ManualClock::at(&ts).ok_or_else(|| {
             RunError::Invalid(format!("${ENV_NOW} {ts:?} is not an RFC 3339 timestamp"))

@@ -11,7 +11,6 @@
 //! replay (`fuzz/fuzz_targets/checks.rs`) compile it too, with `#[path]`: the
 //! CLI is the binary's, not the library's, so they cannot import it.
 
-use runlog::run::json::parse_json_limited;
 use runlog::run::{Change, Json};
 use serde_json::{Map, Value};
 use std::io::BufRead;
@@ -157,7 +156,7 @@ pub fn parse_op_line(line: &str) -> Result<Change, String> {
             line.len()
         ));
     }
-    let v = parse_json_limited(line).map_err(|e| format!("not JSON ({e}); {OP_SHAPE}"))?;
+    let v = Json::parse_limited(line).map_err(|e| format!("not JSON ({e}); {OP_SHAPE}"))?;
     let Value::Object(mut fields) = v else {
         return Err(format!("not a JSON object; {OP_SHAPE}"));
     };

@@ -287,7 +287,7 @@ mod imp {
                 let rep = Replication::load(&dir)
                     .map_err(|e| fail(&url, e))?
                     .ok_or_else(|| RunError::Invalid("REMOTE file vanished".into()))?;
-                rep.acknowledged(handle.store().last_seq())
+                rep.acknowledged(handle.last_seq())
                     .map_err(|e| fail(&url, e))?;
                 let status = rep.status();
                 drop(rep);

@@ -452,17 +452,16 @@ fn run_demo_in(
     // the demo's log stays below the auto-compaction threshold) and the document.
     let dir = runs.run_dir(DEMO_RUN)?;
     let mut raw: Vec<(u64, Vec<u8>)> = Vec::new();
-    let codec = engine::for_each_record(&RealFs, &dir, |seq, payload| {
-        raw.push((seq, payload.to_vec()))
-    })
-    .map_err(|e| RunError::Engine {
-        id: DEMO_RUN.into(),
-        source: e,
-    })?
-    .ok_or_else(|| err("the demo log has no readable segment"))?;
+    let codec = engine::Reader::new(&RealFs, &dir)
+        .records(|seq, payload| raw.push((seq, payload.to_vec())))
+        .map_err(|e| RunError::Engine {
+            id: DEMO_RUN.into(),
+            source: e,
+        })?
+        .ok_or_else(|| err("the demo log has no readable segment"))?;
     let mut log = Vec::with_capacity(raw.len());
     for (seq, payload) in raw {
-        let t = engine::decode_payload::<Transition>(codec, &payload).map_err(|e| {
+        let t = codec.decode::<Transition>(&payload).map_err(|e| {
             err(format!(
                 "record seq {seq} of the demo log does not decode: {e}"
             ))

@@ -117,7 +117,7 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
         .with_lock_wait(Some(Duration::from_secs(10)));
     let run = runs.open(&o.run)?;
     let recovery_us = started.elapsed().as_micros() as u64;
-    let replayed = run.store().recovery().records_replayed;
+    let replayed = run.recovery().records_replayed;
     let schedule = Schedule::from_run(&run)?;
     let done = run.counts().total() as usize - schedule.remaining;
     say(&Line::Ready {
@@ -125,7 +125,7 @@ pub fn run_worker(o: &WorkerOptions) -> Result<(), RunError> {
         replayed,
         done,
     });
-    let fsyncs = || run.store().stats().fsyncs.load(Ordering::Relaxed);
+    let fsyncs = || run.stats().fsyncs.load(Ordering::Relaxed);
 
     let sched = Mutex::new(schedule);
     let wake = Condvar::new();

@@ -4,8 +4,24 @@ use super::format::Codec;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+impl Codec {
+    /// Encodes `value` into `out` (cleared first), as a record's or a
+    /// whole snapshot's payload in this codec.
+    pub fn encode<T: Serialize>(self, value: &T, out: &mut Vec<u8>) -> Result<(), String> {
+        encode_payload(self, value, out)
+    }
+
+    /// Decodes a payload in this codec (a record's, as [`Reader::records`]
+    /// gives it). JSON nesting is bounded by serde_json's recursion limit (128).
+    ///
+    /// [`Reader::records`]: super::Reader::records
+    pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, String> {
+        decode_payload(self, bytes)
+    }
+}
+
 /// Encodes `value` into `out` (cleared first).
-pub fn encode_payload<T: Serialize>(
+pub(crate) fn encode_payload<T: Serialize>(
     codec: Codec,
     value: &T,
     out: &mut Vec<u8>,
@@ -22,7 +38,7 @@ pub fn encode_payload<T: Serialize>(
 }
 
 /// Decodes a payload. JSON nesting is bounded by serde_json's recursion limit (128).
-pub fn decode_payload<T: DeserializeOwned>(codec: Codec, bytes: &[u8]) -> Result<T, String> {
+pub(crate) fn decode_payload<T: DeserializeOwned>(codec: Codec, bytes: &[u8]) -> Result<T, String> {
     match codec {
         Codec::Binary => match postcard::take_from_bytes(bytes) {
             Ok((v, [])) => Ok(v),

@@ -5,9 +5,9 @@
 //! The API: [`Store`] with its [`Options`], [`SyncPolicy`] and [`CompactionPolicy`];
 //! the [`Machine`] it persists, or a [`KeyedMachine`] whose state is a sorted map
 //! ([`Keyed`], [`KeyedState`], table snapshots through [`SnapshotSink`] and
-//! [`Table`]); the lock-free readers [`read_state`], [`verify`],
-//! [`for_each_record`] and [`for_each_record_after`]; the I/O seam [`Vfs`] with [`RealFs`]; the store [`Key`];
-//! and [`Error`].
+//! [`Table`]); the lock-free [`Reader`] (a store's state, its verification,
+//! its records); the I/O seam [`Vfs`] with [`RealFs`]; the store [`Key`]; and
+//! [`Error`].
 //!
 //! Framing, scanning, recovery, the group commit and the simulator are
 //! crate-private. Under the `sim` feature (off by default; this crate's own tests,
@@ -43,6 +43,7 @@ mod mutex;
 mod open;
 mod options;
 mod pending;
+mod reader;
 mod realfs;
 mod repair;
 mod segment;
@@ -75,7 +76,6 @@ internal_mods! {
 #[doc(hidden)]
 pub mod sim;
 
-pub use codec::{decode_payload, encode_payload};
 pub use compact::CompactReport;
 pub(crate) use dir::create_dir_all_durable;
 sim_pub_use!(dir::remove_dir_all);
@@ -89,77 +89,17 @@ pub(crate) use load::snapshot_parent;
 pub use load::{RecoveryReport, TornTailReport};
 pub use machine::{ApplyError, Machine};
 pub use options::{CompactionPolicy, Options, Progress, Stats, SyncPolicy};
+pub use reader::Reader;
 pub use realfs::RealFs;
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::Store;
 pub use table::{Table, TableIter, TableSpec, TableWriter};
 pub use tag::Key;
 pub(crate) use verify::verify_as;
-pub use verify::{Integrity, VerifyReport, verify, verify_with_key};
+pub use verify::{Integrity, VerifyReport};
 pub use vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
-pub use walk::{for_each_record, for_each_record_after, for_each_record_with_key};
 
 use std::path::Path;
-
-/// Reads a store without taking the writer lock and without modifying any file.
-///
-/// ```
-/// # use runlog::engine::Machine;
-/// # use serde::{Deserialize, Serialize};
-/// # struct Sum;
-/// # #[derive(Debug)] struct Zero;
-/// # impl std::fmt::Display for Zero { fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { f.write_str("zero") } }
-/// # impl std::error::Error for Zero {}
-/// # impl Machine for Sum {
-/// #     type State = u64; type Transition = u64; type Error = Zero;
-/// #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { if *t == 0 { return Err(Zero) } *s += t; Ok(()) }
-/// # }
-/// use runlog::engine::{Options, RealFs, Store, read_state};
-/// let dir = tempfile::tempdir()?;
-/// let writer = Store::<Sum>::open(dir.path(), Options { create: true, ..Options::default() })?;
-/// writer.append(&7)?;
-/// // Beside the live writer: no lock taken, no byte changed.
-/// let (state, report) = read_state::<Sum>(&RealFs, dir.path())?;
-/// assert_eq!((state, report.last_seq), (7, 1));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-/// Sees every transition acknowledged before it started; a torn tail (possibly a
-/// record being written right now) is ignored and reported, not truncated.
-pub fn read_state<M: Machine>(vfs: &dyn Vfs, dir: &Path) -> Result<(M::State, RecoveryReport)> {
-    read_state_with_key::<M>(vfs, dir, None)
-}
-
-/// [`read_state`] of a keyed store (with its key: every record's and the
-/// snapshot's tag is checked, a mismatch is [`Error::Tampered`]), or of an
-/// unkeyed one (`None`). The wrong choice is [`Error::Key`].
-pub fn read_state_with_key<M: Machine>(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    key: Option<&Key>,
-) -> Result<(M::State, RecoveryReport)> {
-    dir::check_dir(vfs, dir)?;
-    load::with_retries(|| {
-        let mut decode_state = M::decode_snapshot;
-        let mut apply = load::replay_one::<M>;
-        let l = load::load(
-            vfs,
-            dir,
-            load::LoadSpec {
-                mapped: false,
-                upto: None,
-                decode_state: &mut decode_state,
-                apply: &mut apply,
-                progress: None,
-                key,
-            },
-        )?;
-        M::check_state(&l.state).map_err(|reason| Error::Unsupported {
-            path: dir.to_path_buf(),
-            reason,
-        })?;
-        Ok((l.state, l.report))
-    })
-}
 
 /// Opens the store for writing (dropping a torn tail), writes a fresh snapshot of
 /// the recovered state and compacts. Returns what recovery found and what

@@ -1,4 +1,4 @@
-//! Read-only verification: [`verify`] and its variants classify every byte of
+//! Read-only verification: [`Reader::verify`] classifies every byte of
 //! a store ([`Integrity`]) without a lock and without changing anything.
 
 use super::chain::MAX_DELTA_CHAIN;
@@ -9,6 +9,7 @@ use super::load::{
     LoadSpec, RecoveryReport, TornTailReport, list_store, load_every_segment, snapshot_parent,
     with_retries,
 };
+use super::reader::Reader;
 use super::snapshot::SnapshotData;
 use super::table::Table;
 use super::tag::Key;
@@ -129,73 +130,52 @@ fn leftovers(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// ```
-/// # use runlog::engine::Machine;
-/// # use serde::{Deserialize, Serialize};
-/// # struct Sum;
-/// # #[derive(Debug)] struct Zero;
-/// # impl std::fmt::Display for Zero { fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { f.write_str("zero") } }
-/// # impl std::error::Error for Zero {}
-/// # impl Machine for Sum {
-/// #     type State = u64; type Transition = u64; type Error = Zero;
-/// #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { if *t == 0 { return Err(Zero) } *s += t; Ok(()) }
-/// # }
-/// use runlog::engine::{Integrity, Options, RealFs, Store, verify};
-/// let dir = tempfile::tempdir()?;
-/// Store::<Sum>::open(dir.path(), Options { create: true, ..Options::default() })?.append(&1)?;
-/// assert!(verify(&RealFs, dir.path())?.integrity.is_clean());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-///
-/// Read-only integrity check of the framing of every file (checksums, seq
-/// continuity, snapshot choice). Takes no lock, modifies nothing.
-pub fn verify(vfs: &dyn Vfs, dir: &Path) -> Result<VerifyReport> {
-    verify_with_key(vfs, dir, None)
-}
-
-/// [`verify`] of a keyed store (with its key, checking every record's and the
-/// base snapshot's tag) or of an unkeyed one (`None`). The wrong choice is
-/// [`Error::Key`].
-pub fn verify_with_key(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<VerifyReport> {
-    check_dir(vfs, dir)?;
-    let r = with_retries(|| {
-        // The base's tables (a full table and its deltas) are kept to check
-        // every block below; a whole snapshot was checked whole when it was chosen.
-        let mut decode_state = |_: Codec, _: u64, s: SnapshotData<'_>| {
-            Ok(match s {
-                SnapshotData::Table(t) => vec![t],
-                SnapshotData::Tables(ts) => ts,
-                SnapshotData::Whole(_) => vec![],
-            })
+impl Reader<'_> {
+    /// Read-only integrity check of the framing of every file (checksums, seq
+    /// continuity, snapshot choice; in a keyed store, every record's and the
+    /// base snapshot's tag). Takes no lock, modifies nothing.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let (vfs, dir, key) = (self.vfs, self.dir, self.key);
+        check_dir(vfs, dir)?;
+        let r = with_retries(|| {
+            // The base's tables (a full table and its deltas) are kept to check
+            // every block below; a whole snapshot was checked whole when it was chosen.
+            let mut decode_state = |_: Codec, _: u64, s: SnapshotData<'_>| {
+                Ok(match s {
+                    SnapshotData::Table(t) => vec![t],
+                    SnapshotData::Tables(ts) => ts,
+                    SnapshotData::Whole(_) => vec![],
+                })
+            };
+            let mut apply = |_: &mut Vec<Arc<Table>>, _: Codec, _: &[u8]| Ok(());
+            load_every_segment::<Vec<Arc<Table>>>(
+                vfs,
+                dir,
+                LoadSpec {
+                    mapped: false,
+                    upto: None,
+                    decode_state: &mut decode_state,
+                    apply: &mut apply,
+                    progress: None,
+                    key,
+                },
+            )
+        });
+        // Open reads a table's blocks only when it looks a key up; verify reads them all.
+        let r = r.and_then(|l| {
+            for t in &l.state {
+                t.verify()?;
+            }
+            Ok(l)
+        });
+        let mut report = match r {
+            Ok(l) => integrity_of_report(vfs, l.report),
+            Err(e) => integrity_of_error(e)?,
         };
-        let mut apply = |_: &mut Vec<Arc<Table>>, _: Codec, _: &[u8]| Ok(());
-        load_every_segment::<Vec<Arc<Table>>>(
-            vfs,
-            dir,
-            LoadSpec {
-                mapped: false,
-                upto: None,
-                decode_state: &mut decode_state,
-                apply: &mut apply,
-                progress: None,
-                key,
-            },
-        )
-    });
-    // Open reads a table's blocks only when it looks a key up; verify reads them all.
-    let r = r.and_then(|l| {
-        for t in &l.state {
-            t.verify()?;
-        }
-        Ok(l)
-    });
-    let mut report = match r {
-        Ok(l) => integrity_of_report(vfs, l.report),
-        Err(e) => integrity_of_error(e)?,
-    };
-    report.leftovers = leftovers(vfs, dir);
-    report.quarantined = quarantined(vfs, dir);
-    Ok(report)
+        report.leftovers = leftovers(vfs, dir);
+        report.quarantined = quarantined(vfs, dir);
+        Ok(report)
+    }
 }
 
 /// The quarantine files present (FORMAT.md §2), in name order.
@@ -211,7 +191,7 @@ fn quarantined(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// [`verify_with_key`], then the open's own verdict: the state is rebuilt with
+/// [`Reader::verify`], then the open's own verdict: the state is rebuilt with
 /// `M`'s snapshot decoder and `apply`, exactly as a writer's or a reader's open
 /// would, so a record that does not decode, one `apply` refuses, or a snapshot
 /// whose payload does not decode (FORMAT.md §6) is reported here as it is there,
@@ -223,11 +203,12 @@ pub fn verify_as<M: super::Machine>(
     dir: &Path,
     key: Option<&Key>,
 ) -> Result<VerifyReport> {
-    let framing = verify_with_key(vfs, dir, key)?;
+    let reader = Reader::new(vfs, dir).with_key(key);
+    let framing = reader.verify()?;
     if !framing.integrity.is_readable() {
         return Ok(framing);
     }
-    let r = super::read_state_with_key::<M>(vfs, dir, key).map(|(_, report)| report);
+    let r = reader.state::<M>().map(|(_, report)| report);
     let mut report = match r {
         Ok(recovery) => integrity_of_report(vfs, recovery),
         Err(e) => integrity_of_error(e)?,

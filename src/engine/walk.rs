@@ -7,106 +7,92 @@ use super::error::{Error, Result};
 use super::format::*;
 use super::frame::decode_segment_header;
 use super::load::{check_key, check_key_check, list_store, record_payload};
+use super::reader::Reader;
 use super::scan::scan_segment;
-use super::tag::{Key, StoreId, id_mismatch};
-use super::vfs::Vfs;
-use std::path::Path;
+use super::tag::{StoreId, id_mismatch};
 
-/// Calls `f(seq, payload)` for every valid record in every segment, oldest first,
-/// up to the first damage. Returns the store's codec. Read-only.
-pub fn for_each_record(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    f: impl FnMut(u64, &[u8]),
-) -> Result<Option<Codec>> {
-    for_each_record_with_key(vfs, dir, None, f)
-}
-
-/// [`for_each_record`] of a keyed store (with its key: each record's tag is
-/// checked before `f` sees its payload, and a mismatch stops the walk with
-/// [`Error::Tampered`]) or of an unkeyed one (`None`). The wrong choice is
-/// [`Error::Key`].
-pub fn for_each_record_with_key(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    key: Option<&Key>,
-    mut f: impl FnMut(u64, &[u8]),
-) -> Result<Option<Codec>> {
-    for_each_record_after(vfs, dir, key, 0, |seq, _, payload| f(seq, payload))
-}
-
-/// [`for_each_record_with_key`] of the records with a seq above `after`
-/// only, each given with its segment's codec (`f(seq, codec, payload)`, the
-/// payload to decode with [`decode_payload`](super::decode_payload)): segments that hold none of them are not read, records at or below
-/// `after` in the first segment read are skipped. Read-only and lock-free, as
-/// every reader. A record it does not call `f` for is compacted away (the
-/// first seq `f` sees is then above `after + 1`) or past the first damage;
-/// the caller that needs every record checks the seqs it saw.
-pub fn for_each_record_after(
-    vfs: &dyn Vfs,
-    dir: &Path,
-    key: Option<&Key>,
-    after: u64,
-    mut f: impl FnMut(u64, Codec, &[u8]),
-) -> Result<Option<Codec>> {
-    check_dir(vfs, dir)?;
-    let listing = list_store(vfs, dir)?;
-    let mut codec = None;
-    // The first readable header names the store (`Some(None)`: unkeyed).
-    let mut store: Option<Option<StoreId>> = None;
-    let segs = &listing.segments;
-    for (i, (_, name)) in segs.iter().enumerate() {
-        // Every record of this segment is below the next one's first seq.
-        if segs
-            .get(i + 1)
-            .is_some_and(|(next, _)| *next <= after.saturating_add(1))
-        {
-            continue;
-        }
-        let path = dir.join(name);
-        let bytes = match vfs.read(&path) {
-            Ok(b) => b,
-            // Compacted away since the listing: its records are in a snapshot now.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io("read segment", &path, e)),
-        };
-        let bytes: &[u8] = (*bytes).as_ref();
-        let header = decode_segment_header(bytes).ok();
-        if let Some(h) = &header {
-            check_key_check(&path, key, h)?;
-            match store {
-                None => {
-                    check_key(dir, key, h.store_id.as_ref())?;
-                    store = Some(h.store_id);
-                }
-                Some(s) if s != h.store_id => {
-                    return Err(Error::Tampered {
-                        path,
-                        offset: Some(0),
-                        seq: Some(h.first_seq),
-                        what: id_mismatch("segment", h.store_id.as_ref(), s.as_ref()),
-                    });
-                }
-                Some(_) => {}
-            }
-        }
-        // No record is read past an unreadable header, so `None` reads nothing.
-        let seg_codec = header.as_ref().map(|h| h.codec);
-        let keying = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
-        let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
-            let Some(c) = seg_codec.filter(|_| seq > after) else {
-                return Ok(());
-            };
-            let payload = match &keying {
-                Some((key, id, c)) => {
-                    record_payload(Some((key, id)), *c, &path, bytes, offset, seq, body)?
-                }
-                None => body,
-            };
-            f(seq, c, payload);
-            Ok(())
-        })?;
-        codec = codec.or(scan.codec);
+impl Reader<'_> {
+    /// Calls `f(seq, payload)` for every valid record in every segment, oldest
+    /// first, up to the first damage. Returns the store's codec. In a keyed
+    /// store each record's tag is checked before `f` sees its payload, and a
+    /// mismatch stops the walk with [`Error::Tampered`].
+    pub fn records(&self, mut f: impl FnMut(u64, &[u8])) -> Result<Option<Codec>> {
+        self.records_after(0, |seq, _, payload| f(seq, payload))
     }
-    Ok(codec)
+
+    /// [`Reader::records`] of the records with a seq above `after` only, each
+    /// given with its segment's codec (`f(seq, codec, payload)`, the payload to
+    /// decode with [`Codec::decode`]): segments that hold none of them are not
+    /// read, records at or below `after` in the first segment read are skipped.
+    /// Read-only and lock-free, as every reader. A record it does not call `f`
+    /// for is compacted away (the first seq `f` sees is then above `after + 1`)
+    /// or past the first damage; the caller that needs every record checks the
+    /// seqs it saw.
+    pub fn records_after(
+        &self,
+        after: u64,
+        mut f: impl FnMut(u64, Codec, &[u8]),
+    ) -> Result<Option<Codec>> {
+        let (vfs, dir, key) = (self.vfs, self.dir, self.key);
+        check_dir(vfs, dir)?;
+        let listing = list_store(vfs, dir)?;
+        let mut codec = None;
+        // The first readable header names the store (`Some(None)`: unkeyed).
+        let mut store: Option<Option<StoreId>> = None;
+        let segs = &listing.segments;
+        for (i, (_, name)) in segs.iter().enumerate() {
+            // Every record of this segment is below the next one's first seq.
+            if segs
+                .get(i + 1)
+                .is_some_and(|(next, _)| *next <= after.saturating_add(1))
+            {
+                continue;
+            }
+            let path = dir.join(name);
+            let bytes = match vfs.read(&path) {
+                Ok(b) => b,
+                // Compacted away since the listing: its records are in a snapshot now.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::io("read segment", &path, e)),
+            };
+            let bytes: &[u8] = (*bytes).as_ref();
+            let header = decode_segment_header(bytes).ok();
+            if let Some(h) = &header {
+                check_key_check(&path, key, h)?;
+                match store {
+                    None => {
+                        check_key(dir, key, h.store_id.as_ref())?;
+                        store = Some(h.store_id);
+                    }
+                    Some(s) if s != h.store_id => {
+                        return Err(Error::Tampered {
+                            path,
+                            offset: Some(0),
+                            seq: Some(h.first_seq),
+                            what: id_mismatch("segment", h.store_id.as_ref(), s.as_ref()),
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+            // No record is read past an unreadable header, so `None` reads nothing.
+            let seg_codec = header.as_ref().map(|h| h.codec);
+            let keying = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
+            let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
+                let Some(c) = seg_codec.filter(|_| seq > after) else {
+                    return Ok(());
+                };
+                let payload = match &keying {
+                    Some((key, id, c)) => {
+                        record_payload(Some((key, id)), *c, &path, bytes, offset, seq, body)?
+                    }
+                    None => body,
+                };
+                f(seq, c, payload);
+                Ok(())
+            })?;
+            codec = codec.or(scan.codec);
+        }
+        Ok(codec)
+    }
 }

@@ -326,7 +326,9 @@ fn check_tags(
 }
 
 fn check_clean(vfs: &dyn Vfs, dir: &Path, key: Option<&Key>) -> Result<()> {
-    let v = crate::engine::verify_with_key(vfs, dir, key)?;
+    let v = crate::engine::Reader::new(vfs, dir)
+        .with_key(key)
+        .verify()?;
     match v.integrity {
         Integrity::Clean => Ok(()),
         Integrity::Damaged(e) => Err(RemoteError::corrupt(

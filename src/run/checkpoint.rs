@@ -112,7 +112,7 @@ pub struct Restored<S> {
     pub checkpoints: Checkpoints,
     /// The last saved state, or `None` when starting over.
     pub state: Option<S>,
-    /// A [`super::CHECKPOINT_DISCARDED`] warning when the fingerprint changed.
+    /// A [`super::Warning::CHECKPOINT_DISCARDED`] warning when the fingerprint changed.
     pub warnings: Vec<Warning>,
 }
 

@@ -20,6 +20,15 @@ pub trait Clock: Send + Sync {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
+impl SystemClock {
+    /// Parses an RFC 3339 timestamp, as a run records every time (`Z` or
+    /// `±HH:MM` offset, optional fraction), into milliseconds since the epoch.
+    /// `None` when malformed.
+    pub fn parse_rfc3339(ts: &str) -> Option<i64> {
+        parse_rfc3339(ts)
+    }
+}
+
 impl Clock for SystemClock {
     fn now_millis(&self) -> i64 {
         match SystemTime::now().duration_since(UNIX_EPOCH) {

@@ -33,7 +33,8 @@ pub type Fingerprint = BTreeMap<String, String>;
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunDoc {
-    /// [`SCHEMA_VERSION`] once initialized, 0 before.
+    /// The schema version the run is written at once initialized, 0 before;
+    /// a version newer than this build's is refused.
     pub schema_version: u32,
     /// The run id (also its directory name).
     pub id: String,

@@ -60,7 +60,7 @@ fn units_set(t: &Transition, mut f: impl FnMut(&str)) {
 impl Runs {
     /// The units set by the transitions of run `read` after seq `after`, up
     /// to `read`'s last seq (later ones are left for the next call), read
-    /// from the log's tail without a lock ([`engine::for_each_record_after`]:
+    /// from the log's tail without a lock ([`engine::Reader::records_after`]:
     /// the segments holding them, nothing older). Memory: the names of the
     /// units changed, at most `limit` of them (more is
     /// [`UnitsChanged::Lost`]). Looking each up in `read`'s view
@@ -79,12 +79,7 @@ impl Runs {
         let mut next = after + 1;
         let mut lost: Option<String> = None;
         let mut changed: BTreeMap<String, u64> = BTreeMap::new();
-        engine::for_each_record_after(
-            self.vfs.as_ref(),
-            &dir,
-            self.key(),
-            after,
-            |seq, codec, payload| {
+        engine::Reader::new(self.vfs.as_ref(), &dir).with_key(self.key()).records_after(after, |seq, codec, payload| {
                 if lost.is_some() || seq > upto {
                     return;
                 }
@@ -95,7 +90,7 @@ impl Runs {
                     return;
                 }
                 next += 1;
-                let t: Transition = match engine::decode_payload(codec, payload) {
+                let t: Transition = match codec.decode(payload) {
                     Ok(t) => t,
                     Err(why) => {
                         lost = Some(format!("the record at seq {seq} does not decode: {why}"));
@@ -109,8 +104,7 @@ impl Runs {
                         lost = Some(format!("more than {limit} units changed after seq {after}"));
                     }
                 });
-            },
-        )
+            })
         .map_err(|e| super::error::RunError::engine(read.id(), e))?;
         if let Some(why) = lost {
             return Ok(UnitsChanged::Lost(why));

@@ -11,7 +11,7 @@ use super::rule_error::RuleError;
 use super::transition::{BudgetSpec, Change, Transition};
 use super::units::UnitCounts;
 use super::view::RunView;
-use crate::engine::{CompactReport, Keyed, Store};
+use crate::engine::{CompactReport, Keyed, RecoveryReport, Stats, Store};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -95,7 +95,24 @@ impl Run {
         self.read(|v| v.resume_set())
     }
 
-    /// The engine store underneath (for `compact`, `sync`, stats).
+    /// The seq of the run's last accepted change (0 when none).
+    pub fn last_seq(&self) -> u64 {
+        self.store.last_seq()
+    }
+
+    /// What recovery found when this handle opened the run.
+    pub fn recovery(&self) -> &RecoveryReport {
+        self.store.recovery()
+    }
+
+    /// The run store's counters since this handle opened it.
+    pub fn stats(&self) -> &Stats {
+        self.store.stats()
+    }
+
+    /// The engine store underneath: test support (feature `sim`), not the API.
+    #[cfg(feature = "sim")]
+    #[doc(hidden)]
     pub fn store(&self) -> &Store<Keyed<RunKeyed>> {
         &self.store
     }

@@ -65,15 +65,17 @@ pub(crate) fn json_depth(text: &[u8]) -> usize {
     max
 }
 
-/// Parses user-supplied JSON text with a nesting limit.
-pub fn parse_json_limited(text: &str) -> Result<serde_json::Value, String> {
-    let depth = json_depth(text.as_bytes());
-    if depth > MAX_JSON_DEPTH {
-        return Err(format!(
-            "JSON nested {depth} deep; the limit is {MAX_JSON_DEPTH}"
-        ));
+impl Json {
+    /// Parses user-supplied JSON text with a nesting limit (64 deep).
+    pub fn parse_limited(text: &str) -> Result<serde_json::Value, String> {
+        let depth = json_depth(text.as_bytes());
+        if depth > MAX_JSON_DEPTH {
+            return Err(format!(
+                "JSON nested {depth} deep; the limit is {MAX_JSON_DEPTH}"
+            ));
+        }
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
     }
-    serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
 }
 
 #[cfg(test)]

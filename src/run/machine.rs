@@ -7,13 +7,11 @@ use super::record::UnitRecord;
 use super::rule_error::RuleError;
 use super::transition::{Transition, rules};
 use super::units::{MapUnits, RunHeader, TableUnits, UnitCounts};
-use crate::engine::{
-    ApplyError, Codec, Error, KeyedMachine, KeyedState, Machine, WholeState, decode_payload,
-};
+use crate::engine::{ApplyError, Codec, Error, KeyedMachine, KeyedState, Machine, WholeState};
 
 /// The run state machine over a whole [`RunDoc`]: the reference model of the
 /// rules (property tests and fuzzing compare against it). Stores use
-/// [`RunKeyed`], the same rules over a table of units.
+/// `RunKeyed`, the same rules over a table of units.
 #[derive(Debug, Clone, Copy)]
 pub struct RunMachine;
 
@@ -70,7 +68,7 @@ impl KeyedMachine for RunKeyed {
 
     fn decode_whole(codec: Codec, payload: &[u8]) -> Result<WholeState<RunKeyed>, String> {
         // A run written before format 2: its snapshot is the whole document.
-        let mut doc: RunDoc = decode_payload(codec, payload)?;
+        let mut doc: RunDoc = codec.decode(payload)?;
         let units = std::mem::take(&mut doc.units);
         let counts = UnitCounts::of(units.values());
         let mut entries = Vec::with_capacity(units.len());

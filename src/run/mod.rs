@@ -14,14 +14,21 @@
 //! ```
 
 mod checkpoint;
+/// The clock, and the RFC 3339 spelling of a run's times; the `sim` feature
+/// makes it public, hidden from the docs, for tests and benches (not the API:
+/// its types are re-exported below).
+#[cfg(feature = "sim")]
+#[doc(hidden)]
 pub mod clock;
+#[cfg(not(feature = "sim"))]
+mod clock;
 mod doc;
 mod error;
-pub mod fingerprint;
+mod fingerprint;
 mod follow;
 mod handle;
 mod id;
-pub mod json;
+mod json;
 mod machine;
 mod open;
 mod record;
@@ -34,27 +41,28 @@ mod view;
 
 pub use checkpoint::{Checkpoints, Flow, Restored, StopFlag, StopReason};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use doc::*;
+pub use doc::{
+    Budget, Fingerprint, Item, Launch, OpenAtFinish, Phase, PhaseStatus, ResolvedItem, RunDoc,
+    RunStatus, SavedCheckpoint, Unit, UnitStatus,
+};
+sim_pub_use!(doc::SCHEMA_VERSION);
 pub use error::{Result, RunError};
 pub use follow::UnitsChanged;
 pub use handle::{Claim, Run};
-pub use id::check_run_id;
 pub use json::Json;
-pub use machine::{RunKeyed, RunMachine};
-pub use open::{
-    CHECKPOINT_DISCARDED, RUN_FINISHED_STARTED_FRESH, START_ARGS_IGNORED, Started, Warning,
-};
-pub use record::UnitRecord;
-pub use resume::{ResumeSet, blocking_roots, resume_set};
+pub use machine::RunMachine;
+sim_pub_use!(machine::RunKeyed);
+pub use open::{Started, Warning};
+sim_pub_use!(record::UnitRecord);
+pub use resume::ResumeSet;
 sim_pub_use!(resume::resume_set_from_rows);
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub use resume::{blocking_roots, resume_set};
 pub use rule_error::RuleError;
-pub use runs::{
-    ARCHIVE_SUBDIR, ArchivedRun, ENV_DIR, GcReport, RUNS_SUBDIR, RunSummary, Runs, Unreadable,
-    locate_root,
-};
-sim_pub_use!(runs::RUN_DELTA_BYTES);
-pub use transition::{
-    BudgetSpec, Change, InitSpec, MAX_NAME_BYTES, Transition, check_init, check_name,
-};
-pub use units::{RunHeader, UnitCounts};
+pub use runs::{ArchivedRun, GcReport, RunSummary, Runs, Unreadable};
+sim_pub_use!(runs::{ARCHIVE_SUBDIR, RUN_DELTA_BYTES, RUNS_SUBDIR});
+pub use transition::{BudgetSpec, Change, InitSpec, Transition};
+pub use units::UnitCounts;
+sim_pub_use!(units::RunHeader);
 pub use view::{RunRead, RunView, StreamedDoc, StreamedResume};

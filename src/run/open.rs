@@ -7,25 +7,15 @@ use super::fingerprint::{changed_parts, format_parts};
 use super::handle::Run;
 use super::machine::RunKeyed;
 use super::runs::Runs;
-use super::transition::{Change, InitSpec, check_init};
+use super::transition::{Change, InitSpec};
 use crate::engine::{self, Keyed, Store};
 use serde::Serialize;
-
-/// The code of the warning `start` emits when it discards a run.
-pub const CHECKPOINT_DISCARDED: &str = "CHECKPOINT_DISCARDED";
-/// The code of the warning `start` emits when it archives a finished run and
-/// starts the id afresh (every unit will be done again).
-pub const RUN_FINISHED_STARTED_FRESH: &str = "RUN_FINISHED_STARTED_FRESH";
-/// The code of the warning `start` emits when it resumes a live run and some
-/// of what it was given (task, units, dependencies, budgets, launch) differs
-/// from the run: a resumed run keeps its own; `changed` names what was ignored.
-pub const START_ARGS_IGNORED: &str = "START_ARGS_IGNORED";
 
 /// A warning for the caller (also printed on stderr by the CLI).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Warning {
-    /// A stable code, e.g. [`CHECKPOINT_DISCARDED`].
+    /// A stable code, e.g. [`Warning::CHECKPOINT_DISCARDED`].
     pub code: String,
     /// A sentence for humans.
     pub message: String,
@@ -33,6 +23,18 @@ pub struct Warning {
     pub changed: Vec<String>,
     /// Where the discarded run was moved (empty when nothing was moved).
     pub archived_to: String,
+}
+
+impl Warning {
+    /// The code of the warning `start` emits when it discards a run.
+    pub const CHECKPOINT_DISCARDED: &'static str = "CHECKPOINT_DISCARDED";
+    /// The code of the warning `start` emits when it archives a finished run and
+    /// starts the id afresh (every unit will be done again).
+    pub const RUN_FINISHED_STARTED_FRESH: &'static str = "RUN_FINISHED_STARTED_FRESH";
+    /// The code of the warning `start` emits when it resumes a live run and some
+    /// of what it was given (task, units, dependencies, budgets, launch) differs
+    /// from the run: a resumed run keeps its own; `changed` names what was ignored.
+    pub const START_ARGS_IGNORED: &'static str = "START_ARGS_IGNORED";
 }
 
 /// What `start` did.
@@ -120,7 +122,7 @@ impl Runs {
     /// Creates run `spec.id`. Refused when a live run with that id exists; a
     /// finished one is archived first.
     pub fn init(&self, spec: InitSpec) -> Result<Run> {
-        check_init(&spec).map_err(|e| RunError::Invalid(e.to_string()))?;
+        spec.check().map_err(|e| RunError::Invalid(e.to_string()))?;
         match self.read_run(&spec.id) {
             Ok(r) if r.view().header().is_initialized() && !r.view().header().is_closed() => {
                 return Err(refused_live(r.view().header()));
@@ -182,10 +184,10 @@ impl Runs {
 
     /// Restore-or-create. The live run with `spec.id` is returned when its
     /// fingerprint equals `spec.fingerprint`; when it differs the old run is
-    /// archived and a fresh one started, with a [`CHECKPOINT_DISCARDED`] warning
+    /// archived and a fresh one started, with a [`Warning::CHECKPOINT_DISCARDED`] warning
     /// naming the changed parts. A finished run is archived and started fresh.
     pub fn start(&self, spec: InitSpec) -> Result<Started> {
-        check_init(&spec).map_err(|e| RunError::Invalid(e.to_string()))?;
+        spec.check().map_err(|e| RunError::Invalid(e.to_string()))?;
         let id = spec.id.clone();
         let run = self.open_store(&id, true)?;
         let doc = run.read(|v| v.header().clone());
@@ -198,7 +200,7 @@ impl Runs {
             let to = self.archive(&id)?;
             drop(run);
             warnings.push(Warning {
-                code: RUN_FINISHED_STARTED_FRESH.to_string(),
+                code: Warning::RUN_FINISHED_STARTED_FRESH.to_string(),
                 message: format!(
                     "run {id} had finished ({}); it was archived to {} and a fresh run started (every unit will run again; the archived run can be moved back under its id)",
                     doc.status,
@@ -212,7 +214,7 @@ impl Runs {
             let ignored = run.read(|v| ignored_by_resume(v, &spec))?;
             if !ignored.is_empty() {
                 warnings.push(Warning {
-                    code: START_ARGS_IGNORED.to_string(),
+                    code: Warning::START_ARGS_IGNORED.to_string(),
                     message: format!(
                         "run {id} was resumed as it is; what differs from it was ignored: {}",
                         ignored.join("; ")
@@ -232,7 +234,7 @@ impl Runs {
             let to = self.archive(&id)?;
             drop(run);
             warnings.push(Warning {
-                code: CHECKPOINT_DISCARDED.to_string(),
+                code: Warning::CHECKPOINT_DISCARDED.to_string(),
                 message: format!(
                     "run {id}: fingerprint changed ({}: was {:?}, now {:?}); the old run was archived and a fresh one started",
                     changed.join(", "),

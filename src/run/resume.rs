@@ -20,7 +20,6 @@ use super::doc::{Unit, UnitStatus};
 use super::record::UnitRecord;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::convert::Infallible;
 use std::rc::Rc;
 
 /// What a resumed run skips, runs, and holds back.
@@ -65,12 +64,6 @@ impl DepNode for UnitRecord {
 /// (damage to the store) stops the walk that asked.
 pub(crate) type Lookup<'l, N, E> = dyn FnMut(&str) -> Result<Option<N>, E> + 'l;
 
-fn from_map(
-    units: &BTreeMap<String, Unit>,
-) -> impl FnMut(&str) -> Result<Option<Unit>, Infallible> {
-    |name| Ok(units.get(name).cloned())
-}
-
 /// The not-done dependencies of `deps`, looking units up through `lookup`
 /// (unknown units count as not done).
 pub(crate) fn missing_deps_by<'d, N: DepNode, E>(
@@ -92,16 +85,19 @@ pub(crate) fn missing_deps_by<'d, N: DepNode, E>(
 /// cycle, the not-done units reached are reported instead. Never loops.
 ///
 /// One depth-first walk, each unit reached visited once: O((units + deps) ·
-/// log units) per call. For one unit (the rules' refusals); [`resume_set`]
+/// log units) per call. For one unit (the rules' refusals); `resume_set`
 /// answers for every unit at once without repeating the walk per unit.
+/// Test support (feature `sim`): the rules use [`blocking_roots_by`].
+#[cfg(feature = "sim")]
 pub fn blocking_roots(units: &BTreeMap<String, Unit>, deps: &[String]) -> Vec<String> {
-    match blocking_roots_by(deps, &mut from_map(units)) {
+    let mut lookup = |name: &str| Ok::<_, std::convert::Infallible>(units.get(name).cloned());
+    match blocking_roots_by(deps, &mut lookup) {
         Ok(v) => v,
         Err(never) => match never {},
     }
 }
 
-/// [`blocking_roots`], looking units up through `lookup` (a run kept in a
+/// `blocking_roots`, looking units up through `lookup` (a run kept in a
 /// table answers by lookup, without a map of every unit).
 pub(crate) fn blocking_roots_by<N: DepNode, E>(
     deps: &[String],
@@ -154,6 +150,9 @@ pub(crate) fn blocking_roots_by<N: DepNode, E>(
 /// assert_eq!(set.dep_blocked["b"], ["a"]); // held back, pointing at its root
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+/// Test support (feature `sim`): a run computes its resume set from its rows
+/// ([`resume_set_from_rows`]).
+#[cfg(any(test, feature = "sim"))]
 pub fn resume_set(units: &BTreeMap<String, Unit>) -> ResumeSet {
     resume_set_from_rows(
         units
@@ -164,7 +163,7 @@ pub fn resume_set(units: &BTreeMap<String, Unit>) -> ResumeSet {
 
 /// Computes the resume set from a stream of rows `(name, status, deps)`, for a
 /// caller that does not hold the units in a `BTreeMap<String, Unit>` (a sorted
-/// table read row by row, say). The result is exactly [`resume_set`] of the
+/// table read row by row, say). The result is exactly `resume_set` of the
 /// map those rows would build:
 ///
 /// * the rows may come in any order; every list in the result is sorted by

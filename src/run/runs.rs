@@ -23,26 +23,8 @@ pub const RUNS_SUBDIR: &str = "runs";
 pub const ARCHIVE_SUBDIR: &str = "archive";
 /// The runs root's name when found by walking up from the working directory.
 pub(crate) const DEFAULT_ROOT_NAME: &str = ".runlog";
-/// The environment variable naming the runs root.
-pub const ENV_DIR: &str = "RUNLOG_DIR";
 /// How long writers wait for the lock by default.
 pub(crate) const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(30);
-
-/// Finds the runs root: `explicit` (`--dir`), else `env` (`$RUNLOG_DIR`, when
-/// non-empty), else the nearest `.runlog/` directory in `cwd` or above it, else
-/// `cwd/.runlog` (created by the first write).
-pub fn locate_root(explicit: Option<&Path>, env: Option<&str>, cwd: &Path) -> PathBuf {
-    if let Some(d) = explicit {
-        return d.to_path_buf();
-    }
-    if let Some(e) = env.filter(|e| !e.is_empty()) {
-        return PathBuf::from(e);
-    }
-    cwd.ancestors()
-        .map(|a| a.join(DEFAULT_ROOT_NAME))
-        .find(|p| p.is_dir())
-        .unwrap_or_else(|| cwd.join(DEFAULT_ROOT_NAME))
-}
 
 /// One line of `status --list`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -130,6 +112,33 @@ impl std::fmt::Debug for Runs {
 }
 
 impl Runs {
+    /// The environment variable naming the runs root.
+    pub const ENV_DIR: &'static str = "RUNLOG_DIR";
+
+    /// Finds the runs root: `explicit` (`--dir`), else `env` (`$RUNLOG_DIR`,
+    /// when non-empty), else the nearest `.runlog/` directory in `cwd` or
+    /// above it, else `cwd/.runlog` (created by the first write).
+    pub fn locate_root(explicit: Option<&Path>, env: Option<&str>, cwd: &Path) -> PathBuf {
+        if let Some(d) = explicit {
+            return d.to_path_buf();
+        }
+        if let Some(e) = env.filter(|e| !e.is_empty()) {
+            return PathBuf::from(e);
+        }
+        cwd.ancestors()
+            .map(|a| a.join(DEFAULT_ROOT_NAME))
+            .find(|p| p.is_dir())
+            .unwrap_or_else(|| cwd.join(DEFAULT_ROOT_NAME))
+    }
+
+    /// Checks a run id: 1–128 bytes of ASCII letters, digits, `-`, `_` and
+    /// `.`, starting with a letter or a digit, with no `..` and not ending in
+    /// `.` (docs/CLI.md states the rule). Every method that takes an id checks
+    /// it; this is for a caller that checks one before it has a run.
+    pub fn check_id(id: &str) -> std::result::Result<(), String> {
+        check_run_id(id)
+    }
+
     /// Runs under `root`, with the system clock, a 30 s lock wait and the JSONL codec.
     pub fn new(root: impl Into<PathBuf>) -> Runs {
         Runs {
@@ -227,6 +236,11 @@ impl Runs {
         &self.clock
     }
 
+    /// The directory archived runs are moved to (`<root>/archive`).
+    pub fn archive_dir(&self) -> PathBuf {
+        self.root.join(ARCHIVE_SUBDIR)
+    }
+
     /// The directory of run `id` (validated; it may not exist).
     pub fn run_dir(&self, id: &str) -> Result<PathBuf> {
         check_run_id(id).map_err(RunError::Invalid)?;
@@ -288,7 +302,10 @@ impl Runs {
     /// the run-level fields and counts at once, units by lookup or iteration.
     pub fn read_run(&self, id: &str) -> Result<RunRead> {
         let dir = self.run_dir(id)?;
-        match engine::read_state_with_key::<Keyed<RunKeyed>>(self.vfs.as_ref(), &dir, self.key()) {
+        match engine::Reader::new(self.vfs.as_ref(), &dir)
+            .with_key(self.key())
+            .state::<Keyed<RunKeyed>>()
+        {
             Ok((state, recovery)) => Ok(RunRead {
                 id: id.to_string(),
                 state,
@@ -418,7 +435,10 @@ impl Runs {
     fn read_archived(&self, name: &str) -> Result<RunRead> {
         check_archive_name(name)?;
         let dir = self.root.join(ARCHIVE_SUBDIR).join(name);
-        match engine::read_state_with_key::<Keyed<RunKeyed>>(self.vfs.as_ref(), &dir, self.key()) {
+        match engine::Reader::new(self.vfs.as_ref(), &dir)
+            .with_key(self.key())
+            .state::<Keyed<RunKeyed>>()
+        {
             Ok((state, recovery)) => {
                 let id = state.header().doc.id.clone();
                 Ok(RunRead {
@@ -614,11 +634,10 @@ impl Runs {
                 self.remove_tree(&path, "remove archived run")?;
                 continue;
             }
-            let state = match engine::read_state_with_key::<Keyed<RunKeyed>>(
-                self.vfs.as_ref(),
-                &path,
-                self.key(),
-            ) {
+            let state = match engine::Reader::new(self.vfs.as_ref(), &path)
+                .with_key(self.key())
+                .state::<Keyed<RunKeyed>>()
+            {
                 Ok((state, _)) => state,
                 Err(err) => {
                     report.skipped_unreadable.push(Unreadable {

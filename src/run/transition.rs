@@ -12,8 +12,6 @@ use crate::engine::ApplyError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Longest unit, phase, budget or item-id name accepted, in bytes.
-pub const MAX_NAME_BYTES: usize = 256;
 /// Most open items one `item` transition may add.
 pub const MAX_ITEMS_PER_CHANGE: usize = 10_000;
 
@@ -122,6 +120,28 @@ pub enum Change {
 }
 
 impl Change {
+    /// Longest unit, phase, budget or item-id name accepted, in bytes.
+    pub const MAX_NAME_BYTES: usize = 256;
+
+    /// Checks a unit, phase or budget name: non-empty, at most
+    /// [`Change::MAX_NAME_BYTES`], no control characters and none of `,` `=`
+    /// `+` (the CLI's separators).
+    pub fn check_name(what: &str, name: &str) -> Result<(), RuleError> {
+        let bad = name.is_empty()
+            || name.len() > Change::MAX_NAME_BYTES
+            || name.trim() != name
+            || name
+                .chars()
+                .any(|c| c.is_control() || matches!(c, ',' | '=' | '+'));
+        if bad {
+            return Err(RuleError::Invalid(format!(
+                "invalid {what} name {name:?}: 1–{} bytes, no spaces at the ends, no control characters, no , = +",
+                Change::MAX_NAME_BYTES
+            )));
+        }
+        Ok(())
+    }
+
     /// A short name for messages (`unit`, `finalize`, …).
     pub fn op(&self) -> &'static str {
         match self {
@@ -138,26 +158,9 @@ impl Change {
     }
 }
 
-/// Checks a unit, phase or budget name: non-empty, at most [`MAX_NAME_BYTES`],
-/// no control characters and none of `,` `=` `+` (the CLI's separators).
-pub fn check_name(what: &str, name: &str) -> Result<(), RuleError> {
-    let bad = name.is_empty()
-        || name.len() > MAX_NAME_BYTES
-        || name.trim() != name
-        || name
-            .chars()
-            .any(|c| c.is_control() || matches!(c, ',' | '=' | '+'));
-    if bad {
-        return Err(RuleError::Invalid(format!(
-            "invalid {what} name {name:?}: 1–{MAX_NAME_BYTES} bytes, no spaces at the ends, no control characters, no , = +"
-        )));
-    }
-    Ok(())
-}
-
 fn check_deps(unit: &str, deps: &[String]) -> Result<(), RuleError> {
     for d in deps {
-        check_name("dependency", d)?;
+        Change::check_name("dependency", d)?;
         if d == unit {
             return Err(RuleError::Invalid(format!(
                 "unit {unit:?} cannot depend on itself"
@@ -177,7 +180,7 @@ fn check_amount(what: &str, x: f64) -> Result<(), RuleError> {
 }
 
 fn check_budget(name: &str, spec: &BudgetSpec) -> Result<(), RuleError> {
-    check_name("budget", name)?;
+    Change::check_name("budget", name)?;
     if let Some(l) = spec.limit {
         check_amount("a budget limit", l)?;
     }
@@ -189,23 +192,26 @@ fn check_budget(name: &str, spec: &BudgetSpec) -> Result<(), RuleError> {
     Ok(())
 }
 
-/// Checks an init spec without applying it.
-pub fn check_init(spec: &InitSpec) -> Result<(), RuleError> {
-    super::id::check_run_id(&spec.id).map_err(RuleError::Invalid)?;
-    for u in &spec.units {
-        check_name("unit", u)?;
+impl InitSpec {
+    /// Checks the spec without applying it: the run id, the unit and
+    /// dependency names, the launch and the budgets.
+    pub fn check(&self) -> Result<(), RuleError> {
+        super::id::check_run_id(&self.id).map_err(RuleError::Invalid)?;
+        for u in &self.units {
+            Change::check_name("unit", u)?;
+        }
+        for (u, deps) in &self.deps {
+            Change::check_name("unit", u)?;
+            check_deps(u, deps)?;
+        }
+        if let Some(l) = &self.launch {
+            l.validate().map_err(RuleError::Invalid)?;
+        }
+        for (n, b) in &self.budgets {
+            check_budget(n, b)?;
+        }
+        Ok(())
     }
-    for (u, deps) in &spec.deps {
-        check_name("unit", u)?;
-        check_deps(u, deps)?;
-    }
-    if let Some(l) = &spec.launch {
-        l.validate().map_err(RuleError::Invalid)?;
-    }
-    for (n, b) in &spec.budgets {
-        check_budget(n, b)?;
-    }
-    Ok(())
 }
 
 fn new_unit(at_ms: i64) -> UnitRecord {
@@ -246,7 +252,7 @@ pub(super) fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> 
         if doc.is_initialized() {
             return refuse(RuleError::AlreadyInitialized { id: doc.id.clone() });
         }
-        check_init(spec)?;
+        spec.check()?;
         init(doc, units, spec, at, at_ms)?;
         return Ok(());
     }
@@ -276,7 +282,7 @@ pub(super) fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> 
             deps.as_deref(),
         )?,
         Change::Phase { phase, status } => {
-            check_name("phase", phase)?;
+            Change::check_name("phase", phase)?;
             let p = doc.phases.entry(phase.clone()).or_insert_with(|| Phase {
                 status: PhaseStatus::Pending,
                 started_at: None,
@@ -448,7 +454,7 @@ fn set_unit(
     note: Option<&str>,
     deps: Option<&[String]>,
 ) -> Applied {
-    check_name("unit", name)?;
+    Change::check_name("unit", name)?;
     if let Some(d) = deps {
         check_deps(name, d)?;
     }

@@ -178,7 +178,7 @@ pub(crate) fn missing<'d>(units: &dyn Units, deps: &'d [String]) -> Result<Vec<&
 }
 
 /// The roots of the blocking chain of a unit with dependencies `deps`, by
-/// lookup: [`super::resume::blocking_roots`] over the run's units.
+/// lookup: [`super::resume::blocking_roots_by`] over the run's units.
 pub(crate) fn roots(units: &dyn Units, deps: &[String]) -> Result<Vec<String>, Fail> {
     super::resume::blocking_roots_by(deps, &mut |n| units.unit(n))
 }

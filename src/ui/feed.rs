@@ -62,7 +62,7 @@ pub fn rate_of(samples: &VecDeque<(Instant, u64)>) -> Option<f64> {
 /// end, or to `now_ms` while it runs): what the run itself records, shown
 /// (and labelled so) until this view has measured a rate of its own.
 pub fn rate_since_start(d: &RunDoc, done: u64, now_ms: i64) -> Option<f64> {
-    let ms = runlog::run::clock::parse_rfc3339;
+    let ms = runlog::run::SystemClock::parse_rfc3339;
     let from = ms(&d.created_at)?;
     let to = d.finished_at.as_deref().and_then(ms).unwrap_or(now_ms);
     let secs = (to - from) as f64 / 1000.0;

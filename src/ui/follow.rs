@@ -168,7 +168,7 @@ pub fn follow(
 
 /// When `u` went in progress (its last change when the start is unknown).
 fn started_ms(u: &Unit) -> Option<i64> {
-    let ms = |s: &str| runlog::run::clock::parse_rfc3339(s);
+    let ms = |s: &str| runlog::run::SystemClock::parse_rfc3339(s);
     u.started_at
         .as_deref()
         .and_then(ms)

@@ -319,7 +319,7 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
         idx(Kind::HeldBack),
     );
     let header = view.header();
-    let from_ms = runlog::run::clock::parse_rfc3339(&header.created_at).unwrap_or(now_ms);
+    let from_ms = runlog::run::SystemClock::parse_rfc3339(&header.created_at).unwrap_or(now_ms);
     let to_ms = now_ms.max(from_ms + 1);
     let mut chart = vec![0u64; CHART_BUCKETS];
     let span = (to_ms - from_ms) as i128;
@@ -333,7 +333,10 @@ pub fn scan(view: &RunView<'_>, seq: u64, now_ms: i64) -> Result<ListSet, RunErr
     let mut done = 0u64;
     for u in view.units() {
         let (name, u) = u?;
-        let ms = |s: &Option<String>| s.as_deref().and_then(runlog::run::clock::parse_rfc3339);
+        let ms = |s: &Option<String>| {
+            s.as_deref()
+                .and_then(runlog::run::SystemClock::parse_rfc3339)
+        };
         let entry = |deps: Vec<String>| Entry::of(&name, &u, deps);
         if u.attempts > 1 {
             lists[re].offer(|| entry(vec![]));

@@ -77,7 +77,7 @@ pub fn bind(runs: &Runs, opts: &UiOptions) -> Result<Bound, RunError> {
         )));
     }
     if let Some(run) = &opts.run {
-        runlog::run::check_run_id(run).map_err(RunError::Invalid)?;
+        runlog::run::Runs::check_id(run).map_err(RunError::Invalid)?;
     }
     let listener = std::net::TcpListener::bind(opts.listen).map_err(|e| RunError::Io {
         op: "listen for the web view",

@@ -10,7 +10,7 @@
 //! | `/api/runs/{id}/lists/{list}?page=N` | a page of one list (lists.rs) |
 //! | `/api/runs/{id}/unit?name=U` | one unit by lookup |
 //!
-//! Every run id is checked with [`runlog::run::check_run_id`] before it is
+//! Every run id is checked with [`runlog::run::Runs::check_id`] before it is
 //! joined to the root, so no request reaches outside `<root>/runs/`. Nothing
 //! here writes: runs are read lock-free.
 
@@ -30,7 +30,7 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use runlog::run::{RunError, Runs, check_run_id};
+use runlog::run::{RunError, Runs};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -125,7 +125,8 @@ fn error_response(e: &RunError) -> Response {
 }
 
 fn checked_id(id: &str) -> Result<(), Response> {
-    check_run_id(id).map_err(|why| json_error(StatusCode::BAD_REQUEST, &format!("refused: {why}")))
+    Runs::check_id(id)
+        .map_err(|why| json_error(StatusCode::BAD_REQUEST, &format!("refused: {why}")))
 }
 
 /// Host check, token check, security headers; sets the token cookie when
@@ -194,7 +195,7 @@ async fn index() -> Response {
 }
 
 async fn run_page(Path(id): Path<String>) -> Response {
-    if let Err(why) = check_run_id(&id) {
+    if let Err(why) = Runs::check_id(&id) {
         return plain(StatusCode::BAD_REQUEST, &format!("refused: {why}"));
     }
     index().await
@@ -336,12 +337,12 @@ async fn api_unit(
             "refused: give the unit's name: ?name=UNIT",
         );
     };
-    if name.is_empty() || name.len() > runlog::run::MAX_NAME_BYTES {
+    if name.is_empty() || name.len() > runlog::run::Change::MAX_NAME_BYTES {
         return json_error(
             StatusCode::BAD_REQUEST,
             &format!(
                 "refused: a unit name is 1–{} bytes",
-                runlog::run::MAX_NAME_BYTES
+                runlog::run::Change::MAX_NAME_BYTES
             ),
         );
     }

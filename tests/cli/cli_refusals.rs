@@ -92,5 +92,5 @@ fn refusals_exit_2_and_write_nothing() {
 
 #[test]
 fn nul_in_a_run_id_is_refused_by_the_library() {
-    assert!(runlog::run::check_run_id("a\0b").is_err());
+    assert!(runlog::run::Runs::check_id("a\0b").is_err());
 }

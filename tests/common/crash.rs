@@ -317,7 +317,7 @@ pub fn recover_as<S: Subject>(
 ) -> Result<(S::Obs, Vec<SimFs>), String> {
     // Read-only first: it must not modify anything and must agree with the writer.
     let ro = if read_only {
-        match engine::read_state::<S::M>(img, &dir()) {
+        match engine::Reader::new(img, &dir()).state::<S::M>() {
             Ok((s, _)) => Some(S::observe(&s).map_err(|e| format!("read_state: {e}"))?),
             Err(engine::Error::NotFound { .. }) => None,
             Err(e) => return Err(format!("read_state failed on a crash state: {e}")),
@@ -325,7 +325,7 @@ pub fn recover_as<S: Subject>(
     } else {
         None
     };
-    match read_only.then(|| engine::verify(img, &dir())) {
+    match read_only.then(|| engine::Reader::new(img, &dir()).verify()) {
         Some(Ok(r))
             if matches!(
                 r.integrity,

@@ -310,7 +310,7 @@ pub fn run_spec(id: &str, units: usize) -> runlog::run::InitSpec {
         id: id.into(),
         task: "t".into(),
         units: (0..units).map(|i| format!("u{i}")).collect(),
-        fingerprint: runlog::run::fingerprint::parse_parts("size=1").unwrap(),
+        fingerprint: runlog::run::InitSpec::parse_fingerprint("size=1").unwrap(),
         ..runlog::run::InitSpec::default()
     }
 }

@@ -144,9 +144,9 @@ fn check_store(
         "{what}: torn tail twice"
     );
     drop(again);
-    let (ro, _) = engine::read_state::<Ledger>(&RealFs, dir).unwrap();
+    let (ro, _) = engine::Reader::new(&RealFs, dir).state::<Ledger>().unwrap();
     assert_eq!(ro, st, "{what}: read-only load differs");
-    let v = engine::verify(&RealFs, dir).unwrap();
+    let v = engine::Reader::new(&RealFs, dir).verify().unwrap();
     assert!(v.integrity.is_clean(), "{what}");
 }
 

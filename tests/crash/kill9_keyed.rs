@@ -143,7 +143,7 @@ fn check(dir: &Path, iter: u64, acked: &[(u64, u64)], entries: u64, what: &str) 
     });
     assert!(s.recovery().snapshot_fallbacks.is_empty(), "{what}");
     drop(s);
-    let v = engine::verify(&RealFs, dir).unwrap();
+    let v = engine::Reader::new(&RealFs, dir).verify().unwrap();
     assert!(v.integrity.is_clean(), "{what}");
     last
 }

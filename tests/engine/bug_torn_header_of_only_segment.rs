@@ -11,7 +11,7 @@ use common::crash::*;
 use common::*;
 use runlog::engine::frame::encode_segment_header;
 use runlog::engine::sim::{Fate, SectorFate, SimFs};
-use runlog::engine::{self, Integrity, RealFs, Store, Vfs, verify};
+use runlog::engine::{self, Integrity, Reader, RealFs, Store, Vfs};
 use std::os::unix::fs::PermissionsExt;
 
 #[test]
@@ -24,7 +24,7 @@ fn torn_header_of_the_only_segment_recovers_as_empty() {
             std::fs::create_dir(&dir).unwrap();
             std::fs::set_permissions(&dir, PermissionsExt::from_mode(0o700)).unwrap();
             std::fs::write(dir.join("seg-00000000000000000001.log"), &header[..cut]).unwrap();
-            let v = verify(&RealFs, &dir).unwrap();
+            let v = Reader::new(&RealFs, &dir).verify().unwrap();
             assert!(
                 matches!(v.integrity, Integrity::TornTail { offset: 0, .. }),
                 "{codec:?} cut {cut}: {:?}",
@@ -88,10 +88,12 @@ fn torn_creations(codec: runlog::engine::Codec) -> Vec<SimFs> {
 fn torn_first_segment_header_is_a_torn_tail_not_corruption() {
     for codec in codecs() {
         for img in torn_creations(codec) {
-            let (st, rep) = engine::read_state::<Ledger>(&img, &dir()).expect("read_state");
+            let (st, rep) = engine::Reader::new(&img, &dir())
+                .state::<Ledger>()
+                .expect("read_state");
             assert_eq!(st, LedgerState::default());
             assert_eq!(rep.last_seq, 0);
-            let v = engine::verify(&img, &dir()).unwrap();
+            let v = engine::Reader::new(&img, &dir()).verify().unwrap();
             assert!(
                 matches!(v.integrity, Integrity::TornTail { offset: 0, .. }),
                 "{:?}",

@@ -12,7 +12,7 @@ use common::*;
 use runlog::engine::frame::encode_segment_header;
 use runlog::engine::recovery::{Corruption, FileRef, TornTail, Verdict, classify_proven};
 use runlog::engine::scan::scan_segment;
-use runlog::engine::{Codec, Error, Integrity, Options, RealFs, Store, Vfs, verify};
+use runlog::engine::{Codec, Error, Integrity, Options, Reader, RealFs, Store, Vfs};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -194,7 +194,7 @@ fn open_flipped(
                 before,
                 "{what}: a refused open modified the store"
             );
-            let v = verify(o.vfs.as_ref(), dir).unwrap();
+            let v = Reader::new(o.vfs.as_ref(), dir).verify().unwrap();
             assert!(
                 matches!(&v.integrity, Integrity::Damaged(Error::Corrupt { offset, .. }) if *offset == c.offset),
                 "{what}: {:?}",

@@ -170,7 +170,9 @@ fn check(
     });
     let iterated = s.read(tab_observe);
     drop(s);
-    let verified = engine::verify(&fs, dir).unwrap_or_else(|e| panic!("{what}: verify {e}"));
+    let verified = engine::Reader::new(&fs, dir)
+        .verify()
+        .unwrap_or_else(|e| panic!("{what}: verify {e}"));
     if errors == 0 {
         assert_eq!(iterated.as_ref(), Ok(model), "{what}: iteration");
         assert!(

@@ -313,7 +313,9 @@ fn a_cut_below_the_durability_mark_is_corruption_and_changes_nothing() {
                 before,
                 "{codec:?} cut {cut}: a refused open wrote"
             );
-            let v = runlog::engine::verify(o.vfs.as_ref(), dir).unwrap();
+            let v = runlog::engine::Reader::new(o.vfs.as_ref(), dir)
+                .verify()
+                .unwrap();
             assert!(
                 matches!(
                     v.integrity.damage(),

@@ -63,7 +63,9 @@ fn compaction_keeps_state_and_trims_log() {
         let s = Store::<Ledger>::open(&dir, o).unwrap();
         assert_eq!(s.read(|st| st.clone()), model(&all, 20));
         assert_eq!(s.recovery().snapshot_seq, Some(600));
-        let (st, _) = engine::read_state::<Ledger>(&RealFs, &dir).unwrap();
+        let (st, _) = engine::Reader::new(&RealFs, &dir)
+            .state::<Ledger>()
+            .unwrap();
         assert_eq!(st, model(&all, 20));
     }
 }
@@ -91,7 +93,9 @@ fn reader_sees_acknowledged_records_of_live_writer() {
         s.append(&entry(v, 1)).unwrap();
     }
     let before = dir_bytes(&dir);
-    let (st, rep) = engine::read_state::<Ledger>(&RealFs, &dir).unwrap();
+    let (st, rep) = engine::Reader::new(&RealFs, &dir)
+        .state::<Ledger>()
+        .unwrap();
     assert_eq!(st.values, (1..=10).collect::<Vec<_>>());
     assert_eq!(rep.last_seq, 10);
     assert_eq!(dir_bytes(&dir), before);

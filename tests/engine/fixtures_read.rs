@@ -22,7 +22,7 @@
 //! and by `verify`, both naming the table and the block's offset.
 use crate::common;
 use common::*;
-use runlog::engine::{Codec, Error, Integrity, RealFs, Store, read_state, verify};
+use runlog::engine::{Codec, Error, Integrity, Reader, RealFs, Store};
 use runlog::engine::{Machine, Options};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -157,11 +157,15 @@ fn check_clean_v1(root: &Path) {
     for codec in codecs() {
         let (_t, dir) = copy(root, codec, "clean");
         assert!(
-            verify(&RealFs, &dir).unwrap().integrity.is_clean(),
+            Reader::new(&RealFs, &dir)
+                .verify()
+                .unwrap()
+                .integrity
+                .is_clean(),
             "{:?}",
-            verify(&RealFs, &dir).unwrap().integrity
+            Reader::new(&RealFs, &dir).verify().unwrap().integrity
         );
-        let (st, _) = read_state::<Ledger>(&RealFs, &dir).unwrap();
+        let (st, _) = Reader::new(&RealFs, &dir).state::<Ledger>().unwrap();
         assert_eq!(st, expected(RECORDS), "{codec:?}");
         let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
         assert_eq!(s.codec(), codec);
@@ -175,7 +179,7 @@ fn check_clean_v1(root: &Path) {
 fn check_torn_tail_v1(root: &Path) {
     for codec in codecs() {
         let (_t, dir) = copy(root, codec, "torn_tail");
-        let v = verify(&RealFs, &dir).unwrap();
+        let v = Reader::new(&RealFs, &dir).verify().unwrap();
         assert!(
             matches!(v.integrity, Integrity::TornTail { .. }),
             "{codec:?}: {v:?}"
@@ -213,7 +217,7 @@ fn check_corrupt_mid_v1(root: &Path) {
             .filter(|f| f.0 != "LOCK")
             .collect();
         assert_eq!(after, before);
-        let v = verify(&RealFs, &dir).unwrap();
+        let v = Reader::new(&RealFs, &dir).verify().unwrap();
         assert!(
             matches!(v.integrity, Integrity::Damaged(Error::Corrupt { offset, .. }) if offset == Some(damaged_offset(codec))),
             "{codec:?}: {v:?}"
@@ -257,7 +261,7 @@ fn generate_v1(root: &Path) {
         let mut torn = files.clone();
         let mut rec = Vec::new();
         let mut p = Vec::new();
-        runlog::engine::encode_payload(codec, &entry(RECORDS + 1, 3), &mut p).unwrap();
+        codec.encode(&entry(RECORDS + 1, 3), &mut p).unwrap();
         runlog::engine::frame::encode_record(codec, RECORDS + 1, RECORDS, &p, &mut rec);
         let last = torn.iter_mut().find(|f| f.0 == LAST_SEG).unwrap();
         last.1.extend_from_slice(&rec[..rec.len() / 2]);
@@ -282,7 +286,7 @@ mod v2 {
     use super::common::keyed::{Tab, TabModel, tab_model, tab_observe};
     use super::common::*;
     use super::{committed, copy_store, store_files, write_new};
-    use runlog::engine::{Codec, Error, Integrity, Key, Keyed, RealFs, Store, read_state, verify};
+    use runlog::engine::{Codec, Error, Integrity, Key, Keyed, Reader, RealFs, Store};
     use std::path::{Path, PathBuf};
 
     /// The table's seq, and the transitions in all.
@@ -338,11 +342,15 @@ mod v2 {
             let (_t, dir) = copy(root, codec, "clean");
             assert_eq!(&std::fs::read(dir.join(TABLE)).unwrap()[..8], b"RUNLOGtb");
             assert!(
-                verify(&RealFs, &dir).unwrap().integrity.is_clean(),
+                Reader::new(&RealFs, &dir)
+                    .verify()
+                    .unwrap()
+                    .integrity
+                    .is_clean(),
                 "{:?}",
-                verify(&RealFs, &dir).unwrap().integrity
+                Reader::new(&RealFs, &dir).verify().unwrap().integrity
             );
-            let (st, _) = read_state::<Keyed<Tab>>(&RealFs, &dir).unwrap();
+            let (st, _) = Reader::new(&RealFs, &dir).state::<Keyed<Tab>>().unwrap();
             assert_eq!(tab_observe(&st).unwrap(), expected(), "{codec:?}");
             let s = KStore::open(&dir, opts(codec)).unwrap();
             assert_eq!(s.codec(), codec);
@@ -405,7 +413,7 @@ mod v2 {
                 .filter(|f| f.0 != "LOCK")
                 .collect();
             assert_eq!(after, before, "{codec:?}: nothing modified");
-            match verify(&RealFs, &dir).unwrap().integrity {
+            match Reader::new(&RealFs, &dir).verify().unwrap().integrity {
                 Integrity::Damaged(Error::Corrupt { path, offset, .. }) => {
                     assert_eq!(path, table, "{codec:?}");
                     assert_eq!(offset, Some(BLOCK0_AT), "{codec:?}");
@@ -511,10 +519,14 @@ mod v3 {
             let mark = decode_mark(&std::fs::read(dir.join("DURABLE")).unwrap()).unwrap();
             assert_eq!(mark.seq, VALUES, "{codec:?}");
             assert!(
-                verify(&RealFs, &dir).unwrap().integrity.is_clean(),
+                Reader::new(&RealFs, &dir)
+                    .verify()
+                    .unwrap()
+                    .integrity
+                    .is_clean(),
                 "{codec:?}"
             );
-            let (st, r) = read_state::<Ledger>(&RealFs, &dir).unwrap();
+            let (st, r) = Reader::new(&RealFs, &dir).state::<Ledger>().unwrap();
             assert_eq!(st.values, (1..=VALUES).collect::<Vec<_>>(), "{codec:?}");
             assert_eq!(r.durable_mark, Some(VALUES), "{codec:?}");
             let s = Store::<Ledger>::open(&dir, opts(codec)).unwrap();
@@ -547,9 +559,11 @@ mod v3 {
                 .err()
                 .expect("refused");
             assert!(at_damage(&e), "{codec:?}: {e}");
-            let e = read_state::<Ledger>(&RealFs, &dir).expect_err("refused");
+            let e = Reader::new(&RealFs, &dir)
+                .state::<Ledger>()
+                .expect_err("refused");
             assert!(at_damage(&e), "{codec:?}: {e}");
-            let v = verify(&RealFs, &dir).unwrap();
+            let v = Reader::new(&RealFs, &dir).verify().unwrap();
             assert!(
                 matches!(&v.integrity, Integrity::Damaged(e) if at_damage(e)),
                 "{codec:?}: {:?}",
@@ -578,7 +592,7 @@ mod v3_delta {
     use super::common::keyed::{Tab, TabModel, tab_model, tab_observe};
     use super::common::*;
     use super::{committed, copy_store, write_new};
-    use runlog::engine::{Codec, Keyed, Options, RealFs, Store, read_state, verify};
+    use runlog::engine::{Codec, Keyed, Options, Reader, RealFs, Store};
     use std::path::{Path, PathBuf};
 
     const RECORDS: u64 = 90;
@@ -632,10 +646,14 @@ mod v3_delta {
             let b = std::fs::read(dir.join(format!("snap-{:020}.snap", 70))).unwrap();
             assert_eq!(u64::from_le_bytes(b[20..28].try_into().unwrap()), 30);
             assert!(
-                verify(&RealFs, &dir).unwrap().integrity.is_clean(),
+                Reader::new(&RealFs, &dir)
+                    .verify()
+                    .unwrap()
+                    .integrity
+                    .is_clean(),
                 "{codec:?}"
             );
-            let (st, r) = read_state::<Keyed<Tab>>(&RealFs, &dir).unwrap();
+            let (st, r) = Reader::new(&RealFs, &dir).state::<Keyed<Tab>>().unwrap();
             assert_eq!(r.snapshot_seq, Some(70), "{codec:?}");
             assert_eq!(r.records_replayed, RECORDS - 70, "{codec:?}");
             assert_eq!(st.deltas(), 1, "{codec:?}");

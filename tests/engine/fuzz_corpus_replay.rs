@@ -15,7 +15,7 @@ use runlog::engine::format::masked_crc;
 use runlog::engine::frame::{encode_record, encode_segment_header};
 use runlog::engine::mark::{Mark, encode_mark};
 use runlog::engine::snapfile::encode_snapshot;
-use runlog::engine::{Codec, Store, encode_payload};
+use runlog::engine::{Codec, Store};
 use std::path::{Path, PathBuf};
 
 fn corpus(target: &str) -> PathBuf {
@@ -69,7 +69,7 @@ fn segment(codec: Codec, first: u64, n: u64) -> Vec<u8> {
     let mut b = encode_segment_header(codec, first);
     let mut p = Vec::new();
     for s in first..first + n {
-        encode_payload(codec, &s, &mut p).unwrap();
+        codec.encode(&s, &mut p).unwrap();
         encode_record(codec, s, s - 1, &p, &mut b);
     }
     b
@@ -80,7 +80,7 @@ fn snapshot(codec: Codec, seq: u64) -> Vec<u8> {
     let st = checks::NumsState {
         values: (1..=seq).collect(),
     };
-    encode_payload(codec, &st, &mut p).unwrap();
+    codec.encode(&st, &mut p).unwrap();
     encode_snapshot(codec, seq, &p)
 }
 

@@ -9,7 +9,7 @@ use common::*;
 use runlog::engine::format::masked_crc;
 use runlog::engine::frame::encode_segment_header;
 use runlog::engine::snapfile::encode_snapshot;
-use runlog::engine::{Codec, Error, Integrity, RealFs, Store, read_state, verify};
+use runlog::engine::{Codec, Error, Integrity, Reader, RealFs, Store};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -31,8 +31,8 @@ fn directory_writable_by_others_is_refused() {
         let before = dir_bytes(&dir);
         for r in [
             Store::<Ledger>::open(&dir, opts(Codec::Binary)).map(|_| ()),
-            read_state::<Ledger>(&RealFs, &dir).map(|_| ()),
-            verify(&RealFs, &dir).map(|_| ()),
+            Reader::new(&RealFs, &dir).state::<Ledger>().map(|_| ()),
+            Reader::new(&RealFs, &dir).verify().map(|_| ()),
         ] {
             match r {
                 Err(Error::Unsafe { path, .. }) => assert_eq!(path, dir),
@@ -119,7 +119,7 @@ fn u32_max_record_length_is_rejected_without_allocating() {
         fs.set_files(dir, &[]);
         fs.put(&seg, bytes.clone());
         // The only record: a torn tail, dropped.
-        let v = verify(&fs, dir).unwrap();
+        let v = Reader::new(&fs, dir).verify().unwrap();
         assert!(
             matches!(v.integrity, Integrity::TornTail { .. }),
             "{codec:?} {v:?}"
@@ -131,7 +131,7 @@ fn u32_max_record_length_is_rejected_without_allocating() {
         let header_len = encode_segment_header(codec, 1).len() as u64;
         let mut followed = bytes;
         let mut p = Vec::new();
-        runlog::engine::encode_payload(codec, &entry(2, 1), &mut p).unwrap();
+        codec.encode(&entry(2, 1), &mut p).unwrap();
         runlog::engine::frame::encode_record(codec, 2, 1, &p, &mut followed);
         fs.set_files(dir, &[]);
         fs.put(&seg, followed);

@@ -151,7 +151,11 @@ fn symlinked_store_directory_is_refused() {
         Err(e) => panic!("{e}"),
         Ok(_) => panic!("opened a store through a symlinked directory"),
     }
-    assert!(runlog::engine::verify(&runlog::engine::RealFs, &link).is_err());
+    assert!(
+        runlog::engine::Reader::new(&runlog::engine::RealFs, &link)
+            .verify()
+            .is_err()
+    );
     assert_eq!(dir_bytes(&dir), before);
     assert_eq!(
         std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,

@@ -5,7 +5,7 @@
 //! counted in `Stats::cleanup_failures` (failed unlinks here), and `verify`
 //! names the files left.
 use runlog::engine::vfs::{Vfs, VfsFile};
-use runlog::engine::{CompactionPolicy, Options, RealFs, Store, SyncPolicy, verify};
+use runlog::engine::{CompactionPolicy, Options, Reader, RealFs, Store, SyncPolicy};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -102,7 +102,7 @@ fn failed_cleanups_after_a_compaction_are_counted_and_verify_names_the_leftovers
     assert!(failed >= 2, "each failed unlink counted: {failed}");
     fs.fail_remove.store(false, Ordering::SeqCst);
     drop(s);
-    let r = verify(&RealFs, &dir).unwrap();
+    let r = Reader::new(&RealFs, &dir).verify().unwrap();
     let names: Vec<String> = r
         .leftovers
         .iter()
@@ -118,7 +118,7 @@ fn failed_cleanups_after_a_compaction_are_counted_and_verify_names_the_leftovers
     s.compact().unwrap();
     drop(s);
     assert_eq!(
-        verify(&RealFs, &dir).unwrap().leftovers,
+        Reader::new(&RealFs, &dir).verify().unwrap().leftovers,
         Vec::<PathBuf>::new()
     );
 }

@@ -3,7 +3,7 @@
 //! written yet (empty, zeros, or part of the header line), in both codecs.
 //! `verify` and the read-only open treat it as an empty segment (clean, every
 //! record counted), while a segment whose header is garbage stays a torn tail.
-use runlog::engine::{Codec, Integrity, Options, RealFs, Store, read_state, verify};
+use runlog::engine::{Codec, Integrity, Options, Reader, RealFs, Store};
 use std::os::unix::fs::PermissionsExt;
 
 use crate::common::sum;
@@ -50,14 +50,14 @@ fn a_new_segment_without_its_header_yet_is_empty_not_damage() {
             let next = dir.join("seg-00000000000000000004.log");
             std::fs::write(&next, bytes).unwrap();
             std::fs::set_permissions(&next, std::fs::Permissions::from_mode(0o600)).unwrap();
-            let r = verify(&RealFs, &dir).unwrap();
+            let r = Reader::new(&RealFs, &dir).verify().unwrap();
             assert!(r.integrity.is_clean(), "{codec:?} {bytes:?}");
             assert_eq!(r.recovery.last_seq, 3);
-            let (v, _) = read_state::<Sum>(&RealFs, &dir).unwrap();
+            let (v, _) = Reader::new(&RealFs, &dir).state::<Sum>().unwrap();
             assert_eq!(v, 6);
             // Garbage where the header goes is still a torn tail, not "empty".
             std::fs::write(&next, b"junk!").unwrap();
-            let r = verify(&RealFs, &dir).unwrap();
+            let r = Reader::new(&RealFs, &dir).verify().unwrap();
             assert!(
                 matches!(r.integrity, Integrity::TornTail { .. }),
                 "{:?}",

@@ -7,7 +7,7 @@ use crate::open_counting_vfs;
 use common::*;
 use open_counting_vfs::CountingFs;
 use runlog::engine::format::parse_segment_name;
-use runlog::engine::{Codec, Store, read_state, verify};
+use runlog::engine::{Codec, Reader, Store};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -87,7 +87,7 @@ fn opening_reads_no_segment_at_or_below_the_newest_snapshot() {
         );
         // A lock-free read too.
         fs.reset();
-        let (st, _) = read_state::<Ledger>(&fs, &dir).unwrap();
+        let (st, _) = Reader::new(&fs, &dir).state::<Ledger>().unwrap();
         assert_eq!(st.values.len(), 130);
         assert!(
             fs.counts()
@@ -98,7 +98,7 @@ fn opening_reads_no_segment_at_or_below_the_newest_snapshot() {
         );
         // verify reads every segment.
         fs.reset();
-        verify(&fs, &dir).unwrap();
+        Reader::new(&fs, &dir).verify().unwrap();
         let read = fs.counts().reads_of("seg-");
         for n in below.iter().chain(&above) {
             assert!(read.contains(n), "{codec:?}: verify skipped {n}");

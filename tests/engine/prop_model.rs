@@ -6,7 +6,7 @@ use crate::common;
 use common::*;
 use proptest::prelude::*;
 use runlog::engine::frame::encode_record;
-use runlog::engine::{Codec, Store, encode_payload, read_state};
+use runlog::engine::{Codec, Reader, Store};
 use std::path::Path;
 
 #[derive(Debug, Clone)]
@@ -90,7 +90,7 @@ fn run(codec: Codec, ops: &[Op]) -> Result<(), TestCaseError> {
                 let (name, mut seg) = last_segment(&fs, dir);
                 let torn: Vec<u8> = if *real {
                     let mut p = Vec::new();
-                    encode_payload(codec, &entry(7, 9), &mut p).unwrap();
+                    codec.encode(&entry(7, 9), &mut p).unwrap();
                     let mut rec = Vec::new();
                     encode_record(
                         codec,
@@ -134,7 +134,7 @@ fn run(codec: Codec, ops: &[Op]) -> Result<(), TestCaseError> {
         prop_assert_eq!(st.last_seq(), model.values.len() as u64);
     }
     drop(s);
-    let (ro, _) = read_state::<Ledger>(&fs, dir).unwrap();
+    let (ro, _) = Reader::new(&fs, dir).state::<Ledger>().unwrap();
     prop_assert_eq!(ro, model.clone());
     let st = Store::<Ledger>::open(dir, o).unwrap();
     prop_assert_eq!(st.read(|x| x.clone()), model);

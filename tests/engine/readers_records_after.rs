@@ -1,4 +1,4 @@
-//! Proves `engine::for_each_record_after`, the lock-free tail reader
+//! Proves `engine::Reader::records_after`, the lock-free tail reader
 //! `runlog ui` follows a log with: it gives exactly the records above the seq
 //! asked for, in order, with the codec to decode them; it reads only the
 //! segments that hold them (none below, counted on the Vfs); and past a
@@ -9,7 +9,7 @@ use crate::open_counting_vfs;
 use common::*;
 use open_counting_vfs::CountingFs;
 use runlog::engine::format::parse_segment_name;
-use runlog::engine::{Codec, Store, decode_payload, for_each_record_after};
+use runlog::engine::{Codec, Reader, Store};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -49,11 +49,12 @@ fn records_after_a_seq_come_in_order_from_the_segments_holding_them_only() {
         let after = segs[segs.len() - 2].0 + 1;
         fs.reset();
         let mut got = vec![];
-        let c = for_each_record_after(&fs, &dir, None, after, |seq, c, payload| {
-            let e: Entry = decode_payload(c, payload).unwrap();
-            got.push((seq, e.value));
-        })
-        .unwrap();
+        let c = Reader::new(&fs, &dir)
+            .records_after(after, |seq, c, payload| {
+                let e: Entry = c.decode(payload).unwrap();
+                got.push((seq, e.value));
+            })
+            .unwrap();
         assert_eq!(c, Some(codec));
         let want: Vec<(u64, u64)> = (after + 1..=120).map(|s| (s, s)).collect();
         assert_eq!(got, want, "{codec:?}");
@@ -63,7 +64,9 @@ fn records_after_a_seq_come_in_order_from_the_segments_holding_them_only() {
         assert_eq!(read, holding, "{codec:?}: only the segments holding them");
         // Nothing after the last.
         let mut n = 0;
-        for_each_record_after(&fs, &dir, None, 120, |_, _, _| n += 1).unwrap();
+        Reader::new(&fs, &dir)
+            .records_after(120, |_, _, _| n += 1)
+            .unwrap();
         assert_eq!(n, 0, "{codec:?}");
     }
 }
@@ -86,10 +89,11 @@ fn a_compacted_away_tail_starts_above_the_seq_asked_for() {
     s.append(&entry(21, 100)).unwrap();
     drop(s);
     let mut first = None;
-    for_each_record_after(&fs, &dir, None, follower_at, |seq, _, _| {
-        first.get_or_insert(seq);
-    })
-    .unwrap();
+    Reader::new(&fs, &dir)
+        .records_after(follower_at, |seq, _, _| {
+            first.get_or_insert(seq);
+        })
+        .unwrap();
     let first = first.expect("records are left");
     assert!(
         first > follower_at + 1,

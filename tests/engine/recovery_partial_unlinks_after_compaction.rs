@@ -1,7 +1,7 @@
 //! Proves (regression: "seq gap below the snapshot after a crash during log
 //! trimming") that when a crash persists only some of compaction's unlinks of
 //! old segments, leaving a gap among segments the snapshot covers, recovery,
-//! read_state and verify accept the store and recover every transition.
+//! a reader's state and verify accept the store and recover every transition.
 use crate::common;
 use common::crash::*;
 use common::*;
@@ -48,9 +48,9 @@ fn gap_below_snapshot_from_partial_unlinks_is_not_corruption() {
             .unwrap()
             .take()
             .expect("a trim of several segments");
-        let v = engine::verify(&img, &dir()).unwrap();
+        let v = engine::Reader::new(&img, &dir()).verify().unwrap();
         assert!(matches!(v.integrity, Integrity::Clean), "{:?}", v.integrity);
-        let (st, _) = engine::read_state::<Ledger>(&img, &dir()).unwrap();
+        let (st, _) = engine::Reader::new(&img, &dir()).state::<Ledger>().unwrap();
         assert_eq!(st, model(&values, 300));
         let s = Store::<Ledger>::open(dir(), sim_opts(&img, codec)).unwrap();
         assert_eq!(s.read(|st| st.clone()), model(&values, 300));

@@ -14,9 +14,7 @@ use runlog::engine::frame::{
 };
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot_keyed};
 use runlog::engine::tag::Tag;
-use runlog::engine::{
-    Codec, Error, Integrity, Key, Store, read_state, read_state_with_key, verify, verify_with_key,
-};
+use runlog::engine::{Codec, Error, Integrity, Key, Reader, Store};
 use std::path::Path;
 
 const SEG_1: &str = "seg-00000000000000000001.log";
@@ -145,7 +143,7 @@ fn assert_tampered(fs: &SimFs, codec: Codec, k: &Key, name: &str, offset: u64, s
 
 fn assert_verify_tampered(fs: &SimFs, k: &Key, name: &str, offset: u64, seq: u64) {
     // verify's verdict is the open's error itself.
-    let v = verify_with_key(fs, dir(), Some(k)).unwrap();
+    let v = Reader::new(fs, dir()).with_key(Some(k)).verify().unwrap();
     match v.integrity.damage() {
         Some(Error::Tampered {
             path,
@@ -161,9 +159,12 @@ fn assert_verify_tampered(fs: &SimFs, k: &Key, name: &str, offset: u64, seq: u64
 }
 
 fn assert_readers_tampered(fs: &SimFs, k: &Key) {
-    let e = read_state_with_key::<Ledger>(fs, dir(), Some(k)).unwrap_err();
+    let e = Reader::new(fs, dir())
+        .with_key(Some(k))
+        .state::<Ledger>()
+        .unwrap_err();
     assert!(e.is_tampered(), "read_state: {e}");
-    let v = verify_with_key(fs, dir(), Some(k)).unwrap();
+    let v = Reader::new(fs, dir()).with_key(Some(k)).verify().unwrap();
     assert!(
         matches!(v.integrity, Integrity::Damaged(Error::Tampered { .. })),
         "verify: {:?}",
@@ -179,16 +180,21 @@ fn a_keyed_store_opens_reads_and_verifies_clean_with_its_key() {
         let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
         assert_eq!(s.read(|st| st.clone()), built_state(11));
         drop(s);
-        let (st, rep) = read_state_with_key::<Ledger>(&fs, dir(), Some(&k)).unwrap();
+        let (st, rep) = Reader::new(&fs, dir())
+            .with_key(Some(&k))
+            .state::<Ledger>()
+            .unwrap();
         assert_eq!((st.values.len(), rep.last_seq), (11, 11));
-        let v = verify_with_key(&fs, dir(), Some(&k)).unwrap();
+        let v = Reader::new(&fs, dir()).with_key(Some(&k)).verify().unwrap();
         assert!(v.integrity.is_clean(), "{:?}", v.integrity);
         let mut seen = vec![];
-        runlog::engine::for_each_record_with_key(&fs, dir(), Some(&k), |seq, p| {
-            let e: Entry = runlog::engine::decode_payload(codec, p).unwrap();
-            seen.push((seq, e.value));
-        })
-        .unwrap();
+        runlog::engine::Reader::new(&fs, dir())
+            .with_key(Some(&k))
+            .records(|seq, p| {
+                let e: Entry = codec.decode(p).unwrap();
+                seen.push((seq, e.value));
+            })
+            .unwrap();
         assert_eq!(seen, (1..=11).map(|v| (v, v)).collect::<Vec<_>>());
     }
 }
@@ -349,7 +355,10 @@ fn the_wrong_key_is_refused_as_the_wrong_key() {
         assert!(matches!(e, runlog::engine::Error::Key { .. }), "{e}");
         assert!(e.to_string().contains("wrong key"), "{e}");
         assert!(matches!(
-            read_state_with_key::<Ledger>(&fs, dir(), Some(&key(2))).unwrap_err(),
+            Reader::new(&fs, dir())
+                .with_key(Some(&key(2)))
+                .state::<Ledger>()
+                .unwrap_err(),
             runlog::engine::Error::Key { .. }
         ));
         assert_eq!(store_files(&fs), before);
@@ -371,12 +380,15 @@ fn a_keyed_store_without_its_key_and_an_unkeyed_store_with_a_key_are_refused() {
         );
         assert!(e.to_string().contains(MEM_DIR), "{e}");
         assert!(matches!(
-            read_state::<Ledger>(&fs, dir()),
+            Reader::new(&fs, dir()).state::<Ledger>(),
             Err(Error::Key { .. })
         ));
-        assert!(matches!(verify(&fs, dir()), Err(Error::Key { .. })));
         assert!(matches!(
-            runlog::engine::for_each_record(&fs, dir(), |_, _| {}),
+            Reader::new(&fs, dir()).verify(),
+            Err(Error::Key { .. })
+        ));
+        assert!(matches!(
+            runlog::engine::Reader::new(&fs, dir()).records(|_, _| {}),
             Err(Error::Key { .. })
         ));
         assert_eq!(store_files(&fs), before);
@@ -392,7 +404,9 @@ fn a_keyed_store_without_its_key_and_an_unkeyed_store_with_a_key_are_refused() {
         assert!(matches!(e, Error::Key { .. }), "{e}");
         assert!(e.to_string().contains("not keyed"), "{e}");
         assert!(matches!(
-            read_state_with_key::<Ledger>(&plain, dir(), Some(&key(1))),
+            Reader::new(&plain, dir())
+                .with_key(Some(&key(1)))
+                .state::<Ledger>(),
             Err(Error::Key { .. })
         ));
         assert_eq!(store_files(&plain), before);
@@ -427,7 +441,11 @@ fn a_torn_tail_of_a_keyed_store_is_still_a_torn_tail() {
         // Appends continue, tagged, after the cut.
         s.append(&entry(12, 1)).unwrap();
         drop(s);
-        let integrity = verify_with_key(&fs, dir(), Some(&k)).unwrap().integrity;
+        let integrity = Reader::new(&fs, dir())
+            .with_key(Some(&k))
+            .verify()
+            .unwrap()
+            .integrity;
         assert!(integrity.is_clean(), "{integrity:?}");
         // A last record whose checksum fails (its bytes changed, checksum not
         // recomputed) is what a torn write leaves too: dropped, not Tampered.
@@ -484,7 +502,9 @@ fn rollback_to_an_older_copy_is_not_detected_without_an_external_anchor() {
         s.compact().unwrap();
         drop(s);
         assert_eq!(
-            read_state_with_key::<Ledger>(&fs, dir(), Some(&k))
+            Reader::new(&fs, dir())
+                .with_key(Some(&k))
+                .state::<Ledger>()
                 .unwrap()
                 .1
                 .last_seq,
@@ -497,7 +517,11 @@ fn rollback_to_an_older_copy_is_not_detected_without_an_external_anchor() {
         assert_eq!(s.last_seq(), 11);
         assert!(s.recovery().torn_tail.is_none());
         drop(s);
-        let integrity = verify_with_key(&rolled, dir(), Some(&k)).unwrap().integrity;
+        let integrity = Reader::new(&rolled, dir())
+            .with_key(Some(&k))
+            .verify()
+            .unwrap()
+            .integrity;
         assert!(integrity.is_clean(), "{integrity:?}");
     }
 }
@@ -541,7 +565,7 @@ fn unkeyed_stores_are_written_exactly_as_before() {
         );
         let mut rec = vec![];
         let mut p = vec![];
-        runlog::engine::encode_payload(codec, &entry(5, 3), &mut p).unwrap();
+        codec.encode(&entry(5, 3), &mut p).unwrap();
         runlog::engine::frame::encode_record(codec, 1, 0, &p, &mut rec);
         assert_eq!(seg[h.len..h.len + rec.len()], rec[..]);
         assert!(

@@ -48,7 +48,8 @@ pub fn open(dir: &std::path::Path) -> Store<Log> {
 }
 
 pub fn read(dir: &std::path::Path) -> Vec<u64> {
-    runlog::engine::read_state::<Log>(&runlog::engine::RealFs, dir)
+    runlog::engine::Reader::new(&runlog::engine::RealFs, dir)
+        .state::<Log>()
         .unwrap()
         .0
 }

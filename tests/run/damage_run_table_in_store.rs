@@ -157,7 +157,7 @@ fn check(
     });
     let whole = s.read(doc_of);
     drop(s);
-    let v = engine::verify(&fs, dir).unwrap();
+    let v = engine::Reader::new(&fs, dir).verify().unwrap();
     if errors == 0 {
         // A flip no check can see would be a silent change: there is none.
         panic!(

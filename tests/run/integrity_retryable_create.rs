@@ -93,7 +93,7 @@ fn init_whose_fsync_failed_can_be_retried() {
     assert_eq!(e.exit_code(), 1, "{e}");
     // Nothing blocks the retry, which creates the run.
     let run = r.init(spec("g")).expect("init again after a failed init");
-    assert_eq!(run.store().last_seq(), 1);
+    assert_eq!(run.last_seq(), 1);
     drop(run);
     let doc = r.read("g").unwrap();
     assert_eq!(doc.units.len(), 2);

@@ -6,9 +6,9 @@
 //! (the unknown field is named, and the open or `verify` fails).
 use crate::cli_support;
 use cli_support::*;
+use runlog::engine::Codec;
 use runlog::engine::frame::encode_record;
 use runlog::engine::snapfile::encode_snapshot;
-use runlog::engine::{Codec, encode_payload};
 use runlog::run::SCHEMA_VERSION;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ fn run_with_snapshot(root: &Path, edit: impl Fn(&mut serde_json::Value)) {
     let mut doc = ok_json(root, &["get", "g"]);
     edit(&mut doc);
     let mut payload = Vec::new();
-    encode_payload(Codec::Jsonl, &doc, &mut payload).unwrap();
+    Codec::Jsonl.encode(&doc, &mut payload).unwrap();
     let snap = encode_snapshot(Codec::Jsonl, 1, &payload);
     std::fs::write(run_dir(root).join("snap-00000000000000000001.snap"), snap).unwrap();
 }

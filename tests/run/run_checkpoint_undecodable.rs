@@ -9,7 +9,7 @@ use serde_json::json;
 fn a_checkpoint_that_does_not_decode_as_the_asked_type_fails_with_exit_1() {
     let d = tempfile::tempdir().unwrap();
     let r = Runs::new(d.path()).with_codec(Codec::Binary);
-    let fp = fingerprint::parse_parts("size=5").unwrap();
+    let fp = InitSpec::parse_fingerprint("size=5").unwrap();
     let got = r
         .restore::<serde_json::Value>("job", "t", fp.clone(), StopFlag::new())
         .unwrap();

@@ -148,7 +148,7 @@ fn one_shot_changes_and_a_long_lived_writer_keep_every_open_to_the_delta_bound()
         .unwrap();
         model.insert(unit, UnitStatus::Done);
     }
-    let stats = run.store().stats();
+    let stats = run.stats();
     let written = stats.snapshots.load(std::sync::atomic::Ordering::Relaxed);
     assert!(
         written >= 2,

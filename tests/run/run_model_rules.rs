@@ -2,7 +2,7 @@
 //! closure survives reopening, timestamps come from the injected clock, both
 //! codecs round-trip every transition and the document, the checkpoint API
 //! saves before it stops, and gc removes only old terminal runs.
-use runlog::engine::{self, Codec, ErrorChain, Machine};
+use runlog::engine::{Codec, ErrorChain, Machine};
 use runlog::run::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ fn spec(id: &str) -> InitSpec {
         units: vec!["a".into(), "b".into()],
         deps: [("c".to_string(), vec!["b".to_string()])].into(),
         launch: Some(Launch::from_json(&json!({"scriptPath": "go.sh", "args": {"n": 1}})).unwrap()),
-        fingerprint: fingerprint::parse_parts("size=1,mtime=2").unwrap(),
+        fingerprint: InitSpec::parse_fingerprint("size=1,mtime=2").unwrap(),
         budgets: [(
             "usd".to_string(),
             BudgetSpec {
@@ -94,19 +94,16 @@ fn both_codecs_round_trip_transitions_and_document() {
             run.apply(c.clone()).unwrap();
             let t = run.stamp(c);
             let mut buf = vec![];
-            engine::encode_payload(codec, &t, &mut buf).unwrap();
-            assert_eq!(
-                engine::decode_payload::<Transition>(codec, &buf).unwrap(),
-                t
-            );
+            codec.encode(&t, &mut buf).unwrap();
+            assert_eq!(codec.decode::<Transition>(&buf).unwrap(), t);
         }
         let live = run.doc().unwrap();
         drop(run);
         let read = r.read("rt").unwrap();
         assert_eq!(read, live, "{codec:?}: replay differs from the live state");
         let mut buf = vec![];
-        engine::encode_payload(codec, &read, &mut buf).unwrap();
-        assert_eq!(engine::decode_payload::<RunDoc>(codec, &buf).unwrap(), read);
+        codec.encode(&read, &mut buf).unwrap();
+        assert_eq!(codec.decode::<RunDoc>(&buf).unwrap(), read);
         // A compacted (snapshotted) run reads back the same.
         let run = r.open("rt").unwrap();
         run.compact().unwrap();
@@ -217,7 +214,7 @@ fn rules_refuse_without_touching_state_and_closure_survives_reopen() {
 fn checkpoints_restore_and_stop_only_after_saving() {
     let d = tempfile::tempdir().unwrap();
     let (r, _) = runs(d.path(), Codec::Binary);
-    let fp = fingerprint::parse_parts("size=5").unwrap();
+    let fp = InitSpec::parse_fingerprint("size=5").unwrap();
     let got = r
         .restore::<serde_json::Value>("job", "t", fp.clone(), StopFlag::new())
         .unwrap();
@@ -266,12 +263,12 @@ fn checkpoints_restore_and_stop_only_after_saving() {
     );
     drop(got);
 
-    let changed = fingerprint::parse_parts("size=6").unwrap();
+    let changed = InitSpec::parse_fingerprint("size=6").unwrap();
     let got = r
         .restore::<serde_json::Value>("job", "t", changed.clone(), StopFlag::new())
         .unwrap();
     assert!(got.state.is_none());
-    assert_eq!(got.warnings[0].code, CHECKPOINT_DISCARDED);
+    assert_eq!(got.warnings[0].code, Warning::CHECKPOINT_DISCARDED);
     assert_eq!(got.warnings[0].changed, ["size"]);
     got.checkpoints.checkpoint(&json!({"offset": 9})).unwrap();
     got.checkpoints.complete(Some("all done")).unwrap();
@@ -282,7 +279,7 @@ fn checkpoints_restore_and_stop_only_after_saving() {
     let codes: Vec<&str> = got.warnings.iter().map(|w| w.code.as_str()).collect();
     assert_eq!(
         codes,
-        [runlog::run::RUN_FINISHED_STARTED_FRESH],
+        [runlog::run::Warning::RUN_FINISHED_STARTED_FRESH],
         "and says so"
     );
 }

@@ -22,7 +22,7 @@ fn start_units_starts_the_units_not_done_and_leaves_done_ones_alone() {
     let run = runs.init(spec()).unwrap();
     run.set_unit("a", UnitStatus::Done, Some("A"), None)
         .unwrap();
-    let last = run.store().last_seq();
+    let last = run.last_seq();
 
     let r = run.start_units(&["a", "b", "c"]);
     assert_eq!(r.len(), 3);
@@ -38,7 +38,7 @@ fn start_units_starts_the_units_not_done_and_leaves_done_ones_alone() {
         }
         other => panic!("c is held back by b: {other:?}"),
     }
-    assert_eq!(run.store().last_seq(), seq_b, "nothing written for a or c");
+    assert_eq!(run.last_seq(), seq_b, "nothing written for a or c");
     let a = run.unit("a").unwrap().unwrap();
     assert_eq!(
         (a.status, a.note.as_str(), a.attempts),
@@ -56,12 +56,12 @@ fn start_units_starts_the_units_not_done_and_leaves_done_ones_alone() {
 
     // The same call again, as a resumed program makes it: nothing refused,
     // nothing written.
-    let last = run.store().last_seq();
+    let last = run.last_seq();
     let again = run.start_units(&["a", "b", "c"]);
     assert!(
         again.iter().all(|r| matches!(r, Ok(Claim::AlreadyDone))),
         "{again:?}"
     );
-    assert_eq!(run.store().last_seq(), last);
+    assert_eq!(run.last_seq(), last);
     assert!(run.start_units::<&str>(&[]).is_empty());
 }

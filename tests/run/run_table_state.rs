@@ -153,7 +153,7 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
 
     // Reopened for writing: replays only the tail over the table.
     let run = runs.open("big").unwrap();
-    assert_eq!(run.store().recovery().records_replayed, 200);
+    assert_eq!(run.recovery().records_replayed, 200);
     assert_eq!(run.doc().unwrap(), want, "reopened");
     // Finalizing done is refused by the counts, listing the open units.
     let err = run.finalize(RunStatus::Done, None).unwrap_err();
@@ -252,7 +252,10 @@ fn a_v1_run_opens_and_its_first_compaction_writes_a_table() {
     drop(run);
     let doc = runs.read("old").unwrap();
     assert_eq!(doc.units.len(), want.units.len() + 1);
-    let integrity = engine::verify(&engine::RealFs, &run_dir).unwrap().integrity;
+    let integrity = engine::Reader::new(&engine::RealFs, &run_dir)
+        .verify()
+        .unwrap()
+        .integrity;
     assert!(integrity.is_clean(), "{integrity:?}");
 }
 
@@ -313,7 +316,8 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
         view.resume_streamed().is_err(),
         "the resume set meets the damage"
     );
-    match engine::verify(&engine::RealFs, &runs.run_dir("dmg").unwrap())
+    match engine::Reader::new(&engine::RealFs, &runs.run_dir("dmg").unwrap())
+        .verify()
         .unwrap()
         .integrity
     {
@@ -335,6 +339,6 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
         .unwrap_err();
     assert!(!err.is_refused(), "damage is not a refusal: {err}");
     assert!(ErrorChain(&err).to_string().contains("block"), "{err}");
-    assert_eq!(run.store().last_seq(), 1);
+    assert_eq!(run.last_seq(), 1);
     assert_eq!(std::fs::read_dir(run.dir()).unwrap().count(), before);
 }

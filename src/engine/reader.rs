@@ -1,0 +1,94 @@
+//! The lock-free reader of a store directory: its state, its verification and
+//! its records, each read without the writer lock and without changing a byte.
+
+use super::error::{Error, Result};
+use super::load::{self, RecoveryReport};
+use super::machine::Machine;
+use super::tag::Key;
+use super::vfs::Vfs;
+use std::path::Path;
+
+/// Reads a store without taking the writer lock and without modifying any
+/// file: its state ([`Reader::state`]), its integrity ([`Reader::verify`]) and
+/// its records ([`Reader::records`], [`Reader::records_after`]).
+///
+/// A keyed store is read with its key ([`Reader::with_key`]): every record's
+/// and the snapshot's tag is checked, a mismatch is [`Error::Tampered`]. An
+/// unkeyed store is read without one; the wrong choice is [`Error::Key`].
+///
+/// ```
+/// # use runlog::engine::Machine;
+/// # use serde::{Deserialize, Serialize};
+/// # struct Sum;
+/// # #[derive(Debug)] struct Zero;
+/// # impl std::fmt::Display for Zero { fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result { f.write_str("zero") } }
+/// # impl std::error::Error for Zero {}
+/// # impl Machine for Sum {
+/// #     type State = u64; type Transition = u64; type Error = Zero;
+/// #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { if *t == 0 { return Err(Zero) } *s += t; Ok(()) }
+/// # }
+/// use runlog::engine::{Options, RealFs, Reader, Store};
+/// let dir = tempfile::tempdir()?;
+/// let writer = Store::<Sum>::open(dir.path(), Options { create: true, ..Options::default() })?;
+/// writer.append(&7)?;
+/// // Beside the live writer: no lock taken, no byte changed.
+/// let (state, report) = Reader::new(&RealFs, dir.path()).state::<Sum>()?;
+/// assert_eq!((state, report.last_seq), (7, 1));
+/// assert!(Reader::new(&RealFs, dir.path()).verify()?.integrity.is_clean());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct Reader<'a> {
+    pub(crate) vfs: &'a dyn Vfs,
+    pub(crate) dir: &'a Path,
+    pub(crate) key: Option<&'a Key>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of the unkeyed store in `dir`, through `vfs`.
+    pub fn new(vfs: &'a dyn Vfs, dir: &'a Path) -> Reader<'a> {
+        Reader {
+            vfs,
+            dir,
+            key: None,
+        }
+    }
+
+    /// The same reader for a keyed store (`Some(key)`) or an unkeyed one
+    /// (`None`).
+    pub fn with_key(self, key: Option<&'a Key>) -> Reader<'a> {
+        Reader { key, ..self }
+    }
+
+    /// The store's state, as a writer's open would recover it, and what
+    /// recovery found.
+    ///
+    /// Sees every transition acknowledged before it started; a torn tail
+    /// (possibly a record being written right now) is ignored and reported,
+    /// not truncated.
+    pub fn state<M: Machine>(&self) -> Result<(M::State, RecoveryReport)> {
+        let (vfs, dir, key) = (self.vfs, self.dir, self.key);
+        super::dir::check_dir(vfs, dir)?;
+        load::with_retries(|| {
+            let mut decode_state = M::decode_snapshot;
+            let mut apply = load::replay_one::<M>;
+            let l = load::load(
+                vfs,
+                dir,
+                load::LoadSpec {
+                    mapped: false,
+                    upto: None,
+                    decode_state: &mut decode_state,
+                    apply: &mut apply,
+                    progress: None,
+                    key,
+                },
+            )?;
+            M::check_state(&l.state).map_err(|reason| Error::Unsupported {
+                path: dir.to_path_buf(),
+                reason,
+            })?;
+            Ok((l.state, l.report))
+        })
+    }
+}
