@@ -440,7 +440,7 @@ fn get_doc(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
         return Err(not_initialized(runs, &id));
     }
     // A damaged unit stops the output part-way: the damage itself is the error.
-    write_streamed(|out| read.view().doc_streamed().write_json(out, !json))?;
+    write_streamed(|out| read.view().write_json(out, !json))?;
     Ok(EXIT_DONE)
 }
 
@@ -466,8 +466,7 @@ fn resume(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     if !read.view().header().is_initialized() {
         return Err(not_initialized(runs, &id));
     }
-    let set = read.view().resume_streamed()?;
-    write_streamed(|out| set.write_json(out, !json))?;
+    write_streamed(|out| read.view().write_resume_json(out, !json))?;
     Ok(EXIT_DONE)
 }
 

@@ -2,9 +2,10 @@
 //! unit counts at once, one unit by lookup, every unit by iteration in name
 //! order. The whole [`RunDoc`] is built only when asked for.
 
-use super::doc::{RunDoc, Unit};
+use super::doc::{RunDoc, Unit, UnitStatus};
 use super::error::{Result, RunError};
 use super::machine::RunKeyed;
+use super::resume::ResumeSet;
 use super::units::UnitCounts;
 use crate::engine::KeyedState;
 
@@ -69,45 +70,77 @@ impl<'a> RunView<'a> {
         self.units_from(None)
     }
 
-    /// The resume set. Reads the units twice, as the iteration goes: once to
-    /// work out what is eligible and what is held back (memory in proportion
-    /// to the units *not* done), once, when serialized, to list the done ones
-    /// (`skip`) one at a time. [`StreamedResume::collect`] builds the whole
-    /// [`ResumeSet`](super::resume::ResumeSet).
-    pub fn resume_streamed(&self) -> Result<StreamedResume<'a>> {
+    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
+    /// only), read as the iteration goes: memory in proportion to the units
+    /// *not* done. For callers that list the done units themselves.
+    pub fn resume_without_skip(&self) -> Result<ResumeSet> {
         let mut rows = Vec::new();
         for u in self.units() {
             let (name, u) = u?;
-            if u.status == super::doc::UnitStatus::Done {
+            if u.status == UnitStatus::Done {
                 continue;
             }
             // Only not-done dependencies matter; one the run does not have is
             // not done (and, absent from the rows, a root).
             let mut open_deps = Vec::new();
             for d in u.depends_on {
-                let done = self
-                    .unit(&d)?
-                    .is_some_and(|x| x.status == super::doc::UnitStatus::Done);
+                let done = self.unit(&d)?.is_some_and(|x| x.status == UnitStatus::Done);
                 if !done {
                     open_deps.push(d);
                 }
             }
             rows.push((name, u.status, open_deps));
         }
-        let open = super::resume::resume_set_from_rows(rows);
-        Ok(StreamedResume { view: *self, open })
+        Ok(super::resume::resume_set_from_rows(rows))
     }
 
     /// The resume set, whole.
-    pub fn resume_set(&self) -> Result<super::resume::ResumeSet> {
-        self.resume_streamed()?.collect()
+    pub fn resume_set(&self) -> Result<ResumeSet> {
+        let mut set = self.resume_without_skip()?;
+        for u in self.units() {
+            let (name, u) = u?;
+            if u.status == UnitStatus::Done {
+                set.skip.push(name);
+            }
+        }
+        Ok(set)
     }
 
-    /// The whole document for printing: serializes exactly as
-    /// [`RunView::to_doc`] would, but reads the units as it writes them, so
-    /// printing a run of any size holds one unit at a time.
-    pub fn doc_streamed(&self) -> StreamedDoc<'a> {
-        StreamedDoc { view: *self }
+    /// Writes the resume set to `w` as JSON (`pretty`: indented): the same
+    /// bytes as serde_json's text of [`RunView::resume_set`], with memory in
+    /// proportion to the units not done. The units are read twice: once to
+    /// work out what is eligible and what is held back, before anything is
+    /// written, and once to list the done ones (`skip`) as they are written.
+    /// Damage met part-way is the error, typed as the read's, with what was
+    /// written so far left in `w`; so is a failed write.
+    pub fn write_resume_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
+        // `eligible` and `dep_blocked` are `ResumeSet`'s own serialization.
+        let open = to_json(&self.resume_without_skip()?, pretty)?;
+        let mut out = Spliced::open(w, &open, "skip", pretty)?;
+        for u in self.units() {
+            let (name, unit) = u?;
+            if unit.status == UnitStatus::Done {
+                out.entry(None, &name)?;
+            }
+        }
+        out.close()
+    }
+
+    /// Writes the whole document to `w` as JSON (`pretty`: indented), one
+    /// unit read at a time, so printing a run of any size holds one unit at
+    /// a time: the same bytes as serde_json's text of [`RunView::to_doc`].
+    /// Damage met part-way is the error, typed as the read's, with what was
+    /// written so far left in `w`; so is a failed write.
+    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
+        // Every field but `units` is `RunDoc`'s own serialization of the header
+        // (whose `units` is empty), so the two cannot drift apart.
+        let header = to_json(self.header(), pretty)?;
+        let mut out = Spliced::open(w, &header, "units", pretty)?;
+        for u in self.units() {
+            let (name, unit) = u?;
+            out.entry(Some(&name), &unit)?;
+        }
+        out.close()
     }
 
     /// The whole document, units included: memory in proportion to the run.
@@ -150,79 +183,6 @@ impl RunRead {
     /// (`snapshot_fallbacks`, loud by design), the base it used, a torn tail.
     pub fn recovery(&self) -> &crate::engine::RecoveryReport {
         &self.recovery
-    }
-}
-
-/// A run document serialized with its units read as they are written
-/// ([`RunView::doc_streamed`]).
-#[derive(Debug, Clone, Copy)]
-pub struct StreamedDoc<'a> {
-    view: RunView<'a>,
-}
-
-impl StreamedDoc<'_> {
-    /// Writes the document to `w` as JSON (`pretty`: indented), one unit read
-    /// at a time: the same bytes as serializing the whole [`RunDoc`] with
-    /// serde_json (`to_writer_pretty` or `to_writer`). Damage met part-way is
-    /// the error, typed as the read's, with what was written so far left in
-    /// `w`; so is a failed write.
-    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
-        // Every field but `units` is `RunDoc`'s own serialization of the header
-        // (whose `units` is empty), so the two cannot drift apart.
-        let header = to_json(self.view.header(), pretty)?;
-        let mut out = Spliced::open(w, &header, "units", pretty)?;
-        for u in self.view.units() {
-            let (name, unit) = u?;
-            out.entry(Some(&name), &unit)?;
-        }
-        out.close()
-    }
-}
-
-/// A resume set whose `skip` list is read from the run as it is written
-/// ([`RunView::resume_streamed`]).
-#[derive(Debug)]
-pub struct StreamedResume<'a> {
-    view: RunView<'a>,
-    /// Computed over the units not done: `skip` is empty here.
-    open: super::resume::ResumeSet,
-}
-
-impl StreamedResume<'_> {
-    /// The whole resume set, `skip` included.
-    pub fn collect(self) -> Result<super::resume::ResumeSet> {
-        let mut set = self.open;
-        for u in self.view.units() {
-            let (name, u) = u?;
-            if u.status == super::doc::UnitStatus::Done {
-                set.skip.push(name);
-            }
-        }
-        Ok(set)
-    }
-
-    /// Writes the resume set to `w` as JSON (`pretty`: indented), the done
-    /// units read as they are written: the same bytes as serializing the
-    /// whole [`ResumeSet`](super::resume::ResumeSet) with serde_json. Damage
-    /// met part-way is the error, typed as the read's; so is a failed write.
-    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
-        // `eligible` and `dep_blocked` are `ResumeSet`'s own serialization.
-        let open = to_json(&self.open, pretty)?;
-        let mut out = Spliced::open(w, &open, "skip", pretty)?;
-        for u in self.view.units() {
-            let (name, unit) = u?;
-            if unit.status == super::doc::UnitStatus::Done {
-                out.entry(None, &name)?;
-            }
-        }
-        out.close()
-    }
-
-    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
-    /// only): memory in proportion to the units not done. For callers that
-    /// list the done units themselves, as they go.
-    pub fn without_skip(self) -> super::resume::ResumeSet {
-        self.open
     }
 }
 

@@ -158,21 +158,23 @@ fn assert_streamed_as_whole(view: &runlog::run::RunView<'_>, want: &RunDoc) {
     let set = runlog::run::resume_set(&want.units);
     for pretty in [false, true] {
         let mut doc = Vec::new();
-        view.doc_streamed().write_json(&mut doc, pretty).unwrap();
+        view.write_json(&mut doc, pretty).unwrap();
         assert_eq!(
             String::from_utf8(doc).unwrap(),
             whole(want, pretty),
             "the streamed document prints as the whole one (pretty: {pretty})"
         );
         let mut resume = Vec::new();
-        let streamed = view.resume_streamed().unwrap();
-        streamed.write_json(&mut resume, pretty).unwrap();
+        view.write_resume_json(&mut resume, pretty).unwrap();
         assert_eq!(
             String::from_utf8(resume).unwrap(),
             whole(&set, pretty),
             "the streamed resume set prints as the whole one (pretty: {pretty})"
         );
-        assert_eq!(streamed.collect().unwrap(), set);
+        assert_eq!(view.resume_set().unwrap(), set);
+        let mut open = set.clone();
+        open.skip.clear();
+        assert_eq!(view.resume_without_skip().unwrap(), open);
     }
 }
 
@@ -375,7 +377,7 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
     // Printed streamed, the damage is the write's error, typed as the read's
     // (not serde's text), and what came before it is written.
     let mut out = Vec::new();
-    let err = view.doc_streamed().write_json(&mut out, false).unwrap_err();
+    let err = view.write_json(&mut out, false).unwrap_err();
     assert!(
         matches!(&err, runlog::run::RunError::Engine { source, .. } if source.is_corrupt()),
         "{err:?}"
@@ -386,7 +388,7 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
         String::from_utf8_lossy(&out)
     );
     assert!(
-        view.resume_streamed().is_err(),
+        view.write_resume_json(&mut Vec::new(), false).is_err(),
         "the resume set meets the damage"
     );
     match engine::Reader::new(&engine::RealFs, &runs.run_dir("dmg").unwrap())
