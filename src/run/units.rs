@@ -43,7 +43,7 @@ impl UnitCounts {
     }
 
     /// Moves one unit from `from` (`None`: new) to `to`.
-    pub fn moved(&mut self, from: Option<UnitStatus>, to: UnitStatus) {
+    pub(crate) fn moved(&mut self, from: Option<UnitStatus>, to: UnitStatus) {
         if let Some(f) = from {
             let n = self.slot(f);
             *n = n.saturating_sub(1);
