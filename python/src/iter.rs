@@ -297,12 +297,7 @@ impl ResumeSet {
 pub fn resume(py: Python<'_>, source: Source) -> PyResult<ResumeSet> {
     let s = source.clone();
     let (set, done) = py
-        .detach(move || {
-            s.with_view(|v| {
-                v.resume_streamed()
-                    .map(|r| (r.without_skip(), v.counts().done))
-            })
-        })?
+        .detach(move || s.with_view(|v| v.resume_without_skip().map(|r| (r, v.counts().done))))?
         .py_err()?;
     Ok(ResumeSet {
         eligible: Py::new(

@@ -413,15 +413,9 @@ fn finalize(
 
 /// `archive restore`: an archived run back under its id.
 fn archive_restore(runs: &Runs, json: bool, name: &str) -> Result<u8, RunError> {
-    let plain = std::path::Path::new(name).file_name() == Some(std::ffi::OsStr::new(name));
-    let listed = plain && runs.root().join("archive").join(name).is_dir();
-    let id = runs.restore_archived(name).map_err(|e| match e {
-        // A name that is not an archived run's: say where the names are listed.
-        RunError::Invalid(why) if !listed => {
-            RunError::Invalid(format!("{why} (see `runlog archive list`)"))
-        }
-        e => e,
-    })?;
+    // A name that is no archived run's is `RunError::NotArchived`, which
+    // `report` follows with where the names are listed.
+    let id = runs.restore_archived(name)?;
     if json {
         print_json(&json!({ "id": id, "restoredFrom": name }), true)?;
     } else {
@@ -440,7 +434,7 @@ fn get_doc(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
         return Err(not_initialized(runs, &id));
     }
     // A damaged unit stops the output part-way: the damage itself is the error.
-    write_streamed(|out| read.view().doc_streamed().write_json(out, !json))?;
+    write_streamed(|out| read.view().write_json(out, !json))?;
     Ok(EXIT_DONE)
 }
 
@@ -466,8 +460,7 @@ fn resume(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     if !read.view().header().is_initialized() {
         return Err(not_initialized(runs, &id));
     }
-    let set = read.view().resume_streamed()?;
-    write_streamed(|out| set.write_json(out, !json))?;
+    write_streamed(|out| read.view().write_resume_json(out, !json))?;
     Ok(EXIT_DONE)
 }
 

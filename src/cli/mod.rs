@@ -82,6 +82,7 @@ pub fn report(e: &RunError) -> String {
             source: engine::Error::Key { .. },
             ..
         } => format!("{chain}; the key is read from --key-file FILE or ${ENV_KEY_FILE}"),
+        RunError::NotArchived { .. } => format!("{chain} (see `runlog archive list`)"),
         RunError::Refused {
             id,
             source: RuleError::UnknownBudget { name },

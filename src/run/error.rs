@@ -21,6 +21,15 @@ pub enum RunError {
         /// The runs root searched.
         root: PathBuf,
     },
+    /// No archived run has this name (`Runs::restore_archived`): none is
+    /// under `archive/` by that name, or the name is not one an archived run
+    /// can have (`<id>.<timestamp>`, no path). Nothing was read or written.
+    NotArchived {
+        /// The name asked for.
+        name: String,
+        /// The directory archived runs are kept in.
+        archive: PathBuf,
+    },
     /// A prefix matches several runs.
     Ambiguous {
         /// The prefix.
@@ -143,6 +152,7 @@ impl RunError {
         match self {
             RunError::Invalid(_)
             | RunError::NotFound { .. }
+            | RunError::NotArchived { .. }
             | RunError::Ambiguous { .. }
             | RunError::Refused { .. } => true,
             // A keyed store asked for without its key (or the reverse): the
@@ -173,6 +183,15 @@ impl fmt::Display for RunError {
             RunError::NotFound { id, root } => {
                 write!(f, "refused: no run {id:?} under {}", root.display())
             }
+            RunError::NotArchived { name, .. } if !super::id::is_archive_name(name) => write!(
+                f,
+                "refused: {name:?} is not the name of an archived run (an archived run is named <id>.<timestamp>)"
+            ),
+            RunError::NotArchived { name, archive } => write!(
+                f,
+                "refused: no archived run {name:?} under {}",
+                archive.display()
+            ),
             RunError::Ambiguous { prefix, matches } => write!(
                 f,
                 "refused: {prefix:?} matches several runs ({}); give more of the id",

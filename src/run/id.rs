@@ -36,3 +36,14 @@ pub fn check_run_id(id: &str) -> std::result::Result<(), String> {
     }
     Ok(())
 }
+
+/// True when `name` can be the name of a directory under `archive/`: one
+/// plain path step.
+pub(crate) fn is_archive_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name.len() <= MAX_RUN_ID_BYTES + 64
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0'])
+}

@@ -1,33 +1,36 @@
 //! The run's two state machines over the same rules (`transition.rs`): the
-//! whole document ([`RunMachine`], the reference model) and the store's
-//! header plus a table of units ([`RunKeyed`]).
+//! store's header plus a table of units ([`RunKeyed`]) and, under the `sim`
+//! test feature, the whole document (`RunMachine`, the reference model).
 
 use super::doc::RunDoc;
 use super::record::UnitRecord;
 use super::rule_error::RuleError;
 use super::transition::{Transition, rules};
-use super::units::{MapUnits, RunHeader, TableUnits, UnitCounts};
-use crate::engine::{ApplyError, Codec, Error, KeyedMachine, KeyedState, Machine, WholeState};
+use super::units::{RunHeader, TableUnits, UnitCounts};
+use crate::engine::{ApplyError, Codec, KeyedMachine, KeyedState, WholeState};
 
 /// The run state machine over a whole [`RunDoc`]: the reference model of the
 /// rules (property tests and fuzzing compare against it). Stores use
-/// `RunKeyed`, the same rules over a table of units.
+/// `RunKeyed`, the same rules over a table of units. Test support under the
+/// `sim` feature, not part of the API.
+#[cfg(feature = "sim")]
 #[derive(Debug, Clone, Copy)]
 pub struct RunMachine;
 
-impl Machine for RunMachine {
+#[cfg(feature = "sim")]
+impl crate::engine::Machine for RunMachine {
     type State = RunDoc;
     type Transition = Transition;
     type Error = ApplyError<RuleError>;
 
     fn apply(doc: &mut RunDoc, t: &Transition) -> Result<(), ApplyError<RuleError>> {
         let mut units = std::mem::take(&mut doc.units);
-        let r = rules(doc, &mut MapUnits(&mut units), t);
+        let r = rules(doc, &mut super::units::MapUnits(&mut units), t);
         doc.units = units;
         r
     }
 
-    fn failure(e: ApplyError<RuleError>) -> Error {
+    fn failure(e: ApplyError<RuleError>) -> crate::engine::Error {
         e.into_store_error()
     }
 }

@@ -1,6 +1,6 @@
-//! The run model: a run is a state machine ([`RunMachine`]) stored in one engine
-//! store per run directory, under a runs root ([`Runs`]). It uses the engine only
-//! through its public API.
+//! The run model: a run is a state machine (its [`Change`]s applied by the
+//! run's rules) stored in one engine store per run directory, under a runs
+//! root ([`Runs`]). It uses the engine only through its public API.
 //!
 //! ```no_run
 //! use runlog::run::{Runs, InitSpec, UnitStatus};
@@ -50,6 +50,8 @@ pub use error::{Result, RunError};
 pub use follow::UnitsChanged;
 pub use handle::{Claim, Run};
 pub use json::Json;
+#[cfg(feature = "sim")]
+#[doc(hidden)]
 pub use machine::RunMachine;
 sim_pub_use!(machine::RunKeyed);
 pub use open::{Started, Warning};
@@ -65,4 +67,4 @@ sim_pub_use!(runs::{ARCHIVE_SUBDIR, RUN_DELTA_BYTES, RUNS_SUBDIR});
 pub use transition::{BudgetSpec, Change, InitSpec, Transition};
 pub use units::UnitCounts;
 sim_pub_use!(units::RunHeader);
-pub use view::{RunRead, RunView, StreamedDoc, StreamedResume};
+pub use view::{RunRead, RunView};

@@ -8,7 +8,7 @@
 use super::clock::{Clock, SystemClock, parse_rfc3339};
 use super::doc::{RunDoc, RunStatus, Unit};
 use super::error::{Result, RunError};
-use super::id::{MAX_RUN_ID_BYTES, check_run_id};
+use super::id::{check_run_id, is_archive_name};
 use super::machine::RunKeyed;
 use super::view::RunRead;
 use crate::engine::{self, Codec, Key, Keyed, RealFs, SyncPolicy, Vfs};
@@ -433,7 +433,13 @@ impl Runs {
     }
 
     fn read_archived(&self, name: &str) -> Result<RunRead> {
-        check_archive_name(name)?;
+        let not_archived = || RunError::NotArchived {
+            name: name.to_string(),
+            archive: self.root.join(ARCHIVE_SUBDIR),
+        };
+        if !is_archive_name(name) {
+            return Err(not_archived());
+        }
         let dir = self.root.join(ARCHIVE_SUBDIR).join(name);
         match engine::Reader::new(self.vfs.as_ref(), &dir)
             .with_key(self.key())
@@ -447,10 +453,7 @@ impl Runs {
                     recovery,
                 })
             }
-            Err(engine::Error::NotFound { .. }) => Err(RunError::Invalid(format!(
-                "no archived run {name:?} under {}",
-                self.root.join(ARCHIVE_SUBDIR).display()
-            ))),
+            Err(engine::Error::NotFound { .. }) => Err(not_archived()),
             Err(e) => Err(RunError::engine(name, e)),
         }
     }
@@ -757,23 +760,6 @@ fn io_error(op: &'static str, path: &Path, e: engine::Error) -> RunError {
 /// The prefix of an archived run `gc` is deleting (hidden: no archive name
 /// starts with a dot, as no run id does).
 const REMOVING_PREFIX: &str = ".removing.";
-
-/// Checks the name of a directory under `archive/`: one plain path step.
-fn check_archive_name(name: &str) -> Result<()> {
-    let plain = !name.is_empty()
-        && !name.starts_with('.')
-        && name.len() <= MAX_RUN_ID_BYTES + 64
-        && name != "."
-        && name != ".."
-        && !name.contains(['/', '\\', '\0']);
-    if plain {
-        Ok(())
-    } else {
-        Err(RunError::Invalid(format!(
-            "{name:?} is not the name of an archived run (an archived run is named <id>.<timestamp>)"
-        )))
-    }
-}
 
 /// When a run compacts by itself: once the log since the last snapshot passes
 /// 4 MiB and a tenth of that snapshot. Every process that opens the run

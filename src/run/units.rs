@@ -43,7 +43,7 @@ impl UnitCounts {
     }
 
     /// Moves one unit from `from` (`None`: new) to `to`.
-    pub fn moved(&mut self, from: Option<UnitStatus>, to: UnitStatus) {
+    pub(crate) fn moved(&mut self, from: Option<UnitStatus>, to: UnitStatus) {
         if let Some(f) = from {
             let n = self.slot(f);
             *n = n.saturating_sub(1);
@@ -98,9 +98,11 @@ pub(crate) trait Units {
     fn open_units(&self) -> Result<BTreeMap<String, UnitStatus>, Fail>;
 }
 
-/// The units of a whole [`RunDoc`].
+/// The units of a whole [`RunDoc`] (the reference model's, under `sim`).
+#[cfg(feature = "sim")]
 pub(crate) struct MapUnits<'a>(pub &'a mut BTreeMap<String, Unit>);
 
+#[cfg(feature = "sim")]
 impl Units for MapUnits<'_> {
     fn unit(&self, name: &str) -> Result<Option<UnitRecord>, Fail> {
         self.0
@@ -136,6 +138,7 @@ pub(crate) struct TableUnits<'a, M: KeyedMachine<Value = UnitRecord>> {
 }
 
 /// A unit of a document whose timestamps do not parse, named.
+#[cfg(feature = "sim")]
 fn in_unit(name: &str, e: RuleError) -> RuleError {
     match e {
         RuleError::Invalid(m) => RuleError::Invalid(format!("unit {name:?}: {m}")),

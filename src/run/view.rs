@@ -2,9 +2,10 @@
 //! unit counts at once, one unit by lookup, every unit by iteration in name
 //! order. The whole [`RunDoc`] is built only when asked for.
 
-use super::doc::{RunDoc, Unit};
+use super::doc::{RunDoc, Unit, UnitStatus};
 use super::error::{Result, RunError};
 use super::machine::RunKeyed;
+use super::resume::ResumeSet;
 use super::units::UnitCounts;
 use crate::engine::KeyedState;
 
@@ -69,52 +70,77 @@ impl<'a> RunView<'a> {
         self.units_from(None)
     }
 
-    /// The resume set. Reads the units twice, as the iteration goes: once to
-    /// work out what is eligible and what is held back (memory in proportion
-    /// to the units *not* done), once, when serialized, to list the done ones
-    /// (`skip`) one at a time. [`StreamedResume::collect`] builds the whole
-    /// [`ResumeSet`](super::resume::ResumeSet).
-    pub fn resume_streamed(&self) -> Result<StreamedResume<'a>> {
+    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
+    /// only), read as the iteration goes: memory in proportion to the units
+    /// *not* done. For callers that list the done units themselves.
+    pub fn resume_without_skip(&self) -> Result<ResumeSet> {
         let mut rows = Vec::new();
         for u in self.units() {
             let (name, u) = u?;
-            if u.status == super::doc::UnitStatus::Done {
+            if u.status == UnitStatus::Done {
                 continue;
             }
             // Only not-done dependencies matter; one the run does not have is
             // not done (and, absent from the rows, a root).
             let mut open_deps = Vec::new();
             for d in u.depends_on {
-                let done = self
-                    .unit(&d)?
-                    .is_some_and(|x| x.status == super::doc::UnitStatus::Done);
+                let done = self.unit(&d)?.is_some_and(|x| x.status == UnitStatus::Done);
                 if !done {
                     open_deps.push(d);
                 }
             }
             rows.push((name, u.status, open_deps));
         }
-        let open = super::resume::resume_set_from_rows(rows);
-        Ok(StreamedResume {
-            view: *self,
-            open,
-            damage: std::cell::RefCell::new(None),
-        })
+        Ok(super::resume::resume_set_from_rows(rows))
     }
 
     /// The resume set, whole.
-    pub fn resume_set(&self) -> Result<super::resume::ResumeSet> {
-        self.resume_streamed()?.collect()
+    pub fn resume_set(&self) -> Result<ResumeSet> {
+        let mut set = self.resume_without_skip()?;
+        for u in self.units() {
+            let (name, u) = u?;
+            if u.status == UnitStatus::Done {
+                set.skip.push(name);
+            }
+        }
+        Ok(set)
     }
 
-    /// The whole document for printing: serializes exactly as
-    /// [`RunView::to_doc`] would, but reads the units as it writes them, so
-    /// printing a run of any size holds one unit at a time.
-    pub fn doc_streamed(&self) -> StreamedDoc<'a> {
-        StreamedDoc {
-            view: *self,
-            damage: std::cell::RefCell::new(None),
+    /// Writes the resume set to `w` as JSON (`pretty`: indented): the same
+    /// bytes as serde_json's text of [`RunView::resume_set`], with memory in
+    /// proportion to the units not done. The units are read twice: once to
+    /// work out what is eligible and what is held back, before anything is
+    /// written, and once to list the done ones (`skip`) as they are written.
+    /// Damage met part-way is the error, typed as the read's, with what was
+    /// written so far left in `w`; so is a failed write.
+    pub fn write_resume_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
+        // `eligible` and `dep_blocked` are `ResumeSet`'s own serialization.
+        let open = to_json(&self.resume_without_skip()?, pretty)?;
+        let mut out = Spliced::open(w, &open, "skip", pretty)?;
+        for u in self.units() {
+            let (name, unit) = u?;
+            if unit.status == UnitStatus::Done {
+                out.entry(None, &name)?;
+            }
         }
+        out.close()
+    }
+
+    /// Writes the whole document to `w` as JSON (`pretty`: indented), one
+    /// unit read at a time, so printing a run of any size holds one unit at
+    /// a time: the same bytes as serde_json's text of [`RunView::to_doc`].
+    /// Damage met part-way is the error, typed as the read's, with what was
+    /// written so far left in `w`; so is a failed write.
+    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
+        // Every field but `units` is `RunDoc`'s own serialization of the header
+        // (whose `units` is empty), so the two cannot drift apart.
+        let header = to_json(self.header(), pretty)?;
+        let mut out = Spliced::open(w, &header, "units", pretty)?;
+        for u in self.units() {
+            let (name, unit) = u?;
+            out.entry(Some(&name), &unit)?;
+        }
+        out.close()
     }
 
     /// The whole document, units included: memory in proportion to the run.
@@ -160,161 +186,139 @@ impl RunRead {
     }
 }
 
-/// A run document serialized with its units read as they are written
-/// ([`RunView::doc_streamed`]).
-pub struct StreamedDoc<'a> {
-    view: RunView<'a>,
-    damage: std::cell::RefCell<Option<RunError>>,
+/// `value` as serde_json writes it (`pretty`: `to_writer_pretty`).
+fn to_json(value: &impl serde::Serialize, pretty: bool) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    append_json(&mut buf, value, pretty)?;
+    Ok(buf)
 }
 
-impl StreamedDoc<'_> {
-    /// Writes the document to `w` as JSON (`pretty`: indented), one unit read
-    /// at a time. Damage met part-way is the error, typed as the read's, with
-    /// what was written so far left in `w`; so is a failed write.
-    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
-        write_streamed(self, &self.damage, w, pretty)
-    }
-}
-
-/// Serializes a streamed view to `w`; the damage its serializer met (kept in
-/// `damage`, since serde's errors carry text only) comes back as itself.
-fn write_streamed<T: serde::Serialize>(
-    value: &T,
-    damage: &std::cell::RefCell<Option<RunError>>,
-    w: impl std::io::Write,
-    pretty: bool,
-) -> Result<()> {
-    let r = if pretty {
-        serde_json::to_writer_pretty(w, value)
+/// Appends `value` as serde_json writes it to `buf`.
+fn append_json(buf: &mut Vec<u8>, value: &impl serde::Serialize, pretty: bool) -> Result<()> {
+    if pretty {
+        serde_json::to_writer_pretty(buf, value)
     } else {
-        serde_json::to_writer(w, value)
-    };
-    match (r, damage.borrow_mut().take()) {
-        (_, Some(e)) => Err(e),
-        (Ok(()), None) => Ok(()),
-        (Err(e), None) if e.is_io() => Err(RunError::io("write JSON", "-", e.into())),
-        (Err(e), None) => Err(RunError::Invalid(format!("cannot write JSON: {e}"))),
+        serde_json::to_writer(buf, value)
     }
+    .map_err(|e| RunError::Invalid(format!("cannot write JSON: {e}")))
 }
 
-impl serde::Serialize for StreamedDoc<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeStruct};
-        struct Units<'a, 'b>(&'b StreamedDoc<'a>);
-        impl serde::Serialize for Units<'_, '_> {
-            fn serialize<S: serde::Serializer>(
-                &self,
-                s: S,
-            ) -> std::result::Result<S::Ok, S::Error> {
-                let view = self.0.view;
-                let mut m = s.serialize_map(Some(view.counts().total() as usize))?;
-                for u in view.units() {
-                    let (n, u) = match u {
-                        Ok(x) => x,
-                        Err(e) => {
-                            let msg = crate::engine::ErrorChain(&e).to_string();
-                            *self.0.damage.borrow_mut() = Some(e);
-                            return Err(serde::ser::Error::custom(msg));
-                        }
-                    };
-                    m.serialize_entry(&n, &u)?;
-                }
-                m.end()
-            }
+/// A write to the output, failed.
+fn write_err(e: std::io::Error) -> RunError {
+    RunError::io("write JSON", "-", e)
+}
+
+/// JSON text as serde_json writes it, with one top-level field's entries
+/// written one at a time: the rest of the value is serialized beforehand with
+/// that field empty (`{}` or `[]`), and the entries go in between its brackets,
+/// indented as serde_json's pretty printer would at that depth.
+struct Spliced<'h, W: std::io::Write> {
+    w: W,
+    /// The serialized value from the field's closing bracket on.
+    rest: &'h [u8],
+    pretty: bool,
+    entries: u64,
+    /// One entry's text.
+    buf: Vec<u8>,
+}
+
+/// How a top-level field's entries are indented (serde_json's two spaces a level).
+const ENTRY_INDENT: &[u8] = b"\n    ";
+/// How the field's closing bracket is.
+const CLOSE_INDENT: &[u8] = b"\n  ";
+
+impl<'h, W: std::io::Write> Spliced<'h, W> {
+    /// Writes `text` up to and with the opening bracket of its top-level field
+    /// `key`, whose value must be empty.
+    fn open(mut w: W, text: &'h [u8], key: &str, pretty: bool) -> Result<Self> {
+        let at = top_level_value(text, key)
+            .filter(|&at| matches!(text.get(at..at + 2), Some(b"{}" | b"[]")))
+            .ok_or_else(|| {
+                RunError::Invalid(format!("cannot write JSON: no empty field {key:?} to fill"))
+            })?;
+        w.write_all(&text[..=at]).map_err(write_err)?;
+        Ok(Spliced {
+            w,
+            rest: &text[at + 1..],
+            pretty,
+            entries: 0,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Writes one entry: `key: value` in an object, `value` in an array.
+    fn entry(&mut self, key: Option<&str>, value: &impl serde::Serialize) -> Result<()> {
+        self.buf.clear();
+        if self.entries > 0 {
+            self.buf.push(b',');
         }
-        // The fields of `RunDoc`, in its order (a test compares the two).
-        let d = self.view.header();
-        let mut st = s.serialize_struct("RunDoc", 18)?;
-        st.serialize_field("schemaVersion", &d.schema_version)?;
-        st.serialize_field("id", &d.id)?;
-        st.serialize_field("task", &d.task)?;
-        st.serialize_field("status", &d.status)?;
-        st.serialize_field("createdAt", &d.created_at)?;
-        st.serialize_field("updatedAt", &d.updated_at)?;
-        st.serialize_field("finishedAt", &d.finished_at)?;
-        st.serialize_field("result", &d.result)?;
-        st.serialize_field("units", &Units(self))?;
-        st.serialize_field("phases", &d.phases)?;
-        st.serialize_field("openItems", &d.open_items)?;
-        st.serialize_field("resolvedItems", &d.resolved_items)?;
-        st.serialize_field("nextItem", &d.next_item)?;
-        st.serialize_field("launch", &d.launch)?;
-        st.serialize_field("fingerprint", &d.fingerprint)?;
-        st.serialize_field("budgets", &d.budgets)?;
-        st.serialize_field("openAtFinish", &d.open_at_finish)?;
-        st.serialize_field("checkpoint", &d.checkpoint)?;
-        st.end()
-    }
-}
-
-/// A resume set whose `skip` list is read from the run as it is serialized
-/// ([`RunView::resume_streamed`]).
-pub struct StreamedResume<'a> {
-    view: RunView<'a>,
-    /// Computed over the units not done: `skip` is empty here.
-    open: super::resume::ResumeSet,
-    damage: std::cell::RefCell<Option<RunError>>,
-}
-
-impl StreamedResume<'_> {
-    /// The whole resume set, `skip` included.
-    pub fn collect(self) -> Result<super::resume::ResumeSet> {
-        let mut set = self.open;
-        for u in self.view.units() {
-            let (name, u) = u?;
-            if u.status == super::doc::UnitStatus::Done {
-                set.skip.push(name);
-            }
+        if self.pretty {
+            self.buf.extend_from_slice(ENTRY_INDENT);
         }
-        Ok(set)
+        if let Some(key) = key {
+            append_json(&mut self.buf, &key, false)?;
+            self.buf
+                .extend_from_slice(if self.pretty { b": " } else { b":" });
+        }
+        let start = self.buf.len();
+        append_json(&mut self.buf, value, self.pretty)?;
+        self.entries += 1;
+        if !self.pretty || !self.buf[start..].contains(&b'\n') {
+            return self.w.write_all(&self.buf).map_err(write_err);
+        }
+        // Pretty and on several lines: each of its lines one entry deeper.
+        // serde_json escapes a newline in a string, so every one here is
+        // the pretty printer's.
+        let (head, value) = self.buf.split_at(start);
+        self.w.write_all(head).map_err(write_err)?;
+        for (i, line) in value.split(|&b| b == b'\n').enumerate() {
+            if i > 0 {
+                self.w.write_all(ENTRY_INDENT).map_err(write_err)?;
+            }
+            self.w.write_all(line).map_err(write_err)?;
+        }
+        Ok(())
     }
 
-    /// Writes the resume set to `w` as JSON (`pretty`: indented), the done
-    /// units read as they are written. Damage met part-way is the error, typed
-    /// as the read's; so is a failed write.
-    pub fn write_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
-        write_streamed(self, &self.damage, w, pretty)
-    }
-
-    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
-    /// only): memory in proportion to the units not done. For callers that
-    /// list the done units themselves, as they go.
-    pub fn without_skip(self) -> super::resume::ResumeSet {
-        self.open
+    /// Closes the field and writes the rest of the value.
+    fn close(mut self) -> Result<()> {
+        if self.pretty && self.entries > 0 {
+            self.w.write_all(CLOSE_INDENT).map_err(write_err)?;
+        }
+        self.w.write_all(self.rest).map_err(write_err)
     }
 }
 
-impl serde::Serialize for StreamedResume<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeSeq, SerializeStruct};
-        struct Skip<'a, 'b>(&'b StreamedResume<'a>);
-        impl serde::Serialize for Skip<'_, '_> {
-            fn serialize<S: serde::Serializer>(
-                &self,
-                s: S,
-            ) -> std::result::Result<S::Ok, S::Error> {
-                let mut seq = s.serialize_seq(Some(self.0.view.counts().done as usize))?;
-                for u in self.0.view.units() {
-                    match u {
-                        Ok((name, u)) if u.status == super::doc::UnitStatus::Done => {
-                            seq.serialize_element(&name)?
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            let msg = crate::engine::ErrorChain(&e).to_string();
-                            *self.0.damage.borrow_mut() = Some(e);
-                            return Err(serde::ser::Error::custom(msg));
-                        }
-                    }
-                }
-                seq.end()
+/// Where the value of the top-level field `key` starts in the JSON object
+/// `text` (compact or pretty), skipping strings and nested values.
+fn top_level_value(text: &[u8], key: &str) -> Option<usize> {
+    let quoted = format!("\"{key}\":");
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for (i, &c) in text.iter().enumerate() {
+        if in_str {
+            match (esc, c) {
+                (true, _) => esc = false,
+                (false, b'\\') => esc = true,
+                (false, b'"') => in_str = false,
+                _ => {}
             }
+            continue;
         }
-        // The fields of `ResumeSet`, in its order (a test compares the two).
-        let mut st = s.serialize_struct("ResumeSet", 3)?;
-        st.serialize_field("skip", &Skip(self))?;
-        st.serialize_field("eligible", &self.open.eligible)?;
-        st.serialize_field("dep_blocked", &self.open.dep_blocked)?;
-        st.end()
+        match c {
+            // Only a key is followed by `:`.
+            b'"' if depth == 1 && text[i..].starts_with(quoted.as_bytes()) => {
+                let at = i + quoted.len();
+                return Some(if text.get(at) == Some(&b' ') {
+                    at + 1
+                } else {
+                    at
+                });
+            }
+            b'"' => in_str = true,
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
     }
+    None
 }

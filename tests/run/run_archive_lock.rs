@@ -104,3 +104,27 @@ fn a_removal_cut_short_is_never_listed_or_restored_and_the_next_gc_finishes_it()
     runs.gc(7).unwrap();
     assert!(!doomed.exists(), "gc finishes the removal");
 }
+
+#[test]
+fn a_name_no_archived_run_has_is_refused_typed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (runs, _clock, archived) = archived_job(tmp.path());
+    let archive = archived.parent().unwrap();
+    for (name, says) in [
+        ("nope.1", "no archived run \"nope.1\" under"),
+        ("..", "\"..\" is not the name of an archived run"),
+        ("a/b", "\"a/b\" is not the name of an archived run"),
+    ] {
+        let e = runs.restore_archived(name).unwrap_err();
+        assert!(
+            matches!(&e, RunError::NotArchived { name: n, archive: a } if n == name && a == archive),
+            "{e:?}"
+        );
+        assert!(e.is_refused(), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("refused: {says}")),
+            "{e}"
+        );
+    }
+    assert!(archived.is_dir(), "nothing was moved");
+}

@@ -136,15 +136,7 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
     );
     assert_eq!(view.unit("absent").unwrap(), None);
     // Streamed printing is byte-for-byte the whole document's.
-    assert_eq!(
-        serde_json::to_string(&view.doc_streamed()).unwrap(),
-        serde_json::to_string(&want).unwrap()
-    );
-    assert_eq!(
-        serde_json::to_string(&view.resume_streamed().unwrap()).unwrap(),
-        serde_json::to_string(&runlog::run::resume_set(&want.units)).unwrap(),
-        "the streamed resume set prints as the whole one"
-    );
+    assert_streamed_as_whole(&view, &want);
     let from: Vec<String> = view
         .units_from(Some(&name(n - 3)))
         .map(|u| u.unwrap().0)
@@ -158,6 +150,89 @@ fn a_table_backed_run_equals_the_reference_at_every_step() {
     // Finalizing done is refused by the counts, listing the open units.
     let err = run.finalize(RunStatus::Done, None).unwrap_err();
     assert!(ErrorChain(&err).to_string().contains("not done"), "{err}");
+}
+
+/// Printed streamed, compact and pretty, the document and the resume set are
+/// byte for byte serde_json's text of the whole ones.
+fn assert_streamed_as_whole(view: &runlog::run::RunView<'_>, want: &RunDoc) {
+    let set = runlog::run::resume_set(&want.units);
+    for pretty in [false, true] {
+        let mut doc = Vec::new();
+        view.write_json(&mut doc, pretty).unwrap();
+        assert_eq!(
+            String::from_utf8(doc).unwrap(),
+            whole(want, pretty),
+            "the streamed document prints as the whole one (pretty: {pretty})"
+        );
+        let mut resume = Vec::new();
+        view.write_resume_json(&mut resume, pretty).unwrap();
+        assert_eq!(
+            String::from_utf8(resume).unwrap(),
+            whole(&set, pretty),
+            "the streamed resume set prints as the whole one (pretty: {pretty})"
+        );
+        assert_eq!(view.resume_set().unwrap(), set);
+        let mut open = set.clone();
+        open.skip.clear();
+        assert_eq!(view.resume_without_skip().unwrap(), open);
+    }
+}
+
+/// serde_json's text of a value, compact or pretty.
+fn whole(value: &impl serde::Serialize, pretty: bool) -> String {
+    if pretty {
+        serde_json::to_string_pretty(value).unwrap()
+    } else {
+        serde_json::to_string(value).unwrap()
+    }
+}
+
+#[test]
+fn every_field_prints_streamed_as_the_whole_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::at_millis(T0));
+    let runs = runs(dir.path(), &clock);
+    // No units yet: the streamed fields stay `{}` and `[]`.
+    let run = runs
+        .init(InitSpec {
+            id: "fields".into(),
+            task: "every field, \"quoted\"\nover two lines".into(),
+            ..InitSpec::default()
+        })
+        .unwrap();
+    let check = |run: &runlog::run::Run| {
+        let want = run.doc().unwrap();
+        run.read(|view| assert_streamed_as_whole(view, &want));
+        let read = runs.read_run("fields").unwrap();
+        assert_streamed_as_whole(&read.view(), &want);
+    };
+    check(&run);
+    // Keys named as the streamed fields, nested, and strings that spell them.
+    run.add_items(vec![
+        serde_json::json!({"units": {}, "skip": [], "x": "\"units\":{}"}),
+        serde_json::json!(["units", {"units": {"a": [1, {"skip": []}]}}]),
+    ])
+    .unwrap();
+    run.set_phase("units", runlog::run::PhaseStatus::Running)
+        .unwrap();
+    run.declare_budget("skip", Some(2.5), "me").unwrap();
+    run.spend("skip", 1.0).unwrap();
+    check(&run);
+    for (i, u) in ["b", "a", "units", "skip", "c\"d é"].iter().enumerate() {
+        run.set_unit(u, UnitStatus::Pending, Some("a note\nwith a newline"), None)
+            .unwrap();
+        if i % 2 == 0 {
+            run.set_unit(u, UnitStatus::InProgress, None, None).unwrap();
+            run.set_unit(u, UnitStatus::Done, None, None).unwrap();
+        }
+    }
+    check(&run);
+    run.compact().unwrap();
+    run.resolve_item("item-1", Some("done")).unwrap();
+    check(&run);
+    run.finalize(RunStatus::NeedsAttention, Some("left for a human"))
+        .unwrap();
+    check(&run);
 }
 
 #[test]
@@ -302,7 +377,7 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
     // Printed streamed, the damage is the write's error, typed as the read's
     // (not serde's text), and what came before it is written.
     let mut out = Vec::new();
-    let err = view.doc_streamed().write_json(&mut out, false).unwrap_err();
+    let err = view.write_json(&mut out, false).unwrap_err();
     assert!(
         matches!(&err, runlog::run::RunError::Engine { source, .. } if source.is_corrupt()),
         "{err:?}"
@@ -313,7 +388,7 @@ fn a_damaged_table_block_is_reported_never_a_unit_missing() {
         String::from_utf8_lossy(&out)
     );
     assert!(
-        view.resume_streamed().is_err(),
+        view.write_resume_json(&mut Vec::new(), false).is_err(),
         "the resume set meets the damage"
     );
     match engine::Reader::new(&engine::RealFs, &runs.run_dir("dmg").unwrap())
