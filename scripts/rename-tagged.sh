@@ -39,7 +39,7 @@ for f in $files; do
     [ -f "$f" ] || continue
     grep -qi 'keyed\|keying' "$f" || continue
     if [[ $f =~ $STATE_ONLY ]]; then prose=0; else prose=1; fi
-    PROSE=$prose perl -0777 -i -pe '
+    PROSE=$prose perl -0777 -pe '
         # Identifiers of the tagged sense, wherever they are used.
         s/\bKEYED_FORMAT_VERSION\b/TAGGED_FORMAT_VERSION/g;
         s/\bKEYED_SEGMENT_HEADER_LEN\b/TAGGED_SEGMENT_HEADER_LEN/g;
@@ -83,7 +83,12 @@ for f in $files; do
             s/(?<![A-Za-z])unkeyed(?![A-Za-z])/untagged/g;
             s/\x01STATE\x01/keyed/g;
         }
-    ' "$f"
+    ' "$f" >"$f.rename-tagged"
+    # Rewritten only when changed, so a second run leaves every file (and its
+    # mtime) as it was.
+    if cmp -s "$f" "$f.rename-tagged"; then rm "$f.rename-tagged"; else
+        cat "$f.rename-tagged" >"$f" && rm "$f.rename-tagged"
+    fi
 done
 
 # "tagged" is a letter longer than "keyed": lines may need rewrapping.
