@@ -1,27 +1,28 @@
 //! The binary's signals and terminal, its one place for them and for the
-//! `unsafe` they need: a SIGINT handler that sets a flag, the conventional end
+//! `unsafe` they need (but `signal(2)`'s, in the `install` it shares with
+//! `src/sys.rs`): a SIGINT handler that sets a flag, the conventional end
 //! on a closed stdout, the one terminal query the CLI needs (its size, for
 //! `status --watch`) and the wait of an idle `status --watch` that notices its
 //! reader went away. A module of the binary (`mod sys` in `src/main.rs`),
 //! below `ui`, `demo` and `cli` and knowing none of them; the library's own
-//! signal (SIGTERM, for the run layer's `StopFlag`) is `src/sys.rs`.
+//! signal (SIGTERM, for the run layer's `StopFlag`) is `src/sys.rs`, whose
+//! `install` this module shares.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
+// The library's `src/sys.rs`, compiled into the binary as well: its `install`
+// serves both (the binary sees the library only through its public API). Its
+// SIGTERM flag is the library's and goes unused here.
+#[allow(dead_code)]
+#[path = "sys.rs"]
+mod signals;
+use signals::install;
 
 static SIGINT_RECEIVED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
     // Only an atomic store: async-signal-safe.
     SIGINT_RECEIVED.store(true, Ordering::SeqCst);
-}
-
-fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> bool {
-    let handler = handler as libc::sighandler_t;
-    #[allow(unsafe_code)]
-    // SAFETY: `signal` is given a valid signal number and a handler with the C ABI
-    // that performs only an atomic store, which is async-signal-safe.
-    let prev = unsafe { libc::signal(signal, handler) };
-    prev != libc::SIG_ERR
 }
 
 /// Installs a SIGINT (Ctrl-C) handler that records the signal for

@@ -2,7 +2,9 @@
 //! `unsafe` they need: a SIGTERM handler that sets a flag, for the run
 //! layer's `StopFlag`. Crate-private and below every layer (it knows none).
 //! The binary's own signals and terminal (SIGINT, the end on a closed stdout,
-//! the terminal's size) are `src/main_sys.rs`, a module of the binary.
+//! the terminal's size) are `src/main_sys.rs`, a module of the binary, which
+//! compiles this file too for [`install`] (it sees the library only through
+//! its public API, which this module is not part of).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -13,7 +15,9 @@ extern "C" fn on_sigterm(_: libc::c_int) {
     SIGTERM_RECEIVED.store(true, Ordering::SeqCst);
 }
 
-fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> bool {
+/// Installs `handler` for `signal`; false if it could not be installed. The
+/// handler must be async-signal-safe (an atomic store, as both callers' are).
+pub(crate) fn install(signal: libc::c_int, handler: extern "C" fn(libc::c_int)) -> bool {
     let handler = handler as libc::sighandler_t;
     #[allow(unsafe_code)]
     // SAFETY: `signal` is given a valid signal number and a handler with the C ABI
