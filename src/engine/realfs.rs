@@ -1,7 +1,7 @@
 //! The real filesystem behind [`Vfs`]: O_NOFOLLOW everywhere, 0600 files and
 //! 0700 directories whatever the umask, whole-file reads through a memory map.
 
-use super::vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
+use super::vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile, read_full_with};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
@@ -206,15 +206,8 @@ impl Vfs for RealFs {
         let len = len.saturating_sub(offset).min(max as u64);
         f.seek(SeekFrom::Start(offset))?;
         let mut v = vec![0u8; usize::try_from(len).unwrap_or(0)];
-        let mut got = 0;
-        while got < v.len() {
-            match f.read(&mut v[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        // Read on from the seek, so the tail below starts where this ends.
+        let got = read_full_with(|b, _| f.read(b), &mut v, offset)?;
         v.truncate(got);
         // Whatever the file gained since its length was read (normally one
         // read that returns nothing).

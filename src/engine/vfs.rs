@@ -194,6 +194,27 @@ pub fn write_all_with(
     Ok(())
 }
 
+/// Reads into `buf` from `offset` until it is full or the file ends, through
+/// any positional `read` (a [`SharedFile`]'s, a file's), retrying interrupted
+/// and short reads: the reading twin of [`write_all_with`]. Returns the bytes
+/// read, fewer than `buf.len()` only at the end of the file.
+pub fn read_full_with(
+    mut read: impl FnMut(&mut [u8], u64) -> io::Result<usize>,
+    buf: &mut [u8],
+    offset: u64,
+) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match read(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
 /// Runs an fsync-like call, retrying only EINTR (which reports nothing about the data).
 pub fn retry_interrupted(mut f: impl FnMut() -> io::Result<()>) -> io::Result<()> {
     loop {
