@@ -75,14 +75,7 @@ impl<'a> Reader<'a> {
             let l = load::load(
                 vfs,
                 dir,
-                load::LoadSpec {
-                    mapped: false,
-                    upto: None,
-                    decode_state: &mut decode_state,
-                    apply: &mut apply,
-                    progress: None,
-                    key,
-                },
+                load::LoadSpec::unlocked(&mut decode_state, &mut apply, key),
             )?;
             M::check_state(&l.state).map_err(|reason| Error::Unsupported {
                 path: dir.to_path_buf(),
@@ -90,5 +83,25 @@ impl<'a> Reader<'a> {
             })?;
             Ok((l.state, l.report))
         })
+    }
+}
+
+impl<'a, S> load::LoadSpec<'a, S> {
+    /// The load of a reader that holds no writer lock ([`Reader::state`],
+    /// `verify`): files read, not mapped (a segment may be truncated under a
+    /// map); every record; no progress. Only what differs is given.
+    pub(crate) fn unlocked(
+        decode_state: &'a mut load::DecodeState<'a, S>,
+        apply: &'a mut load::ApplyRecord<'a, S>,
+        key: Option<&'a Key>,
+    ) -> Self {
+        load::LoadSpec {
+            mapped: false,
+            upto: None,
+            decode_state,
+            apply,
+            progress: None,
+            key,
+        }
     }
 }

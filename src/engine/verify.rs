@@ -151,14 +151,7 @@ impl Reader<'_> {
             load_every_segment::<Vec<Arc<Table>>>(
                 vfs,
                 dir,
-                LoadSpec {
-                    mapped: false,
-                    upto: None,
-                    decode_state: &mut decode_state,
-                    apply: &mut apply,
-                    progress: None,
-                    key,
-                },
+                LoadSpec::unlocked(&mut decode_state, &mut apply, key),
             )
         });
         // Open reads a table's blocks only when it looks a key up; verify reads them all.
