@@ -240,8 +240,7 @@ impl<M: Machine> Shared<M> {
         g.active
             .push(frames, stage)
             .map_err(|e| Error::io("append to segment", &g.active.file().path, e))?;
-        g.log_bytes_since_snapshot += frames.len() as u64;
-        g.appended_bytes += frames.len() as u64;
+        g.book.appended(frames.len() as u64);
         Ok(())
     }
 

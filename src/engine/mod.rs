@@ -27,6 +27,7 @@ macro_rules! internal_mods {
 }
 
 mod append;
+mod book;
 mod catchup;
 mod chain;
 mod codec;

@@ -4,6 +4,7 @@
 //! write (FORMAT.md §5.5).
 
 use super::Machine;
+use super::book::Book;
 use super::catchup::catch_up;
 use super::dir::{check_dir, create_dir_durable};
 use super::error::{Error, Result};
@@ -259,11 +260,7 @@ impl<M: Machine> Store<M> {
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,
-            segments: vec![1],
-            snapshots: vec![],
-            chain: Vec::new(),
-            log_bytes_since_snapshot: 0,
-            appended_bytes: 0,
+            book: Book::new(vec![1], vec![], Vec::new(), 0),
             pending: None,
         };
         Ok((
@@ -398,13 +395,14 @@ impl<M: Machine> Store<M> {
             payload: Vec::new(),
             frame: Vec::new(),
             poisoned: None,
-            segments,
-            snapshots,
-            chain,
-            log_bytes_since_snapshot: report
-                .bytes_scanned
-                .saturating_sub(report.bytes_below_snapshot),
-            appended_bytes: 0,
+            book: Book::new(
+                segments,
+                snapshots,
+                chain,
+                report
+                    .bytes_scanned
+                    .saturating_sub(report.bytes_below_snapshot),
+            ),
             pending: Some(Box::new(pending)),
         };
         report.last_seq = next_seq - 1;

@@ -138,7 +138,7 @@ impl<M: Machine> Shared<M> {
                     // change for their fdatasync to write (§5.2).
                     (file, l.alloc)
                 };
-                g.active = ActiveSegment::at(
+                g.continue_segment(ActiveSegment::at(
                     Active {
                         file,
                         path: l.path,
@@ -146,7 +146,7 @@ impl<M: Machine> Shared<M> {
                     },
                     l.end,
                     alloc,
-                );
+                ));
                 // Vouched-for records are not durable yet: the first fsync,
                 // which covers them with this writer's own, says when.
                 if !vouched {
@@ -175,8 +175,7 @@ impl<M: Machine> Shared<M> {
                     }
                 }
                 let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;
-                g.segments.push(p.next_seq);
-                g.active = ActiveSegment::new(a, len);
+                g.start_segment(ActiveSegment::new(a, len));
                 self.group.advance(p.next_seq - 1);
                 self.mark_durable(p.next_seq - 1, p.next_seq, len);
             }

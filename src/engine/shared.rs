@@ -7,12 +7,12 @@
 //! [`IoLock`]. Nothing holds `group` while taking `inner`.
 
 use super::Machine;
-use super::chain::{self, Link};
+use super::book::Book;
 use super::format::Codec;
 use super::group::GroupCommit;
 use super::mark::{Mark, MarkWriter};
 use super::mutex::lock;
-use super::options::{CompactionPolicy, Options, Stats, SyncPolicy};
+use super::options::{Options, Stats, SyncPolicy};
 use super::pending::Pending;
 use super::slot::{Slot, Stop};
 use super::tag::{Key, StoreId};
@@ -127,23 +127,30 @@ impl ActiveSegment {
 pub(crate) struct Inner<M: Machine> {
     pub(crate) state: M::State,
     pub(crate) next_seq: u64,
-    /// The active segment (the last of `segments`).
+    /// The active segment (the last of the book's segments).
     pub(crate) active: ActiveSegment,
     pub(crate) payload: Vec<u8>,
     pub(crate) frame: Vec<u8>,
     pub(crate) poisoned: Option<String>,
-    /// First seqs of the live segments, oldest first (the last is `active`).
-    pub(crate) segments: Vec<u64>,
-    /// Seqs of the live snapshots, oldest first.
-    pub(crate) snapshots: Vec<u64>,
-    /// The newest snapshot's chain (FORMAT.md §14), full snapshot first.
-    pub(crate) chain: Vec<Link>,
-    pub(crate) log_bytes_since_snapshot: u64,
-    /// Bytes this writer appended itself since it opened: past
-    /// `Options::delta_bytes` it is a long-lived writer, which merges.
-    pub(crate) appended_bytes: u64,
+    /// The live segments and snapshots, and what decides the next compaction.
+    pub(crate) book: Book,
     /// The rest of the open, until the first write (`None` once done).
     pub(crate) pending: Option<Box<Pending>>,
+}
+
+impl<M: Machine> Inner<M> {
+    /// Makes `seg`, a new segment after the last one (a rotation's, or the
+    /// open's first write's), the active one: the book's newest.
+    pub(crate) fn start_segment(&mut self, seg: ActiveSegment) {
+        self.book.rotated(seg.first_seq());
+        self.active = seg;
+    }
+
+    /// Makes `seg`, the book's newest segment reopened, the active one.
+    pub(crate) fn continue_segment(&mut self, seg: ActiveSegment) {
+        debug_assert_eq!(self.book.last_segment(), Some(seg.first_seq()));
+        self.active = seg;
+    }
 }
 
 pub(crate) struct Shared<M: Machine> {
@@ -232,36 +239,6 @@ impl<M: Machine> Shared<M> {
     /// What an automatic compaction at `k` writes now: `Some(None)` a full
     /// snapshot, `Some(Some(p))` a delta over `p`, `None` nothing yet.
     pub(crate) fn next_compaction(&self, g: &Inner<M>, k: u64) -> Option<Option<u64>> {
-        let CompactionPolicy::Auto {
-            min_log_bytes,
-            ratio,
-        } = self.opts.compaction
-        else {
-            return None;
-        };
-        let log = g.log_bytes_since_snapshot;
-        let full_due = chain::full_due(&g.chain, log, min_log_bytes, ratio);
-        let step = self.opts.delta_bytes;
-        if step == 0 {
-            return full_due.then_some(None);
-        }
-        if log < step && !full_due {
-            return None;
-        }
-        let long_lived = g.appended_bytes >= step;
-        if full_due && long_lived {
-            return Some(None);
-        }
-        if log < step {
-            return None;
-        }
-        Some(chain::delta_parent(&g.chain, k, self.merges_tiers(g)))
-    }
-
-    /// Whether a delta written now also merges the newest deltas (§14.4): a
-    /// long-lived writer's does, a one-shot writer's only on a long chain.
-    pub(crate) fn merges_tiers(&self, g: &Inner<M>) -> bool {
-        g.appended_bytes >= self.opts.delta_bytes
-            || chain::deltas(&g.chain) >= chain::LIGHT_MERGE_DELTAS
+        g.book.next_compaction(&self.opts, k)
     }
 }
