@@ -85,12 +85,8 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
     // 1. Cut: every record up to k goes into closed, fsynced segments.
     let (k, base, delta_over, copy) = {
         let mut g = lock(&shared.inner);
-        if let Some(cause) = &g.poisoned {
-            return Err(Error::Poisoned {
-                cause: cause.clone(),
-            });
-        }
-        let k = g.next_seq - 1;
+        g.poison.check()?;
+        let k = g.live.last_seq();
         let base = g.book.newest_snapshot();
         let delta_over = match kind {
             Kind::Full => None,
@@ -114,7 +110,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
         g.book.cut();
         // A delta needs only what changed since the newest snapshot, which the
         // live state holds at k right now: copied, no rebuild (§14.4 step 2).
-        let copy = delta_over.and_then(|_| M::tail_copy(&g.state));
+        let copy = delta_over.and_then(|_| g.live.tail_copy());
         (k, base, delta_over, copy)
     };
     let state = match copy {
@@ -200,7 +196,7 @@ fn install<M: Machine>(
     let (segs, snaps) = {
         let mut g = lock(&shared.inner);
         if let Some(t) = installed {
-            M::snapshot_installed(&mut g.state, k, SnapshotData::Table(t));
+            g.live.snapshot_installed(k, SnapshotData::Table(t));
         }
         let t = g.book.installed(link, base);
         (t.segments, t.snapshots)

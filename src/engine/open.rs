@@ -10,8 +10,9 @@ use super::dir::{check_dir, create_dir_durable};
 use super::error::{Error, Result};
 use super::format::*;
 use super::group::GroupCommit;
+use super::live::Live;
 use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one, with_retries};
-use super::lock::take_lock;
+use super::lock::{WriterLock, take_lock};
 use super::mark::{Mark, MarkWriter};
 use super::mutex::lock;
 use super::options::{Options, Stats, SyncPolicy};
@@ -167,7 +168,7 @@ impl<M: Machine> Store<M> {
                 let id = opts.key.as_ref().map(|_| new_store_id());
                 let keying = opts.key.as_ref().zip(id.as_ref());
                 let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, keying)?;
-                let durable = inner.next_seq - 1;
+                let durable = inner.live.last_seq();
                 fresh_header = inner.active.end();
                 (inner, codec, id, report, durable, None)
             }
@@ -204,8 +205,7 @@ impl<M: Machine> Store<M> {
         // Nothing above the mark: a sync state lost or of another boot is
         // written afresh; one that vouched or must be replaced stays for now.
         if !inner
-            .pending
-            .as_ref()
+            .pending()
             .and_then(|p| p.last.as_ref())
             .is_some_and(|l| l.unproven || l.vouched)
         {
@@ -227,7 +227,7 @@ impl<M: Machine> Store<M> {
             compaction: Slot::default(),
             stats: Stats::default(),
             stop: Stop::default(),
-            writer_lock: Mutex::new(Some(guard)),
+            writer_lock: WriterLock::new(guard),
             writers,
         });
         if fresh_header > 0 {
@@ -253,16 +253,12 @@ impl<M: Machine> Store<M> {
         keying: Option<(&Key, &StoreId)>,
     ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
         let (active, len) = create_segment(vfs, dir, codec, 1, keying)?;
-        let inner = Inner {
-            state: M::State::default(),
-            next_seq: 1,
-            active: ActiveSegment::new(active, len),
-            payload: Vec::new(),
-            frame: Vec::new(),
-            poisoned: None,
-            book: Book::new(vec![1], vec![], Vec::new(), 0),
-            pending: None,
-        };
+        let inner = Inner::new(
+            Live::new(M::State::default(), 1),
+            ActiveSegment::new(active, len),
+            Book::new(vec![1], vec![], Vec::new(), 0),
+            None,
+        );
         Ok((
             inner,
             codec,
@@ -381,10 +377,9 @@ impl<M: Machine> Store<M> {
             next_seq,
         };
         let first_seq = segments.last().copied().unwrap_or(next_seq);
-        let inner = Inner {
-            state,
-            next_seq,
-            active: ActiveSegment::new(
+        let inner = Inner::new(
+            Live::new(state, next_seq),
+            ActiveSegment::new(
                 Active {
                     file: Box::new(NotOpened),
                     path: dir.join(segment_name(first_seq)),
@@ -392,10 +387,7 @@ impl<M: Machine> Store<M> {
                 },
                 0,
             ),
-            payload: Vec::new(),
-            frame: Vec::new(),
-            poisoned: None,
-            book: Book::new(
+            Book::new(
                 segments,
                 snapshots,
                 chain,
@@ -403,8 +395,8 @@ impl<M: Machine> Store<M> {
                     .bytes_scanned
                     .saturating_sub(report.bytes_below_snapshot),
             ),
-            pending: Some(Box::new(pending)),
-        };
+            Some(Box::new(pending)),
+        );
         report.last_seq = next_seq - 1;
         Ok(Resumed {
             inner,

@@ -17,7 +17,7 @@ impl<M: Machine> Shared<M> {
     /// Finishes a deferred open before anything is written (nothing to do once
     /// done). Returns where a torn tail's bytes were kept. A failure poisons.
     pub(crate) fn prepare_or_poison(&self, g: &mut Inner<M>) -> Result<Option<PathBuf>> {
-        let Some(p) = g.pending.take() else {
+        let Some(p) = g.take_pending() else {
             return Ok(None);
         };
         self.prepare(g, *p)

@@ -10,10 +10,14 @@ use super::Machine;
 use super::book::Book;
 use super::format::Codec;
 use super::group::GroupCommit;
+use super::live::Live;
+use super::lock::WriterLock;
 use super::mark::{Mark, MarkWriter};
 use super::mutex::lock;
 use super::options::{Options, Stats, SyncPolicy};
 use super::pending::Pending;
+use super::poison::Poison;
+use super::scratch::Scratch;
 use super::slot::{Slot, Stop};
 use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, VfsFile, write_all_at};
@@ -124,21 +128,58 @@ impl ActiveSegment {
     }
 }
 
+/// The writer's state under `inner`: its parts, each keeping its own
+/// invariant, and the rest of the open. What ties the parts together is kept
+/// here: the active segment is the book's newest.
 pub(crate) struct Inner<M: Machine> {
-    pub(crate) state: M::State,
-    pub(crate) next_seq: u64,
+    /// The machine's state and the seq it has reached.
+    pub(crate) live: Live<M>,
     /// The active segment (the last of the book's segments).
     pub(crate) active: ActiveSegment,
-    pub(crate) payload: Vec<u8>,
-    pub(crate) frame: Vec<u8>,
-    pub(crate) poisoned: Option<String>,
+    /// The buffers an append batch encodes into.
+    pub(crate) scratch: Scratch,
+    /// Set once a write or fsync of the log failed.
+    pub(crate) poison: Poison,
     /// The live segments and snapshots, and what decides the next compaction.
     pub(crate) book: Book,
     /// The rest of the open, until the first write (`None` once done).
-    pub(crate) pending: Option<Box<Pending>>,
+    pending: Option<Box<Pending>>,
 }
 
 impl<M: Machine> Inner<M> {
+    /// The state of a writer whose active segment is `active`, with the rest
+    /// of its open, if any, still to do before its first write.
+    pub(crate) fn new(
+        live: Live<M>,
+        active: ActiveSegment,
+        book: Book,
+        pending: Option<Box<Pending>>,
+    ) -> Self {
+        Inner {
+            live,
+            active,
+            scratch: Scratch::default(),
+            poison: Poison::default(),
+            book,
+            pending,
+        }
+    }
+
+    /// Whether the open is finished: nothing deferred is left to do.
+    pub(crate) fn prepared(&self) -> bool {
+        self.pending.is_none()
+    }
+
+    /// What the open left for the first write, until it is done.
+    pub(crate) fn pending(&self) -> Option<&Pending> {
+        self.pending.as_deref()
+    }
+
+    /// Takes what the open left, to do it now (once).
+    pub(crate) fn take_pending(&mut self) -> Option<Box<Pending>> {
+        self.pending.take()
+    }
+
     /// Makes `seg`, a new segment after the last one (a rotation's, or the
     /// open's first write's), the active one: the book's newest.
     pub(crate) fn start_segment(&mut self, seg: ActiveSegment) {
@@ -176,7 +217,7 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) stop: Stop,
     /// The writer lock (`LOCK`): held from the open until the store is dropped,
     /// or, for a one-shot writer, until its batch is written (then `None`).
-    pub(crate) writer_lock: Mutex<Option<Box<dyn Send + Sync>>>,
+    pub(crate) writer_lock: WriterLock,
     /// `SHARED` and the sync lock, through which every fsync of the log runs
     /// (FORMAT.md §5.8).
     pub(crate) writers: Writers,
@@ -208,7 +249,7 @@ impl<M: Machine> Shared<M> {
     /// Whether this one-shot writer has written its batch and let the writer
     /// lock go: it may append no more, nor compact (FORMAT.md §5.8).
     pub(crate) fn released(&self) -> bool {
-        self.opts.one_shot && lock(&self.writer_lock).is_none()
+        self.opts.one_shot && !self.writer_lock.held()
     }
 
     /// The durable watermark: every record up to it has been fsynced.
@@ -228,12 +269,12 @@ impl<M: Machine> Shared<M> {
     }
 
     pub(crate) fn poison(&self, g: &mut Inner<M>, cause: String) {
-        g.poisoned.get_or_insert(cause.clone());
+        g.poison.set(cause.clone());
         self.group.fail(cause);
     }
 
     pub(crate) fn wants_compaction(&self, g: &Inner<M>) -> bool {
-        self.next_compaction(g, g.next_seq - 1).is_some()
+        self.next_compaction(g, g.live.last_seq()).is_some()
     }
 
     /// What an automatic compaction at `k` writes now: `Some(None)` a full
