@@ -26,6 +26,7 @@ macro_rules! internal_mods {
     )*};
 }
 
+mod active;
 mod append;
 mod book;
 mod catchup;

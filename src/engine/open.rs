@@ -4,6 +4,7 @@
 //! write (FORMAT.md §5.5).
 
 use super::Machine;
+use super::active::{Active, ActiveSegment};
 use super::book::Book;
 use super::catchup::catch_up;
 use super::dir::{check_dir, create_dir_durable};
@@ -20,7 +21,7 @@ use super::pending::{LastSegment, Pending, TornPlan};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::segment::create_segment;
-use super::shared::{Active, ActiveSegment, Inner, IoLock, Shared};
+use super::shared::{Inner, IoLock, Shared};
 use super::slot::{Slot, Stop};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};

@@ -4,12 +4,13 @@
 //! the active segment chosen, leftover temp files removed.
 
 use super::Machine;
+use super::active::{Active, ActiveSegment};
 use super::error::{Error, Result};
 use super::files::{quarantine, write_file_atomic};
 use super::format::{Codec, segment_name};
 use super::pending::{LastSegment, Pending};
 use super::segment::create_segment;
-use super::shared::{Active, ActiveSegment, Inner, Shared};
+use super::shared::{Inner, Shared};
 use super::vfs::{VfsFile, retry_interrupted};
 use std::path::PathBuf;
 

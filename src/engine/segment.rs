@@ -2,10 +2,11 @@
 //! fsync), preallocation of the active segment, and rotation.
 
 use super::Machine;
+use super::active::{Active, ActiveSegment};
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_segment_header_checked;
-use super::shared::{Active, ActiveSegment, Inner, Shared};
+use super::shared::{Inner, Shared};
 use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, retry_interrupted, write_all_at};
 use std::path::Path;

@@ -1,12 +1,39 @@
 //! The writer's state that its parts share: [`Shared`] (the store's directory,
-//! options, the live state in [`Inner`], the group commit, the compaction slot)
-//! and the active segment. Open, append, rotation, compaction and the flusher
-//! all work on it; it knows none of them.
+//! options, the live state in [`Inner`] behind its mutex, the group commit, the
+//! durability mark, the compaction slot). Open, append, rotation, compaction
+//! and the flusher all work on it; it knows none of them.
 //!
-//! Lock order: `inner` before `io` before `group`, the first step enforced by
-//! [`IoLock`]. Nothing holds `group` while taking `inner`.
+//! Both are made of parts whose fields are private, each keeping the invariant
+//! its own file states. Under `inner`: [`Live`] (the state and the seqs it
+//! took), [`ActiveSegment`], [`Book`] (the live segments and snapshots and the
+//! compaction accounting), [`Scratch`] and [`Poison`], with the open's
+//! [`Pending`] rest (private here, taken once). In `Shared`: [`GroupCommit`]
+//! (the durable watermark), [`IoLock`], [`Writers`] (the sync lock, and the
+//! only writer of `mark`), the compaction [`Slot`], [`Stop`] and the
+//! [`WriterLock`]. The rest of `Shared` (`dir`, `vfs`, `codec`, `keying`,
+//! `opts`) is set by the open and only read; `stats` holds counters. What ties
+//! two parts together is kept by the methods here: the active segment is the
+//! book's newest ([`Inner::start_segment`], [`Inner::continue_segment`]), and a
+//! poisoned writer's group commit fails its waiters too ([`Shared::poison`]).
+//!
+//! Lock order: `inner`, then `io`, then the group commit's fsync gate, then the
+//! sync lock (FORMAT.md §5.8), then `mark`; the group commit's monitor, the
+//! writer lock's, the slot's and the stop's mutexes are leaves. What enforces it:
+//! - `inner` before `io`: the types. [`IoLock::lock`] asks for the held `inner`
+//!   (a `&mut Inner`, which only its guard, or the open before anyone shares
+//!   it, can lend).
+//! - The leaves: each is private to its part and held only inside the part's
+//!   own methods, which take no other lock under it and never call out with it
+//!   held (a group commit leader's `flush` runs with the monitor released).
+//! - The gate, then the sync lock, then `mark`: the gate is private to
+//!   [`GroupCommit::fsync`], and its two callers (an fsync leader, holding
+//!   `io`; a rotation, holding `inner` and `io`) take only the sync lock
+//!   under it, through [`Writers::fsync`]; `mark` is locked only inside
+//!   `Writers`, under the sync lock. This step is kept by those few callers,
+//!   not by the types: nothing takes `inner` or `io` under the gate.
 
 use super::Machine;
+use super::active::ActiveSegment;
 use super::book::Book;
 use super::format::Codec;
 use super::group::GroupCommit;
@@ -20,113 +47,10 @@ use super::poison::Poison;
 use super::scratch::Scratch;
 use super::slot::{Slot, Stop};
 use super::tag::{Key, StoreId};
-use super::vfs::{Vfs, VfsFile, write_all_at};
+use super::vfs::Vfs;
 use super::writers::Writers;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-#[derive(Debug)]
-pub(crate) struct Active {
-    pub(crate) file: Box<dyn VfsFile>,
-    pub(crate) path: PathBuf,
-    pub(crate) first_seq: u64,
-}
-
-/// The active segment as its writer holds it. Its fields are its own, and its
-/// methods keep what the rest of the writer relies on: the records end at
-/// [`end`](Self::end); the file is [`alloc`](Self::alloc) ≥ `end` bytes long
-/// (preallocated zeros after the records); the staged bytes, accepted under
-/// `Always`/`Grouped` but not yet written, are the last ones before `end`,
-/// and the next fsync leader (or a rotation) writes them all with one `pwrite`.
-pub(crate) struct ActiveSegment {
-    file: Arc<Active>,
-    end: u64,
-    alloc: u64,
-    staged: Vec<u8>,
-}
-
-impl ActiveSegment {
-    /// A segment whose records (and file) end at `len`, nothing staged.
-    pub(crate) fn new(file: Active, len: u64) -> Self {
-        Self::at(file, len, len)
-    }
-
-    /// A segment whose records end at `end` in a file `alloc` bytes long.
-    pub(crate) fn at(file: Active, end: u64, alloc: u64) -> Self {
-        debug_assert!(alloc >= end);
-        ActiveSegment {
-            file: Arc::new(file),
-            end,
-            alloc: alloc.max(end),
-            staged: Vec::new(),
-        }
-    }
-
-    /// The open file, its path and first seq (shared with an fsync leader).
-    pub(crate) fn file(&self) -> &Arc<Active> {
-        &self.file
-    }
-
-    /// The seq of the segment's first record.
-    pub(crate) fn first_seq(&self) -> u64 {
-        self.file.first_seq
-    }
-
-    /// Where the records end, staged ones included.
-    pub(crate) fn end(&self) -> u64 {
-        self.end
-    }
-
-    /// The file's length: `end` plus any preallocated zeros.
-    pub(crate) fn alloc(&self) -> u64 {
-        self.alloc
-    }
-
-    /// Records that the file is now `len` bytes long (zeros written ahead, or
-    /// cut back to the records); never shorter than the records.
-    pub(crate) fn set_alloc(&mut self, len: u64) {
-        debug_assert!(len >= self.end);
-        self.alloc = len.max(self.end);
-    }
-
-    /// Puts `frames` at the end: staged for the next fsync leader when
-    /// `stage`, else written now.
-    pub(crate) fn push(&mut self, frames: &[u8], stage: bool) -> std::io::Result<()> {
-        if stage {
-            self.staged.extend_from_slice(frames);
-        } else {
-            write_all_at(self.file.file.as_ref(), frames, self.end)?;
-        }
-        self.end += frames.len() as u64;
-        self.alloc = self.alloc.max(self.end);
-        Ok(())
-    }
-
-    /// Takes the staged bytes, with the offset they are to be written at.
-    pub(crate) fn take_staged(&mut self) -> (Vec<u8>, u64) {
-        let staged = std::mem::take(&mut self.staged);
-        let at = self.end - staged.len() as u64;
-        (staged, at)
-    }
-
-    /// Hands back a written (emptied) staged buffer, to be reused when larger.
-    pub(crate) fn give_back(&mut self, mut buf: Vec<u8>) {
-        buf.clear();
-        if self.staged.is_empty() && self.staged.capacity() < buf.capacity() {
-            self.staged = buf;
-        }
-    }
-
-    /// Writes what is staged now (a rotation, before it closes the segment).
-    pub(crate) fn write_staged(&mut self) -> std::io::Result<()> {
-        if !self.staged.is_empty() {
-            let at = self.end - self.staged.len() as u64;
-            write_all_at(self.file.file.as_ref(), &self.staged, at)?;
-            self.staged.clear();
-        }
-        Ok(())
-    }
-}
 
 /// The writer's state under `inner`: its parts, each keeping its own
 /// invariant, and the rest of the open. What ties the parts together is kept
@@ -216,7 +140,7 @@ pub(crate) struct Shared<M: Machine> {
     /// Stops the flusher thread.
     pub(crate) stop: Stop,
     /// The writer lock (`LOCK`): held from the open until the store is dropped,
-    /// or, for a one-shot writer, until its batch is written (then `None`).
+    /// or, for a one-shot writer, until its batch is written.
     pub(crate) writer_lock: WriterLock,
     /// `SHARED` and the sync lock, through which every fsync of the log runs
     /// (FORMAT.md §5.8).
