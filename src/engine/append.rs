@@ -8,6 +8,7 @@ use super::compact;
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_record_tagged;
+use super::live::Live;
 use super::mark::Mark;
 use super::mutex::lock;
 use super::options::SyncPolicy;
@@ -50,7 +51,7 @@ impl<M: Machine> Store<M> {
         }
         let (last, want_compact) = {
             let mut g = lock(&s.inner);
-            if let Some(cause) = &g.poisoned {
+            if let Some(cause) = g.poison.cause() {
                 return ts
                     .iter()
                     .map(|_| {
@@ -60,11 +61,9 @@ impl<M: Machine> Store<M> {
                     })
                     .collect();
             }
-            let mut batch = std::mem::take(&mut g.frame);
-            batch.clear();
+            let (mut payload, mut batch) = g.scratch.take();
             let mut last = None;
-            let first = g.next_seq;
-            let mut payload = std::mem::take(&mut g.payload);
+            let first = g.live.next_seq();
             // Each record carries the durable watermark it was written under, so
             // recovery can tell a crash's unsynced hole from damage to synced data.
             let synced = s.durable();
@@ -72,7 +71,7 @@ impl<M: Machine> Store<M> {
                 results.push(stage(
                     s.codec,
                     s.keying.as_ref(),
-                    &mut g,
+                    &mut g.live,
                     t,
                     synced,
                     &mut payload,
@@ -94,8 +93,7 @@ impl<M: Machine> Store<M> {
                     s.write_frames(&mut g, &batch, first)
                 })
             };
-            g.payload = payload;
-            g.frame = batch;
+            g.scratch.give_back(payload, batch);
             if let Err(e) = written {
                 let cause = e.poison_cause();
                 s.poison(&mut g, cause.clone());
@@ -109,13 +107,13 @@ impl<M: Machine> Store<M> {
                     .collect();
             }
             // Not before a deferred open's first write (all refused so far).
-            let want_compact = g.pending.is_none() && s.wants_compaction(&g);
+            let want_compact = g.prepared() && s.wants_compaction(&g);
             if s.opts.one_shot && last.is_some() && !want_compact {
                 // Written: other writer processes may append after it while
                 // its fsync runs, and share it (FORMAT.md §5.8).
-                let (seq, a) = (g.next_seq - 1, g.active.first_seq());
+                let (seq, a) = (g.live.last_seq(), g.active.first_seq());
                 s.writers.publish(s.vfs.as_ref(), seq, a, g.active.end());
-                *lock(&s.writer_lock) = None;
+                s.writer_lock.release();
             }
             (last, want_compact)
         };
@@ -146,13 +144,9 @@ impl<M: Machine> Store<M> {
     pub fn sync(&self) -> Result<()> {
         let last = {
             let mut g = lock(&self.shared.inner);
-            if let Some(cause) = &g.poisoned {
-                return Err(Error::Poisoned {
-                    cause: cause.clone(),
-                });
-            }
+            g.poison.check()?;
             self.shared.prepare_or_poison(&mut g)?;
-            g.next_seq - 1
+            g.live.last_seq()
         };
         self.shared.wait_durable(last)
     }
@@ -161,7 +155,7 @@ impl<M: Machine> Store<M> {
 fn stage<M: Machine>(
     codec: Codec,
     keying: Option<&(Key, StoreId)>,
-    g: &mut Inner<M>,
+    live: &mut Live<M>,
     t: &M::Transition,
     synced: u64,
     payload: &mut Vec<u8>,
@@ -181,13 +175,9 @@ fn stage<M: Machine>(
             max,
         });
     }
-    // Damage met while reading the state is not the rules' refusal: `failure`
-    // keeps the two apart.
-    M::apply(&mut g.state, t).map_err(M::failure)?;
-    let seq = g.next_seq;
+    let seq = live.accept(t)?;
     let tag = keying.map(|(key, id)| record_tag(key, id, seq, payload));
     encode_record_tagged(codec, seq, synced, payload, tag.as_ref(), batch);
-    g.next_seq += 1;
     Ok(seq)
 }
 
@@ -240,8 +230,7 @@ impl<M: Machine> Shared<M> {
         g.active
             .push(frames, stage)
             .map_err(|e| Error::io("append to segment", &g.active.file().path, e))?;
-        g.log_bytes_since_snapshot += frames.len() as u64;
-        g.appended_bytes += frames.len() as u64;
+        g.book.appended(frames.len() as u64);
         Ok(())
     }
 
@@ -260,7 +249,7 @@ impl<M: Machine> Shared<M> {
                     let mut g = lock(&self.inner);
                     let io = self.io.lock(&mut g);
                     let (staged, at) = g.active.take_staged();
-                    (g.next_seq - 1, g.active.file().clone(), staged, at, io)
+                    (g.live.last_seq(), g.active.file().clone(), staged, at, io)
                 };
                 self.group.announce(target);
                 // One write for every record staged since the last leader, then the
@@ -305,7 +294,7 @@ impl<M: Machine> Shared<M> {
                     .map_err(|e| Error::io("fsync segment", &active.path, e).poison_cause())
             })
             .map_err(|cause| {
-                lock(&self.inner).poisoned.get_or_insert(cause.clone());
+                lock(&self.inner).poison.set(cause.clone());
                 Error::Poisoned { cause }
             })
     }

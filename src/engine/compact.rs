@@ -9,7 +9,7 @@
 //! the store calls down into `run`, `spawn_background` and `wait_idle`.
 
 use super::Machine;
-use super::chain::{self, Link};
+use super::chain::Link;
 use super::error::{Error, Result};
 use super::format::*;
 use super::load::{LoadSpec, load, replay_one};
@@ -85,16 +85,12 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
     // 1. Cut: every record up to k goes into closed, fsynced segments.
     let (k, base, delta_over, copy) = {
         let mut g = lock(&shared.inner);
-        if let Some(cause) = &g.poisoned {
-            return Err(Error::Poisoned {
-                cause: cause.clone(),
-            });
-        }
-        let k = g.next_seq - 1;
-        let base = g.snapshots.last().copied().unwrap_or(0);
+        g.poison.check()?;
+        let k = g.live.last_seq();
+        let base = g.book.newest_snapshot();
         let delta_over = match kind {
             Kind::Full => None,
-            Kind::Delta => chain::delta_parent(&g.chain, k, shared.merges_tiers(&g)),
+            Kind::Delta => g.book.delta_parent(k, shared.opts.delta_bytes),
             Kind::Policy => match shared.next_compaction(&g, k) {
                 Some(d) => d,
                 // Due no more (another compaction ran since this was asked for).
@@ -111,10 +107,10 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
             shared.poison(&mut g, e.poison_cause());
             return Err(e);
         }
-        g.log_bytes_since_snapshot = 0;
+        g.book.cut();
         // A delta needs only what changed since the newest snapshot, which the
         // live state holds at k right now: copied, no rebuild (§14.4 step 2).
-        let copy = delta_over.and_then(|_| M::tail_copy(&g.state));
+        let copy = delta_over.and_then(|_| g.live.tail_copy());
         (k, base, delta_over, copy)
     };
     let state = match copy {
@@ -200,29 +196,10 @@ fn install<M: Machine>(
     let (segs, snaps) = {
         let mut g = lock(&shared.inner);
         if let Some(t) = installed {
-            M::snapshot_installed(&mut g.state, k, SnapshotData::Table(t));
+            g.live.snapshot_installed(k, SnapshotData::Table(t));
         }
-        let new_chain = chain::after_install(&g.chain, link);
-        let live: Vec<u64> = g
-            .chain
-            .iter()
-            .chain(new_chain.iter())
-            .map(|l| l.seq)
-            .collect();
-        g.chain = new_chain;
-        g.snapshots.push(k);
-        let keep_from = g
-            .segments
-            .windows(2)
-            .take_while(|w| w[1] <= base + 1)
-            .count();
-        let segs: Vec<u64> = g.segments.drain(..keep_from).collect();
-        let (keep, snaps): (Vec<u64>, Vec<u64>) = g
-            .snapshots
-            .iter()
-            .partition(|&&s| s >= base || live.contains(&s));
-        g.snapshots = keep;
-        (segs, snaps)
+        let t = g.book.installed(link, base);
+        (t.segments, t.snapshots)
     };
     let vfs = shared.vfs.as_ref();
     // A failed unlink or directory fsync here is harmless (a redundant file is

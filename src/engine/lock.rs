@@ -2,9 +2,34 @@
 
 use super::error::{Error, Result};
 use super::format::LOCK_FILE;
+use super::mutex::lock;
 use super::vfs::{LockAttempt, Vfs};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// The writer lock as a store holds it: from the open until the store is
+/// dropped, or, for a one-shot writer, until its batch is written
+/// (FORMAT.md §5.8). Its field is its own, and it keeps this: once let go,
+/// the lock is never held again by this store.
+pub(crate) struct WriterLock(Mutex<Option<Box<dyn Send + Sync>>>);
+
+impl WriterLock {
+    /// Holds `guard`, what [`take_lock`] returned.
+    pub(crate) fn new(guard: Box<dyn Send + Sync>) -> Self {
+        WriterLock(Mutex::new(Some(guard)))
+    }
+
+    /// Lets the lock go (a one-shot writer whose batch is written).
+    pub(crate) fn release(&self) {
+        *lock(&self.0) = None;
+    }
+
+    /// Whether the lock is still held.
+    pub(crate) fn held(&self) -> bool {
+        lock(&self.0).is_some()
+    }
+}
 
 pub(crate) fn take_lock(
     vfs: &dyn Vfs,

@@ -26,7 +26,9 @@ macro_rules! internal_mods {
     )*};
 }
 
+mod active;
 mod append;
+mod book;
 mod catchup;
 mod chain;
 mod codec;
@@ -35,6 +37,7 @@ mod dir;
 mod error;
 mod files;
 mod keyed;
+mod live;
 mod load;
 mod lock;
 mod machine;
@@ -43,9 +46,11 @@ mod mutex;
 mod open;
 mod options;
 mod pending;
+mod poison;
 mod reader;
 mod realfs;
 mod repair;
+mod scratch;
 mod segment;
 mod shared;
 mod slot;

@@ -4,13 +4,16 @@
 //! write (FORMAT.md §5.5).
 
 use super::Machine;
+use super::active::{Active, ActiveSegment};
+use super::book::Book;
 use super::catchup::catch_up;
 use super::dir::{check_dir, create_dir_durable};
 use super::error::{Error, Result};
 use super::format::*;
 use super::group::GroupCommit;
+use super::live::Live;
 use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one, with_retries};
-use super::lock::take_lock;
+use super::lock::{WriterLock, take_lock};
 use super::mark::{Mark, MarkWriter};
 use super::mutex::lock;
 use super::options::{Options, Stats, SyncPolicy};
@@ -18,7 +21,7 @@ use super::pending::{LastSegment, Pending, TornPlan};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::segment::create_segment;
-use super::shared::{Active, ActiveSegment, Inner, IoLock, Shared};
+use super::shared::{Inner, IoLock, Shared};
 use super::slot::{Slot, Stop};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};
@@ -166,7 +169,7 @@ impl<M: Machine> Store<M> {
                 let id = opts.key.as_ref().map(|_| new_store_id());
                 let keying = opts.key.as_ref().zip(id.as_ref());
                 let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, keying)?;
-                let durable = inner.next_seq - 1;
+                let durable = inner.live.last_seq();
                 fresh_header = inner.active.end();
                 (inner, codec, id, report, durable, None)
             }
@@ -203,8 +206,7 @@ impl<M: Machine> Store<M> {
         // Nothing above the mark: a sync state lost or of another boot is
         // written afresh; one that vouched or must be replaced stays for now.
         if !inner
-            .pending
-            .as_ref()
+            .pending()
             .and_then(|p| p.last.as_ref())
             .is_some_and(|l| l.unproven || l.vouched)
         {
@@ -226,7 +228,7 @@ impl<M: Machine> Store<M> {
             compaction: Slot::default(),
             stats: Stats::default(),
             stop: Stop::default(),
-            writer_lock: Mutex::new(Some(guard)),
+            writer_lock: WriterLock::new(guard),
             writers,
         });
         if fresh_header > 0 {
@@ -252,20 +254,12 @@ impl<M: Machine> Store<M> {
         keying: Option<(&Key, &StoreId)>,
     ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
         let (active, len) = create_segment(vfs, dir, codec, 1, keying)?;
-        let inner = Inner {
-            state: M::State::default(),
-            next_seq: 1,
-            active: ActiveSegment::new(active, len),
-            payload: Vec::new(),
-            frame: Vec::new(),
-            poisoned: None,
-            segments: vec![1],
-            snapshots: vec![],
-            chain: Vec::new(),
-            log_bytes_since_snapshot: 0,
-            appended_bytes: 0,
-            pending: None,
-        };
+        let inner = Inner::new(
+            Live::new(M::State::default(), 1),
+            ActiveSegment::new(active, len),
+            Book::new(vec![1], vec![], Vec::new(), 0),
+            None,
+        );
         Ok((
             inner,
             codec,
@@ -384,10 +378,9 @@ impl<M: Machine> Store<M> {
             next_seq,
         };
         let first_seq = segments.last().copied().unwrap_or(next_seq);
-        let inner = Inner {
-            state,
-            next_seq,
-            active: ActiveSegment::new(
+        let inner = Inner::new(
+            Live::new(state, next_seq),
+            ActiveSegment::new(
                 Active {
                     file: Box::new(NotOpened),
                     path: dir.join(segment_name(first_seq)),
@@ -395,18 +388,16 @@ impl<M: Machine> Store<M> {
                 },
                 0,
             ),
-            payload: Vec::new(),
-            frame: Vec::new(),
-            poisoned: None,
-            segments,
-            snapshots,
-            chain,
-            log_bytes_since_snapshot: report
-                .bytes_scanned
-                .saturating_sub(report.bytes_below_snapshot),
-            appended_bytes: 0,
-            pending: Some(Box::new(pending)),
-        };
+            Book::new(
+                segments,
+                snapshots,
+                chain,
+                report
+                    .bytes_scanned
+                    .saturating_sub(report.bytes_below_snapshot),
+            ),
+            Some(Box::new(pending)),
+        );
         report.last_seq = next_seq - 1;
         Ok(Resumed {
             inner,

@@ -12,7 +12,7 @@ pub(crate) struct Pending {
     /// Leftover temp files of an interrupted snapshot install.
     pub(crate) temps: Vec<PathBuf>,
     /// The seq after the replayed history. The first batch is staged (and its
-    /// seqs taken) before `prepare` runs: `Inner::next_seq` may be past it.
+    /// seqs taken) before `prepare` runs: `Live::next_seq` may be past it.
     pub(crate) next_seq: u64,
 }
 

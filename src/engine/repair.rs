@@ -4,12 +4,13 @@
 //! the active segment chosen, leftover temp files removed.
 
 use super::Machine;
+use super::active::{Active, ActiveSegment};
 use super::error::{Error, Result};
 use super::files::{quarantine, write_file_atomic};
 use super::format::{Codec, segment_name};
 use super::pending::{LastSegment, Pending};
 use super::segment::create_segment;
-use super::shared::{Active, ActiveSegment, Inner, Shared};
+use super::shared::{Inner, Shared};
 use super::vfs::{VfsFile, retry_interrupted};
 use std::path::PathBuf;
 
@@ -17,7 +18,7 @@ impl<M: Machine> Shared<M> {
     /// Finishes a deferred open before anything is written (nothing to do once
     /// done). Returns where a torn tail's bytes were kept. A failure poisons.
     pub(crate) fn prepare_or_poison(&self, g: &mut Inner<M>) -> Result<Option<PathBuf>> {
-        let Some(p) = g.pending.take() else {
+        let Some(p) = g.take_pending() else {
             return Ok(None);
         };
         self.prepare(g, *p)
@@ -138,7 +139,7 @@ impl<M: Machine> Shared<M> {
                     // change for their fdatasync to write (§5.2).
                     (file, l.alloc)
                 };
-                g.active = ActiveSegment::at(
+                g.continue_segment(ActiveSegment::at(
                     Active {
                         file,
                         path: l.path,
@@ -146,7 +147,7 @@ impl<M: Machine> Shared<M> {
                     },
                     l.end,
                     alloc,
-                );
+                ));
                 // Vouched-for records are not durable yet: the first fsync,
                 // which covers them with this writer's own, says when.
                 if !vouched {
@@ -175,8 +176,7 @@ impl<M: Machine> Shared<M> {
                     }
                 }
                 let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;
-                g.segments.push(p.next_seq);
-                g.active = ActiveSegment::new(a, len);
+                g.start_segment(ActiveSegment::new(a, len));
                 self.group.advance(p.next_seq - 1);
                 self.mark_durable(p.next_seq - 1, p.next_seq, len);
             }

@@ -2,10 +2,11 @@
 //! fsync), preallocation of the active segment, and rotation.
 
 use super::Machine;
+use super::active::{Active, ActiveSegment};
 use super::error::{Error, Result};
 use super::format::*;
 use super::frame::encode_segment_header_checked;
-use super::shared::{Active, ActiveSegment, Inner, Shared};
+use super::shared::{Inner, Shared};
 use super::tag::{Key, StoreId};
 use super::vfs::{Vfs, retry_interrupted, write_all_at};
 use std::path::Path;
@@ -144,8 +145,7 @@ impl<M: Machine> Shared<M> {
         let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
-        g.active = ActiveSegment::new(active, len);
-        g.segments.push(first_seq);
+        g.start_segment(ActiveSegment::new(active, len));
         self.group.advance(first_seq - 1);
         // The new segment is durable, header and name: a one-shot writer that
         // opens it next needs no fsync to prove it (FORMAT.md §5.7).

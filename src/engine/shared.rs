@@ -1,149 +1,121 @@
 //! The writer's state that its parts share: [`Shared`] (the store's directory,
-//! options, the live state in [`Inner`], the group commit, the compaction slot)
-//! and the active segment. Open, append, rotation, compaction and the flusher
-//! all work on it; it knows none of them.
+//! options, the live state in [`Inner`] behind its mutex, the group commit, the
+//! durability mark, the compaction slot). Open, append, rotation, compaction
+//! and the flusher all work on it; it knows none of them.
 //!
-//! Lock order: `inner` before `io` before `group`, the first step enforced by
-//! [`IoLock`]. Nothing holds `group` while taking `inner`.
+//! Both are made of parts whose fields are private, each keeping the invariant
+//! its own file states. Under `inner`: [`Live`] (the state and the seqs it
+//! took), [`ActiveSegment`], [`Book`] (the live segments and snapshots and the
+//! compaction accounting), [`Scratch`] and [`Poison`], with the open's
+//! [`Pending`] rest (private here, taken once). In `Shared`: [`GroupCommit`]
+//! (the durable watermark), [`IoLock`], [`Writers`] (the sync lock, and the
+//! only writer of `mark`), the compaction [`Slot`], [`Stop`] and the
+//! [`WriterLock`]. The rest of `Shared` (`dir`, `vfs`, `codec`, `keying`,
+//! `opts`) is set by the open and only read; `stats` holds counters. What ties
+//! two parts together is kept by the methods here: the active segment is the
+//! book's newest ([`Inner::start_segment`], [`Inner::continue_segment`]), and a
+//! poisoned writer's group commit fails its waiters too ([`Shared::poison`]).
+//!
+//! Lock order: `inner`, then `io`, then the group commit's fsync gate, then the
+//! sync lock (FORMAT.md §5.8), then `mark`; the group commit's monitor, the
+//! writer lock's, the slot's and the stop's mutexes are leaves. What enforces it:
+//! - `inner` before `io`: the types. [`IoLock::lock`] asks for the held `inner`
+//!   (a `&mut Inner`, which only its guard, or the open before anyone shares
+//!   it, can lend).
+//! - The leaves: each is private to its part and held only inside the part's
+//!   own methods, which take no other lock under it and never call out with it
+//!   held (a group commit leader's `flush` runs with the monitor released).
+//! - The gate, then the sync lock, then `mark`: the gate is private to
+//!   [`GroupCommit::fsync`], and its two callers (an fsync leader, holding
+//!   `io`; a rotation, holding `inner` and `io`) take only the sync lock
+//!   under it, through [`Writers::fsync`]; `mark` is locked only inside
+//!   `Writers`, under the sync lock. This step is kept by those few callers,
+//!   not by the types: nothing takes `inner` or `io` under the gate.
 
 use super::Machine;
-use super::chain::{self, Link};
+use super::active::ActiveSegment;
+use super::book::Book;
 use super::format::Codec;
 use super::group::GroupCommit;
+use super::live::Live;
+use super::lock::WriterLock;
 use super::mark::{Mark, MarkWriter};
 use super::mutex::lock;
-use super::options::{CompactionPolicy, Options, Stats, SyncPolicy};
+use super::options::{Options, Stats, SyncPolicy};
 use super::pending::Pending;
+use super::poison::Poison;
+use super::scratch::Scratch;
 use super::slot::{Slot, Stop};
 use super::tag::{Key, StoreId};
-use super::vfs::{Vfs, VfsFile, write_all_at};
+use super::vfs::Vfs;
 use super::writers::Writers;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-#[derive(Debug)]
-pub(crate) struct Active {
-    pub(crate) file: Box<dyn VfsFile>,
-    pub(crate) path: PathBuf,
-    pub(crate) first_seq: u64,
-}
-
-/// The active segment as its writer holds it. Its fields are its own, and its
-/// methods keep what the rest of the writer relies on: the records end at
-/// [`end`](Self::end); the file is [`alloc`](Self::alloc) ≥ `end` bytes long
-/// (preallocated zeros after the records); the staged bytes, accepted under
-/// `Always`/`Grouped` but not yet written, are the last ones before `end`,
-/// and the next fsync leader (or a rotation) writes them all with one `pwrite`.
-pub(crate) struct ActiveSegment {
-    file: Arc<Active>,
-    end: u64,
-    alloc: u64,
-    staged: Vec<u8>,
-}
-
-impl ActiveSegment {
-    /// A segment whose records (and file) end at `len`, nothing staged.
-    pub(crate) fn new(file: Active, len: u64) -> Self {
-        Self::at(file, len, len)
-    }
-
-    /// A segment whose records end at `end` in a file `alloc` bytes long.
-    pub(crate) fn at(file: Active, end: u64, alloc: u64) -> Self {
-        debug_assert!(alloc >= end);
-        ActiveSegment {
-            file: Arc::new(file),
-            end,
-            alloc: alloc.max(end),
-            staged: Vec::new(),
-        }
-    }
-
-    /// The open file, its path and first seq (shared with an fsync leader).
-    pub(crate) fn file(&self) -> &Arc<Active> {
-        &self.file
-    }
-
-    /// The seq of the segment's first record.
-    pub(crate) fn first_seq(&self) -> u64 {
-        self.file.first_seq
-    }
-
-    /// Where the records end, staged ones included.
-    pub(crate) fn end(&self) -> u64 {
-        self.end
-    }
-
-    /// The file's length: `end` plus any preallocated zeros.
-    pub(crate) fn alloc(&self) -> u64 {
-        self.alloc
-    }
-
-    /// Records that the file is now `len` bytes long (zeros written ahead, or
-    /// cut back to the records); never shorter than the records.
-    pub(crate) fn set_alloc(&mut self, len: u64) {
-        debug_assert!(len >= self.end);
-        self.alloc = len.max(self.end);
-    }
-
-    /// Puts `frames` at the end: staged for the next fsync leader when
-    /// `stage`, else written now.
-    pub(crate) fn push(&mut self, frames: &[u8], stage: bool) -> std::io::Result<()> {
-        if stage {
-            self.staged.extend_from_slice(frames);
-        } else {
-            write_all_at(self.file.file.as_ref(), frames, self.end)?;
-        }
-        self.end += frames.len() as u64;
-        self.alloc = self.alloc.max(self.end);
-        Ok(())
-    }
-
-    /// Takes the staged bytes, with the offset they are to be written at.
-    pub(crate) fn take_staged(&mut self) -> (Vec<u8>, u64) {
-        let staged = std::mem::take(&mut self.staged);
-        let at = self.end - staged.len() as u64;
-        (staged, at)
-    }
-
-    /// Hands back a written (emptied) staged buffer, to be reused when larger.
-    pub(crate) fn give_back(&mut self, mut buf: Vec<u8>) {
-        buf.clear();
-        if self.staged.is_empty() && self.staged.capacity() < buf.capacity() {
-            self.staged = buf;
-        }
-    }
-
-    /// Writes what is staged now (a rotation, before it closes the segment).
-    pub(crate) fn write_staged(&mut self) -> std::io::Result<()> {
-        if !self.staged.is_empty() {
-            let at = self.end - self.staged.len() as u64;
-            write_all_at(self.file.file.as_ref(), &self.staged, at)?;
-            self.staged.clear();
-        }
-        Ok(())
-    }
-}
-
+/// The writer's state under `inner`: its parts, each keeping its own
+/// invariant, and the rest of the open. What ties the parts together is kept
+/// here: the active segment is the book's newest.
 pub(crate) struct Inner<M: Machine> {
-    pub(crate) state: M::State,
-    pub(crate) next_seq: u64,
-    /// The active segment (the last of `segments`).
+    /// The machine's state and the seq it has reached.
+    pub(crate) live: Live<M>,
+    /// The active segment (the last of the book's segments).
     pub(crate) active: ActiveSegment,
-    pub(crate) payload: Vec<u8>,
-    pub(crate) frame: Vec<u8>,
-    pub(crate) poisoned: Option<String>,
-    /// First seqs of the live segments, oldest first (the last is `active`).
-    pub(crate) segments: Vec<u64>,
-    /// Seqs of the live snapshots, oldest first.
-    pub(crate) snapshots: Vec<u64>,
-    /// The newest snapshot's chain (FORMAT.md §14), full snapshot first.
-    pub(crate) chain: Vec<Link>,
-    pub(crate) log_bytes_since_snapshot: u64,
-    /// Bytes this writer appended itself since it opened: past
-    /// `Options::delta_bytes` it is a long-lived writer, which merges.
-    pub(crate) appended_bytes: u64,
+    /// The buffers an append batch encodes into.
+    pub(crate) scratch: Scratch,
+    /// Set once a write or fsync of the log failed.
+    pub(crate) poison: Poison,
+    /// The live segments and snapshots, and what decides the next compaction.
+    pub(crate) book: Book,
     /// The rest of the open, until the first write (`None` once done).
-    pub(crate) pending: Option<Box<Pending>>,
+    pending: Option<Box<Pending>>,
+}
+
+impl<M: Machine> Inner<M> {
+    /// The state of a writer whose active segment is `active`, with the rest
+    /// of its open, if any, still to do before its first write.
+    pub(crate) fn new(
+        live: Live<M>,
+        active: ActiveSegment,
+        book: Book,
+        pending: Option<Box<Pending>>,
+    ) -> Self {
+        Inner {
+            live,
+            active,
+            scratch: Scratch::default(),
+            poison: Poison::default(),
+            book,
+            pending,
+        }
+    }
+
+    /// Whether the open is finished: nothing deferred is left to do.
+    pub(crate) fn prepared(&self) -> bool {
+        self.pending.is_none()
+    }
+
+    /// What the open left for the first write, until it is done.
+    pub(crate) fn pending(&self) -> Option<&Pending> {
+        self.pending.as_deref()
+    }
+
+    /// Takes what the open left, to do it now (once).
+    pub(crate) fn take_pending(&mut self) -> Option<Box<Pending>> {
+        self.pending.take()
+    }
+
+    /// Makes `seg`, a new segment after the last one (a rotation's, or the
+    /// open's first write's), the active one: the book's newest.
+    pub(crate) fn start_segment(&mut self, seg: ActiveSegment) {
+        self.book.rotated(seg.first_seq());
+        self.active = seg;
+    }
+
+    /// Makes `seg`, the book's newest segment reopened, the active one.
+    pub(crate) fn continue_segment(&mut self, seg: ActiveSegment) {
+        debug_assert_eq!(self.book.last_segment(), Some(seg.first_seq()));
+        self.active = seg;
+    }
 }
 
 pub(crate) struct Shared<M: Machine> {
@@ -168,8 +140,8 @@ pub(crate) struct Shared<M: Machine> {
     /// Stops the flusher thread.
     pub(crate) stop: Stop,
     /// The writer lock (`LOCK`): held from the open until the store is dropped,
-    /// or, for a one-shot writer, until its batch is written (then `None`).
-    pub(crate) writer_lock: Mutex<Option<Box<dyn Send + Sync>>>,
+    /// or, for a one-shot writer, until its batch is written.
+    pub(crate) writer_lock: WriterLock,
     /// `SHARED` and the sync lock, through which every fsync of the log runs
     /// (FORMAT.md §5.8).
     pub(crate) writers: Writers,
@@ -201,7 +173,7 @@ impl<M: Machine> Shared<M> {
     /// Whether this one-shot writer has written its batch and let the writer
     /// lock go: it may append no more, nor compact (FORMAT.md §5.8).
     pub(crate) fn released(&self) -> bool {
-        self.opts.one_shot && lock(&self.writer_lock).is_none()
+        self.opts.one_shot && !self.writer_lock.held()
     }
 
     /// The durable watermark: every record up to it has been fsynced.
@@ -221,47 +193,17 @@ impl<M: Machine> Shared<M> {
     }
 
     pub(crate) fn poison(&self, g: &mut Inner<M>, cause: String) {
-        g.poisoned.get_or_insert(cause.clone());
+        g.poison.set(cause.clone());
         self.group.fail(cause);
     }
 
     pub(crate) fn wants_compaction(&self, g: &Inner<M>) -> bool {
-        self.next_compaction(g, g.next_seq - 1).is_some()
+        self.next_compaction(g, g.live.last_seq()).is_some()
     }
 
     /// What an automatic compaction at `k` writes now: `Some(None)` a full
     /// snapshot, `Some(Some(p))` a delta over `p`, `None` nothing yet.
     pub(crate) fn next_compaction(&self, g: &Inner<M>, k: u64) -> Option<Option<u64>> {
-        let CompactionPolicy::Auto {
-            min_log_bytes,
-            ratio,
-        } = self.opts.compaction
-        else {
-            return None;
-        };
-        let log = g.log_bytes_since_snapshot;
-        let full_due = chain::full_due(&g.chain, log, min_log_bytes, ratio);
-        let step = self.opts.delta_bytes;
-        if step == 0 {
-            return full_due.then_some(None);
-        }
-        if log < step && !full_due {
-            return None;
-        }
-        let long_lived = g.appended_bytes >= step;
-        if full_due && long_lived {
-            return Some(None);
-        }
-        if log < step {
-            return None;
-        }
-        Some(chain::delta_parent(&g.chain, k, self.merges_tiers(g)))
-    }
-
-    /// Whether a delta written now also merges the newest deltas (§14.4): a
-    /// long-lived writer's does, a one-shot writer's only on a long chain.
-    pub(crate) fn merges_tiers(&self, g: &Inner<M>) -> bool {
-        g.appended_bytes >= self.opts.delta_bytes
-            || chain::deltas(&g.chain) >= chain::LIGHT_MERGE_DELTAS
+        g.book.next_compaction(&self.opts, k)
     }
 }

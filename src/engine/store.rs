@@ -77,12 +77,12 @@ impl<M: Machine> Store<M> {
     /// Reads the current state: every accepted transition, including any whose
     /// fsync is still in flight (those are acknowledged, or the store is poisoned).
     pub fn read<R>(&self, f: impl FnOnce(&M::State) -> R) -> R {
-        f(&lock(&self.shared.inner).state)
+        f(lock(&self.shared.inner).live.state())
     }
 
     /// The seq of the last accepted transition (0 when none).
     pub fn last_seq(&self) -> u64 {
-        lock(&self.shared.inner).next_seq - 1
+        lock(&self.shared.inner).live.last_seq()
     }
 
     /// Writes a snapshot of the current state and deletes the log it makes
@@ -123,11 +123,11 @@ pub(crate) fn spawn_flusher<M: Machine>(
             }
             let last = {
                 let g = lock(&s.inner);
-                if g.poisoned.is_some() {
+                if g.poison.is_set() {
                     return;
                 }
                 // A deferred open with nothing written has nothing to fsync.
-                g.pending.is_none().then(|| g.next_seq - 1)
+                g.prepared().then(|| g.live.last_seq())
             };
             if let Some(last) = last
                 && s.wait_durable(last).is_err()
@@ -167,10 +167,10 @@ impl<M: Machine> Store<M> {
     fn flush_due_delta(&self) {
         let due = !self.shared.released() && {
             let g = lock(&self.shared.inner);
-            g.poisoned.is_none()
-                && g.pending.is_none()
+            !g.poison.is_set()
+                && g.prepared()
                 && matches!(
-                    self.shared.next_compaction(&g, g.next_seq - 1),
+                    self.shared.next_compaction(&g, g.live.last_seq()),
                     Some(Some(_))
                 )
         };
@@ -185,7 +185,7 @@ impl<M: Machine> Store<M> {
                 self.shared.opts.sync,
                 SyncPolicy::Interval(_) | SyncPolicy::Never
             )
-            && lock(&self.shared.inner).pending.is_none()
+            && lock(&self.shared.inner).prepared()
     }
 
     /// Closes the store, returning what dropping it cannot: the final sync's
