@@ -10,7 +10,7 @@ use runlog::engine::frame::{
 };
 use runlog::engine::scan::scan_segment;
 use runlog::engine::sim::SimFs;
-use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_keyed};
+use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_tagged};
 use runlog::engine::{
     ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Reader,
     Store, SyncPolicy,
@@ -129,8 +129,8 @@ pub fn record_decode(data: &[u8]) {
 /// or to a file that decodes the same (JSONL); its payload decode never panics.
 pub fn snapshot_decode(data: &[u8]) {
     if let Ok(v) = decode_snapshot(data) {
-        let keying = v.keying.as_ref().map(|(id, tag)| (id, tag));
-        let again = encode_snapshot_keyed(v.codec, v.seq, v.payload, keying);
+        let tagging = v.tagging.as_ref().map(|(id, tag)| (id, tag));
+        let again = encode_snapshot_tagged(v.codec, v.seq, v.payload, tagging);
         match v.codec {
             Codec::Binary => assert_eq!(again, data),
             Codec::Jsonl => assert_eq!(decode_snapshot(&again).unwrap(), v),
@@ -385,11 +385,11 @@ pub fn apply_input(data: &[u8]) {
     }
 }
 
-/// The key the `table_decode` seeds of keyed tables are written with.
+/// The key the `table_decode` seeds of tagged tables are written with.
 pub const TABLE_FUZZ_KEY: [u8; 32] = [0x42; 32];
 
 /// `table_decode`: a table snapshot (FORMAT.md §11) opened from arbitrary bytes,
-/// unkeyed and keyed, then iterated, looked up and verified: never a panic; an
+/// untagged and tagged, then iterated, looked up and verified: never a panic; an
 /// entry `iter` yields is found by `get` with the same value or an error; a
 /// table that verifies yields exactly `len` entries. Then the bytes, cut into
 /// entries, are written by `TableWriter` and read back unchanged.
@@ -439,7 +439,7 @@ pub fn table_decode(data: &[u8]) {
     let spec = TableSpec {
         codec: Codec::Binary,
         seq: 1,
-        keying: (data.len() % 2 == 1).then(|| (key.clone(), [7; 16])),
+        tagging: (data.len() % 2 == 1).then(|| (key.clone(), [7; 16])),
         block_bytes: usize::from(data.first().copied().unwrap_or(0)),
         // An even second byte writes a delta table (FORMAT.md §14) over seq 0.
         parent: data.get(1).is_some_and(|b| b % 2 == 0).then_some(0),
@@ -456,7 +456,7 @@ pub fn table_decode(data: &[u8]) {
     let t = Table::from_bytes(
         "t".into(),
         Box::new(bytes),
-        spec.keying.as_ref().map(|(k, _)| k),
+        spec.tagging.as_ref().map(|(k, _)| k),
     )
     .expect("a written table opens");
     t.verify().expect("a written table verifies");

@@ -39,7 +39,7 @@ class Corrupt(Error):
 
 
 class Tampered(Error):
-    """A keyed run's bytes pass their checksums but fail their keyed tag: they were
+    """A tagged run's bytes pass their checksums but fail their tag: they were
     changed since they were written, or the key is not the run's. Nothing was
     modified. Attributes as ``Corrupt``: ``file``, ``offset``, ``seq``."""
 

@@ -3,7 +3,7 @@
 //! or `file:///dir`). Writes are create-only (`If-None-Match: *` on S3, an
 //! atomic create on a directory), so an object, once named, never changes:
 //! the digest the `done` transition records is the digest of the only bytes
-//! that name will ever hold. Digests are BLAKE3, as the engine's keyed tags.
+//! that name will ever hold. Digests are BLAKE3, as the engine's tags.
 //! Every call runs with the GIL released.
 
 use crate::errors;

@@ -27,7 +27,7 @@ const ENV_KEY_FILE: &str = "RUNLOG_KEY_FILE";
 /// `lock_wait`: seconds a writer waits for another writer's lock (0: fail at
 /// once with `Locked`). `linger`: seconds an fsync leader waits for other
 /// writers to join its fsync (None: no wait; try 0.0002 with many threads).
-/// `key_file`: the key of keyed (tamper-evident) runs; by default
+/// `key_file`: the key of tagged (tamper-evident) runs; by default
 /// `$RUNLOG_KEY_FILE`.
 #[pyclass(module = "runlog", frozen)]
 pub struct Runs {

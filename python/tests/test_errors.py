@@ -127,7 +127,7 @@ def test_another_key_is_refused_as_the_wrong_key(tmp_path, monkeypatch):
     # tampering stays Tampered.
     with pytest.raises(runlog.Refused, match="wrong key"):
         wrong.open("r")
-    with pytest.raises(runlog.Refused, match="keyed"):
+    with pytest.raises(runlog.Refused, match="tagged"):
         runlog.Runs(root, lock_wait=0).get("r")
     # The key from the environment, as the CLI reads it.
     monkeypatch.setenv("RUNLOG_KEY_FILE", str(keys[0]))
@@ -162,7 +162,7 @@ def masked_crc(data):
     return (rotated + CRC_MASK_DELTA) & 0xFFFFFFFF
 
 
-# A keyed JSONL record line (FORMAT.md §10.4), its fixed fields exactly as written.
+# A tagged JSONL record line (FORMAT.md §10.4), its fixed fields exactly as written.
 RECORD = re.compile(rb'^\{"seq":(\d+),"synced":(\d+),"len":(\d+),"crc":(\d+),'
                     rb'"mac":"([0-9a-f]{32})","t":(.*)\}$')
 
@@ -173,8 +173,8 @@ def record_crc(seq, synced, t, tag):
     return masked_crc(struct.pack("<IQQ", len(t), seq, synced) + t + tag)
 
 
-def keyed_run(tmp_path, monkeypatch):
-    """A keyed run (JSONL, the default codec) with seven committed records, closed:
+def tagged_run(tmp_path, monkeypatch):
+    """A tagged run (JSONL, the default codec) with seven committed records, closed:
     its Runs, directory, segment and the segment's lines with their offsets."""
     monkeypatch.delenv("RUNLOG_DIR", raising=False)
     monkeypatch.delenv("RUNLOG_KEY_FILE", raising=False)
@@ -205,7 +205,7 @@ def find_record(lines, seq):
 
 
 def test_a_changed_record_with_its_crc_fixed_is_tampered(tmp_path, monkeypatch):
-    runs, d, seg, lines = keyed_run(tmp_path, monkeypatch)
+    runs, d, seg, lines = tagged_run(tmp_path, monkeypatch)
     offset, line, m = find_record(lines, 3)
     seq, synced, crc = int(m.group(1)), int(m.group(2)), int(m.group(4))
     tag, t = bytes.fromhex(m.group(5).decode()), m.group(6)
@@ -231,7 +231,7 @@ def test_a_changed_record_with_its_crc_fixed_is_tampered(tmp_path, monkeypatch):
 
 
 def test_a_changed_record_without_its_crc_fixed_is_corrupt_not_tampered(tmp_path, monkeypatch):
-    runs, d, seg, lines = keyed_run(tmp_path, monkeypatch)
+    runs, d, seg, lines = tagged_run(tmp_path, monkeypatch)
     offset, line, m = find_record(lines, 3)
     t = m.group(6)
     forged = t.replace(b'"status":"done"', b'"status":"dona"')  # same length, CRC left stale

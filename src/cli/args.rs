@@ -32,7 +32,7 @@ pub struct Cli {
         allow_negative_numbers = true
     )]
     pub lock_timeout: f64,
-    /// The key of keyed runs (else $RUNLOG_KEY_FILE): 32 raw bytes or 64 hex digits, mode 0600. Runs created with it are keyed (tamper-evident); keyed runs need it.
+    /// The key of tagged runs (else $RUNLOG_KEY_FILE): 32 raw bytes or 64 hex digits, mode 0600. Runs created with it are tagged (tamper-evident); tagged runs need it.
     #[arg(long, global = true, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
     /// The command.

@@ -766,7 +766,7 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                 let (head, why) = match d.kind {
                     "tampered" => (
                         "TAMPERED",
-                        " (the bytes pass their checksums but not their keyed tag)",
+                        " (the bytes pass their checksums but not their tag)",
                     ),
                     _ => ("CORRUPT", ""),
                 };

@@ -71,8 +71,8 @@ pub fn report(e: &RunError) -> String {
         RunError::Engine {
             id,
             source: engine::Error::Key { path, reason },
-        } if reason.starts_with("store is keyed") => format!(
-            "run {id}: {}: the run is keyed; pass its key with --key-file PATH (or ${ENV_KEY_FILE})",
+        } if reason.starts_with("store is tagged") => format!(
+            "run {id}: {}: the run is tagged; pass its key with --key-file PATH (or ${ENV_KEY_FILE})",
             path.display()
         ),
         RunError::Engine { id, source } if source.is_corrupt() => {

@@ -70,7 +70,7 @@ impl<M: Machine> Store<M> {
             for t in ts {
                 results.push(stage(
                     s.codec,
-                    s.keying.as_ref(),
+                    s.tagging.as_ref(),
                     &mut g.live,
                     t,
                     synced,
@@ -154,7 +154,7 @@ impl<M: Machine> Store<M> {
 
 fn stage<M: Machine>(
     codec: Codec,
-    keying: Option<&(Key, StoreId)>,
+    tagging: Option<&(Key, StoreId)>,
     live: &mut Live<M>,
     t: &M::Transition,
     synced: u64,
@@ -166,8 +166,8 @@ fn stage<M: Machine>(
         seq: None,
         reason,
     })?;
-    // A keyed store's tag travels inside the frame and counts against the limit.
-    let max = u64::from(MAX_RECORD_LEN) - if keying.is_some() { TAG_LEN as u64 } else { 0 };
+    // A tagged store's tag travels inside the frame and counts against the limit.
+    let max = u64::from(MAX_RECORD_LEN) - if tagging.is_some() { TAG_LEN as u64 } else { 0 };
     if payload.len() as u64 > max {
         return Err(Error::TooLarge {
             what: "record",
@@ -176,7 +176,7 @@ fn stage<M: Machine>(
         });
     }
     let seq = live.accept(t)?;
-    let tag = keying.map(|(key, id)| record_tag(key, id, seq, payload));
+    let tag = tagging.map(|(key, id)| record_tag(key, id, seq, payload));
     encode_record_tagged(codec, seq, synced, payload, tag.as_ref(), batch);
     Ok(seq)
 }
@@ -199,7 +199,7 @@ fn reframe<M: Machine>(
                 reason,
             })?;
             let tag = s
-                .keying
+                .tagging
                 .as_ref()
                 .map(|(key, id)| record_tag(key, id, *seq, payload));
             encode_record_tagged(s.codec, *seq, synced, payload, tag.as_ref(), batch);

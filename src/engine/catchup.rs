@@ -63,7 +63,7 @@ pub(crate) fn catch_up<M: Machine>(
     if bytes.len() >= MAX_CATCH_UP {
         return Ok(false);
     }
-    let keying = key.zip(l.store_id.as_ref());
+    let tagging = key.zip(l.store_id.as_ref());
     let mut at = 0usize;
     let mut seq = l.next_seq;
     let mut last_synced = None;
@@ -75,21 +75,21 @@ pub(crate) fn catch_up<M: Machine>(
                 payload,
                 next,
             } if s == seq => {
-                let body = record_payload(keying, l.codec, &path, &bytes, at as u64, s, payload)
+                let body = record_payload(tagging, l.codec, &path, &bytes, at as u64, s, payload)
                     .map_err(|e| match e {
-                        Error::Tampered {
-                            path,
-                            offset,
-                            seq,
-                            what,
-                        } => Error::Tampered {
-                            path,
-                            offset: offset.map(|o| o + base),
-                            seq,
-                            what,
-                        },
-                        e => e,
-                    })?;
+                    Error::Tampered {
+                        path,
+                        offset,
+                        seq,
+                        what,
+                    } => Error::Tampered {
+                        path,
+                        offset: offset.map(|o| o + base),
+                        seq,
+                        what,
+                    },
+                    e => e,
+                })?;
                 if replay_one::<M>(&mut l.state, l.codec, body).is_err() {
                     // Damage, or a record this build refuses: the full load says which.
                     return Ok(false);

@@ -125,7 +125,7 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
         name: snapshot_name(k),
         codec: shared.codec,
         seq: k,
-        keying: shared.keying.as_ref(),
+        tagging: shared.tagging.as_ref(),
         max_len: shared.opts.max_snapshot_len,
         delta_over,
     };
@@ -257,6 +257,6 @@ fn open_installed_table<M: Machine>(shared: &Shared<M>, k: u64) -> Result<Option
     if !is_table((*bytes).as_ref()) {
         return Ok(None);
     }
-    let key = shared.keying.as_ref().map(|s| &s.0);
+    let key = shared.tagging.as_ref().map(|s| &s.0);
     Ok(Some(Arc::new(Table::from_bytes(path, bytes, key)?)))
 }

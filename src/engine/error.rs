@@ -33,7 +33,7 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// In a keyed store, bytes that pass their checksums fail their keyed tag:
+    /// In a tagged store, bytes that pass their checksums fail their tag:
     /// they were changed since they were written (or the key is not the
     /// store's), or a file belongs to another store. Never treated as a torn
     /// tail; nothing was modified.
@@ -48,8 +48,8 @@ pub enum Error {
         /// What failed.
         what: String,
     },
-    /// The key does not fit the store: a keyed store opened without its key, an
-    /// unkeyed store opened with one. Nothing was read past the headers.
+    /// The key does not fit the store: a tagged store opened without its key, an
+    /// untagged store opened with one. Nothing was read past the headers.
     Key {
         /// The store directory.
         path: PathBuf,
@@ -151,7 +151,7 @@ impl Error {
         matches!(self, Error::Corrupt { .. })
     }
 
-    /// True when a keyed store's tag check failed.
+    /// True when a tagged store's tag check failed.
     pub fn is_tampered(&self) -> bool {
         matches!(self, Error::Tampered { .. })
     }
@@ -249,7 +249,7 @@ impl fmt::Display for Error {
                 what,
             } => write!(
                 f,
-                "tampering detected in {}{}{}: {what}; the bytes pass their checksums but not their keyed tag, so they were changed after they were written (or this is not the store's key); nothing was modified",
+                "tampering detected in {}{}{}: {what}; the bytes pass their checksums but not their tag, so they were changed after they were written (or this is not the store's key); nothing was modified",
                 path.display(),
                 offset_part(offset),
                 seq_part(seq)

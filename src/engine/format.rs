@@ -52,10 +52,10 @@ impl std::str::FromStr for Codec {
 
 /// `FORMAT_VERSION`: bumped whenever a reader of the previous version could misread a file.
 pub const FORMAT_VERSION: u16 = 1;
-/// The version in every file header of a keyed store (FORMAT.md §10). A reader
+/// The version in every file header of a tagged store (FORMAT.md §10). A reader
 /// of version 1 refuses such files instead of misreading them; files of an
-/// unkeyed store still carry [`FORMAT_VERSION`] and are unchanged.
-pub const KEYED_FORMAT_VERSION: u16 = 2;
+/// untagged store still carry [`FORMAT_VERSION`] and are unchanged.
+pub const TAGGED_FORMAT_VERSION: u16 = 2;
 /// Codec byte for [`Codec::Binary`].
 pub const CODEC_BINARY: u8 = 1;
 /// Codec byte for [`Codec::Jsonl`].
@@ -101,11 +101,11 @@ pub const SEGMENT_HEADER_LEN: usize = SEG_CRC_AT + size_of::<u32>();
 pub const STORE_ID_LEN: usize = 16;
 /// Bytes of a record, snapshot or table tag (the first 16 bytes of keyed BLAKE3).
 pub const TAG_LEN: usize = 16;
-// keyed (version 2): the same fields, then store_id [16] | header_crc u32
+// tagged (version 2): the same fields, then store_id [16] | header_crc u32
 pub(crate) const SEG_STORE_ID_AT: usize = SEG_CRC_AT;
-pub(crate) const SEG_KEYED_CRC_AT: usize = SEG_STORE_ID_AT + STORE_ID_LEN;
-/// Length of a binary segment header of a keyed store.
-pub const KEYED_SEGMENT_HEADER_LEN: usize = SEG_KEYED_CRC_AT + size_of::<u32>();
+pub(crate) const SEG_TAGGED_CRC_AT: usize = SEG_STORE_ID_AT + STORE_ID_LEN;
+/// Length of a binary segment header of a tagged store.
+pub const TAGGED_SEGMENT_HEADER_LEN: usize = SEG_TAGGED_CRC_AT + size_of::<u32>();
 
 // ---- binary record frame -----------------------------------------------------
 // len u32 | seq u64 | synced u64 | header_crc u32 | payload [len] | crc u32
@@ -126,13 +126,13 @@ pub(crate) const SNAP_PCRC_AT: usize = SNAP_LEN_AT + size_of::<u64>();
 pub(crate) const SNAP_HCRC_AT: usize = SNAP_PCRC_AT + size_of::<u32>();
 /// Length of a binary snapshot header.
 pub const SNAPSHOT_HEADER_LEN: usize = SNAP_HCRC_AT + size_of::<u32>();
-// keyed (version 2): ... len u64 | store_id [16] | tag [16] | payload_crc u32 | header_crc u32
+// tagged (version 2): ... len u64 | store_id [16] | tag [16] | payload_crc u32 | header_crc u32
 pub(crate) const SNAP_STORE_ID_AT: usize = SNAP_PCRC_AT;
 pub(crate) const SNAP_TAG_AT: usize = SNAP_STORE_ID_AT + STORE_ID_LEN;
-pub(crate) const SNAP_KEYED_PCRC_AT: usize = SNAP_TAG_AT + TAG_LEN;
-pub(crate) const SNAP_KEYED_HCRC_AT: usize = SNAP_KEYED_PCRC_AT + size_of::<u32>();
-/// Length of a binary snapshot header of a keyed store.
-pub const KEYED_SNAPSHOT_HEADER_LEN: usize = SNAP_KEYED_HCRC_AT + size_of::<u32>();
+pub(crate) const SNAP_TAGGED_PCRC_AT: usize = SNAP_TAG_AT + TAG_LEN;
+pub(crate) const SNAP_TAGGED_HCRC_AT: usize = SNAP_TAGGED_PCRC_AT + size_of::<u32>();
+/// Length of a binary snapshot header of a tagged store.
+pub const TAGGED_SNAPSHOT_HEADER_LEN: usize = SNAP_TAGGED_HCRC_AT + size_of::<u32>();
 
 // ---- file names ----------------------------------------------------------------
 /// Prefix of segment file names: `seg-<first seq, 20 digits>.log`.
@@ -226,12 +226,12 @@ mod tests {
         assert_eq!(SEGMENT_HEADER_LEN, 32);
         assert_eq!(RECORD_HEADER_LEN, 24);
         assert_eq!(SNAPSHOT_HEADER_LEN, 40);
-        assert_eq!(KEYED_SEGMENT_HEADER_LEN, 48);
-        assert_eq!(KEYED_SNAPSHOT_HEADER_LEN, 72);
-        assert_eq!((SEG_STORE_ID_AT, SEG_KEYED_CRC_AT), (28, 44));
+        assert_eq!(TAGGED_SEGMENT_HEADER_LEN, 48);
+        assert_eq!(TAGGED_SNAPSHOT_HEADER_LEN, 72);
+        assert_eq!((SEG_STORE_ID_AT, SEG_TAGGED_CRC_AT), (28, 44));
         assert_eq!(MARK_LEN, 40);
         assert_eq!(
-            (SNAP_STORE_ID_AT, SNAP_TAG_AT, SNAP_KEYED_PCRC_AT),
+            (SNAP_STORE_ID_AT, SNAP_TAG_AT, SNAP_TAGGED_PCRC_AT),
             (32, 48, 64)
         );
     }

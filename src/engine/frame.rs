@@ -84,10 +84,10 @@ pub struct SegmentHeader {
     pub first_seq: u64,
     /// Bytes the header occupies; records start here.
     pub len: usize,
-    /// The store id of a keyed store's segment (version 2); `None` when unkeyed.
+    /// The store id of a tagged store's segment (version 2); `None` when untagged.
     pub store_id: Option<StoreId>,
-    /// A keyed store's key check (FORMAT.md §10.6); `None` in a segment
-    /// written before key checks (or unkeyed).
+    /// A tagged store's key check (FORMAT.md §10.6); `None` in a segment
+    /// written before key checks (or untagged).
     pub key_check: Option<KeyCheck>,
 }
 
@@ -106,7 +106,7 @@ struct JsonSegmentHeader {
     crc: u32,
 }
 
-/// The checksum of a JSONL segment header: first seq, then a keyed store's id
+/// The checksum of a JSONL segment header: first seq, then a tagged store's id
 /// and its key check when written.
 fn jsonl_header_crc(first_seq: u64, id: Option<&StoreId>, check: Option<&KeyCheck>) -> u32 {
     match (id, check) {
@@ -117,7 +117,7 @@ fn jsonl_header_crc(first_seq: u64, id: Option<&StoreId>, check: Option<&KeyChec
 }
 
 /// What every JSONL file header holds besides its own fields (FORMAT.md):
-/// what the file is, the format version, the codec, and a keyed store's id.
+/// what the file is, the format version, the codec, and a tagged store's id.
 pub(crate) trait JsonlHeader: serde::de::DeserializeOwned {
     /// `(runlog, version, codec, storeId)`.
     fn common(&self) -> (&str, u16, &str, Option<&str>);
@@ -154,7 +154,7 @@ pub(crate) fn decode_jsonl_header<H: JsonlHeader>(
     if codec.parse::<Codec>() != Ok(Codec::Jsonl) {
         return Err(format!("JSONL {what} header names codec {codec:?}"));
     }
-    let store_id = keyed_field(version, store_id, "storeId")?
+    let store_id = tagged_field(version, store_id, "storeId")?
         .map(parse_store_id)
         .transpose()?;
     Ok((h, nl, store_id))
@@ -169,18 +169,18 @@ pub(crate) fn parse_store_id(hex: &str) -> Result<StoreId, String> {
 #[cfg(any(test, feature = "sim"))]
 /// Encodes the header of a segment whose first record will be `first_seq`.
 pub fn encode_segment_header(codec: Codec, first_seq: u64) -> Vec<u8> {
-    encode_segment_header_keyed(codec, first_seq, None)
+    encode_segment_header_tagged(codec, first_seq, None)
 }
 
-/// Encodes a segment header; with a store id, the header of a keyed store
+/// Encodes a segment header; with a store id, the header of a tagged store
 /// (version 2, FORMAT.md §10).
 #[cfg(any(test, feature = "sim", feature = "remote"))]
-pub fn encode_segment_header_keyed(codec: Codec, first_seq: u64, id: Option<&StoreId>) -> Vec<u8> {
+pub fn encode_segment_header_tagged(codec: Codec, first_seq: u64, id: Option<&StoreId>) -> Vec<u8> {
     encode_segment_header_checked(codec, first_seq, id, None)
 }
 
-/// [`encode_segment_header_keyed`] with the store's key check (§10.6), as
-/// every keyed segment is written now.
+/// [`encode_segment_header_tagged`] with the store's key check (§10.6), as
+/// every tagged segment is written now.
 pub fn encode_segment_header_checked(
     codec: Codec,
     first_seq: u64,
@@ -190,18 +190,18 @@ pub fn encode_segment_header_checked(
     let check = check.filter(|_| id.is_some());
     match (codec, id) {
         (Codec::Binary, Some(id)) => {
-            let mut h = vec![0u8; KEYED_SEGMENT_HEADER_LEN];
+            let mut h = vec![0u8; TAGGED_SEGMENT_HEADER_LEN];
             h[..SEG_MAGIC_END].copy_from_slice(&SEGMENT_MAGIC);
-            h[SEG_MAGIC_END..SEG_VERSION_END].copy_from_slice(&KEYED_FORMAT_VERSION.to_le_bytes());
+            h[SEG_MAGIC_END..SEG_VERSION_END].copy_from_slice(&TAGGED_FORMAT_VERSION.to_le_bytes());
             h[SEG_CODEC_AT] = CODEC_BINARY;
             h[SEG_FIRST_SEQ_AT..SEG_RESERVED_AT].copy_from_slice(&first_seq.to_le_bytes());
-            // The unkeyed layout's reserved field holds the key check.
+            // The untagged layout's reserved field holds the key check.
             if let Some(c) = check {
                 h[SEG_RESERVED_AT..SEG_STORE_ID_AT].copy_from_slice(c);
             }
-            h[SEG_STORE_ID_AT..SEG_KEYED_CRC_AT].copy_from_slice(id);
-            let crc = masked_crc(&[&h[..SEG_KEYED_CRC_AT]]);
-            h[SEG_KEYED_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+            h[SEG_STORE_ID_AT..SEG_TAGGED_CRC_AT].copy_from_slice(id);
+            let crc = masked_crc(&[&h[..SEG_TAGGED_CRC_AT]]);
+            h[SEG_TAGGED_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
             h
         }
         (Codec::Binary, None) => {
@@ -218,7 +218,7 @@ pub fn encode_segment_header_checked(
             let head = JsonSegmentHeader {
                 runlog: "segment".into(),
                 version: if id.is_some() {
-                    KEYED_FORMAT_VERSION
+                    TAGGED_FORMAT_VERSION
                 } else {
                     FORMAT_VERSION
                 },
@@ -269,9 +269,9 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
         return Err("bad segment magic".into());
     }
     // The version says which layout the checksum is at; the checksum then covers it.
-    let keyed = le_u16(buf, SEG_MAGIC_END) == KEYED_FORMAT_VERSION;
-    let (crc_at, len) = if keyed {
-        (SEG_KEYED_CRC_AT, KEYED_SEGMENT_HEADER_LEN)
+    let tagged = le_u16(buf, SEG_MAGIC_END) == TAGGED_FORMAT_VERSION;
+    let (crc_at, len) = if tagged {
+        (SEG_TAGGED_CRC_AT, TAGGED_SEGMENT_HEADER_LEN)
     } else {
         (SEG_CRC_AT, SEGMENT_HEADER_LEN)
     };
@@ -294,15 +294,15 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
             ));
         }
     }
-    let store_id = keyed.then(|| {
+    let store_id = tagged.then(|| {
         let mut id = [0u8; STORE_ID_LEN];
-        id.copy_from_slice(&buf[SEG_STORE_ID_AT..SEG_KEYED_CRC_AT]);
+        id.copy_from_slice(&buf[SEG_STORE_ID_AT..SEG_TAGGED_CRC_AT]);
         id
     });
     let mut check = [0u8; KEY_CHECK_LEN];
     check.copy_from_slice(&buf[SEG_RESERVED_AT..SEG_STORE_ID_AT]);
-    // Zeros: a keyed segment written before key checks (or an unkeyed one).
-    let key_check = (keyed && check != [0u8; KEY_CHECK_LEN]).then_some(check);
+    // Zeros: a tagged segment written before key checks (or an untagged one).
+    let key_check = (tagged && check != [0u8; KEY_CHECK_LEN]).then_some(check);
     Ok(SegmentHeader {
         codec: Codec::Binary,
         first_seq: le_u64(buf, SEG_FIRST_SEQ_AT),
@@ -313,23 +313,23 @@ pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, String> {
 }
 
 pub(crate) fn check_version(v: u16) -> Result<(), String> {
-    if v == FORMAT_VERSION || v == KEYED_FORMAT_VERSION {
+    if v == FORMAT_VERSION || v == TAGGED_FORMAT_VERSION {
         Ok(())
     } else {
         Err(format!(
-            "format version {v} is not supported (this build reads versions {FORMAT_VERSION} and {KEYED_FORMAT_VERSION})"
+            "format version {v} is not supported (this build reads versions {FORMAT_VERSION} and {TAGGED_FORMAT_VERSION})"
         ))
     }
 }
 
-/// A keyed store's header field of a JSONL header: required in version 2,
+/// A tagged store's header field of a JSONL header: required in version 2,
 /// refused in version 1.
-pub(crate) fn keyed_field<'a>(
+pub(crate) fn tagged_field<'a>(
     version: u16,
     field: Option<&'a str>,
     name: &str,
 ) -> Result<Option<&'a str>, String> {
-    match (version == KEYED_FORMAT_VERSION, field) {
+    match (version == TAGGED_FORMAT_VERSION, field) {
         (true, Some(f)) => Ok(Some(f)),
         (false, None) => Ok(None),
         (true, None) => Err(format!("version {version} header without {name}")),
@@ -347,7 +347,7 @@ pub fn encode_record(codec: Codec, seq: u64, synced: u64, payload: &[u8], out: &
     encode_record_tagged(codec, seq, synced, payload, None, out)
 }
 
-/// Appends one framed record of a keyed store (with `tag`) or of an unkeyed one.
+/// Appends one framed record of a tagged store (with `tag`) or of an untagged one.
 /// Binary: the tag follows the payload inside the frame and `len` counts it; the
 /// checksum covers it. JSONL: a `"mac"` field before `t`, its 16 bytes appended to
 /// the checksummed bytes. The caller has checked the length, tag included.
@@ -614,7 +614,7 @@ fn jsonl_record_fills(line: &[u8]) -> bool {
 }
 
 /// The mac of the JSONL record line starting at `at`, read from the fixed fields
-/// in the form the writer puts them (a keyed store's line in any other form is
+/// in the form the writer puts them (a tagged store's line in any other form is
 /// not one its writer wrote). `None` when absent or not in that form.
 pub fn jsonl_record_mac(buf: &[u8], at: usize) -> Option<Tag> {
     let rest = buf.get(at..)?;
@@ -631,7 +631,7 @@ pub fn split_body(body: &[u8]) -> Option<(&[u8], Tag)> {
     Some((&body[..at], t))
 }
 
-/// Checks the tag of the record at `at` of a keyed store's segment `buf` whose
+/// Checks the tag of the record at `at` of a tagged store's segment `buf` whose
 /// frame decoded to `seq` and `body`, and returns its payload. Binary: the tag is
 /// the body's last 16 bytes. JSONL: the line's `mac` field, which must stand where
 /// the writer puts it. An error says what failed.
@@ -652,7 +652,7 @@ pub fn open_record<'a>(
             let mac = usize::try_from(at)
                 .ok()
                 .and_then(|at| jsonl_record_mac(buf, at))
-                .ok_or("record line carries no mac where a keyed store's writer puts it")?;
+                .ok_or("record line carries no mac where a tagged store's writer puts it")?;
             (body, mac)
         }
     };
@@ -748,7 +748,7 @@ mod tests {
             assert_eq!((d.codec, d.first_seq, d.len), (codec, 77, h.len()));
             assert_eq!(d.store_id, None);
             let id = [0x5au8; STORE_ID_LEN];
-            let k = encode_segment_header_keyed(codec, 77, Some(&id));
+            let k = encode_segment_header_tagged(codec, 77, Some(&id));
             let d = decode_segment_header(&k).unwrap();
             assert_eq!((d.codec, d.first_seq, d.len), (codec, 77, k.len()));
             assert_eq!(d.store_id, Some(id));
@@ -759,15 +759,15 @@ mod tests {
     }
 
     #[test]
-    fn keyed_headers_carry_version_2_and_unkeyed_stay_version_1() {
+    fn tagged_headers_carry_version_2_and_untagged_stay_version_1() {
         let id = [7u8; STORE_ID_LEN];
-        let k = encode_segment_header_keyed(Codec::Binary, 1, Some(&id));
-        assert_eq!(k.len(), KEYED_SEGMENT_HEADER_LEN);
+        let k = encode_segment_header_tagged(Codec::Binary, 1, Some(&id));
+        assert_eq!(k.len(), TAGGED_SEGMENT_HEADER_LEN);
         assert_eq!(le_u16(&k, 8), 2);
         assert_eq!(&k[28..44], &id);
         let u = encode_segment_header(Codec::Binary, 1);
         assert_eq!(le_u16(&u, 8), 1);
-        let j = encode_segment_header_keyed(Codec::Jsonl, 1, Some(&id));
+        let j = encode_segment_header_tagged(Codec::Jsonl, 1, Some(&id));
         assert!(j.starts_with(b"{\"runlog\":\"segment\",\"version\":2,"));
     }
 

@@ -455,7 +455,7 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
 
     fn write_snapshot(state: &KeyedState<M>, sink: SnapshotSink<'_>) -> Result<u64> {
         let vfs = sink.vfs.clone();
-        let key = sink.keying.map(|s| s.0.clone());
+        let key = sink.tagging.map(|s| s.0.clone());
         // A delta holds what the tables after its parent and the overlay hold
         // (FORMAT.md §14); it needs its parent among this state's tables.
         let parent_at = sink

@@ -35,11 +35,11 @@ pub struct Listing {
 }
 
 /// The payload of the record with `body` at `offset` of the segment `bytes` read
-/// from `path`: the body itself in an unkeyed store (`keying` is `None`); in a keyed
+/// from `path`: the body itself in an untagged store (`tagging` is `None`); in a tagged
 /// one, the body with its tag checked and split off, [`Error::Tampered`] when the
 /// tag does not match.
 pub(crate) fn record_payload<'a>(
-    keying: Option<(&Key, &StoreId)>,
+    tagging: Option<(&Key, &StoreId)>,
     codec: Codec,
     path: &Path,
     bytes: &[u8],
@@ -47,7 +47,7 @@ pub(crate) fn record_payload<'a>(
     seq: u64,
     body: &'a [u8],
 ) -> Result<&'a [u8]> {
-    let Some((key, id)) = keying else {
+    let Some((key, id)) = tagging else {
         return Ok(body);
     };
     open_record(key, id, codec, bytes, offset, seq, body).map_err(|what| Error::Tampered {
@@ -157,8 +157,8 @@ pub struct LoadSpec<'a, S> {
     pub apply: &'a mut ApplyRecord<'a, S>,
     /// Called now and then during replay.
     pub progress: Option<&'a (dyn Fn(&Progress) + Send + Sync)>,
-    /// The key of a keyed store: every record's and the base snapshot's tag is
-    /// checked. Must be given for a keyed store and only for one.
+    /// The key of a tagged store: every record's and the base snapshot's tag is
+    /// checked. Must be given for a tagged store and only for one.
     pub key: Option<&'a Key>,
 }
 
@@ -186,7 +186,7 @@ pub struct Loaded<S> {
     pub mark: Option<Mark>,
     pub verdict: Verdict,
     pub codec: Codec,
-    /// The store id of a keyed store (`None`: unkeyed, or no header was readable).
+    /// The store id of a tagged store (`None`: untagged, or no header was readable).
     pub store_id: Option<StoreId>,
     /// The seq the next record gets.
     pub next_seq: u64,
@@ -212,10 +212,10 @@ pub fn is_vanished(e: &Error) -> bool {
 
 /// Bytes read from the start of a segment to decode its header: the longest
 /// header of either codec (FORMAT.md §3, §10.3).
-const SEGMENT_HEAD_READ: usize = if MAX_JSONL_HEADER_LEN > KEYED_SEGMENT_HEADER_LEN {
+const SEGMENT_HEAD_READ: usize = if MAX_JSONL_HEADER_LEN > TAGGED_SEGMENT_HEADER_LEN {
     MAX_JSONL_HEADER_LEN
 } else {
-    KEYED_SEGMENT_HEADER_LEN
+    TAGGED_SEGMENT_HEADER_LEN
 };
 
 const READ_RETRIES: usize = 20;
@@ -253,7 +253,7 @@ pub(crate) fn replay_one<M: super::Machine>(
     })
 }
 
-/// Detects the codec (and a keyed store's id) of a store from its oldest
+/// Detects the codec (and a tagged store's id) of a store from its oldest
 /// segment with a readable header (reading only the header: the segment may be
 /// one the replay does not need), else from its newest readable snapshot.
 fn detect_codec(
@@ -282,13 +282,13 @@ fn detect_codec(
             continue;
         }
         if let Ok(v) = decode_snapshot((*bytes).as_ref()) {
-            return Ok(Some((v.codec, v.keying.map(|s| s.0))));
+            return Ok(Some((v.codec, v.tagging.map(|s| s.0))));
         }
     }
     Ok(None)
 }
 
-/// Refuses, at once and as such, a key that is not the one a keyed segment's
+/// Refuses, at once and as such, a key that is not the one a tagged segment's
 /// key check (FORMAT.md §10.6) was made with. A segment without a check (written
 /// before key checks) leaves the tags to tell, as before.
 pub(crate) fn check_key_check(
@@ -307,12 +307,12 @@ pub(crate) fn check_key_check(
     Ok(())
 }
 
-/// Refuses a key for an unkeyed store and no key for a keyed one.
+/// Refuses a key for an untagged store and no key for a tagged one.
 pub(crate) fn check_key(dir: &Path, key: Option<&Key>, store_id: Option<&StoreId>) -> Result<()> {
     let reason = match (key, store_id) {
-        (None, Some(_)) => "store is keyed; pass its key",
+        (None, Some(_)) => "store is tagged; pass its key",
         (Some(_), None) => {
-            "store is not keyed, but a key was given; refusing to read unauthenticated data as if it were checked (open it without a key)"
+            "store is not tagged, but a key was given; refusing to read unauthenticated data as if it were checked (open it without a key)"
         }
         _ => return Ok(()),
     };
@@ -454,7 +454,7 @@ impl<S> BaseTry<'_, S> {
         };
         let bytes_len = (*bytes).as_ref().len() as u64;
         let table_file = is_table((*bytes).as_ref());
-        // What the file says of itself, in either shape, and whether a keyed
+        // What the file says of itself, in either shape, and whether a tagged
         // whole snapshot's tag matches (a table checked its own tags on open).
         let mut links = Vec::new();
         let (found_seq, found_codec, found_id, tag_ok, data) = if table_file {
@@ -494,13 +494,13 @@ impl<S> BaseTry<'_, S> {
             (found.0, found.1, found.2, true, data)
         } else {
             let view = decode_snapshot((*bytes).as_ref())?;
-            let tag_ok = match (self.store.key.zip(self.store.store_id), view.keying) {
+            let tag_ok = match (self.store.key.zip(self.store.store_id), view.tagging) {
                 (Some((key, id)), Some((_, tag))) => {
                     tags_equal(&snapshot_tag(key, id, view.seq, view.payload), &tag)
                 }
                 _ => true,
             };
-            let id = view.keying.map(|s| s.0);
+            let id = view.tagging.map(|s| s.0);
             links.push(Link {
                 seq: view.seq,
                 parent: None,
@@ -563,7 +563,7 @@ struct Reading<'a> {
     /// A header was readable: every segment's must name `store_id`.
     detected: bool,
     store_id: Option<&'a StoreId>,
-    keying: Option<(&'a Key, &'a StoreId)>,
+    tagging: Option<(&'a Key, &'a StoreId)>,
 }
 
 /// What replaying the segments above the base found.
@@ -577,7 +577,7 @@ struct Replayed {
 }
 
 /// Replays every record above `base_seq` in `segments` into `state`, segment
-/// by segment (every record's checksum and keyed tag checked, also below the
+/// by segment (every record's checksum and tag checked, also below the
 /// base: a fallback may need them), and notes where the mark's record ends.
 fn replay_segments<S>(
     r: &Reading<'_>,
@@ -612,10 +612,10 @@ fn replay_segments<S>(
             });
         }
         let (scan, tail) = scan_segment_tracked(bytes, |seq, body, offset| {
-            // A keyed store's record passed its checksum; its tag decides whether
+            // A tagged store's record passed its checksum; its tag decides whether
             // it is what the writer wrote. Checked for every record, even those
             // the snapshot covers (a fallback may need them).
-            let payload = record_payload(r.keying, r.codec, &path, bytes, offset, seq, body)?;
+            let payload = record_payload(r.tagging, r.codec, &path, bytes, offset, seq, body)?;
             if let Some(m) = mark.filter(|_| in_mark_segment) {
                 if seq == m.seq {
                     saw_mark_record = true;
@@ -772,7 +772,7 @@ fn load_scoped<S: Default>(
         codec,
         detected: detected.is_some(),
         store_id: store_id.as_ref(),
-        keying: spec.key.zip(store_id.as_ref()),
+        tagging: spec.key.zip(store_id.as_ref()),
     };
     let Replayed {
         scans,

@@ -165,10 +165,10 @@ impl<M: Machine> Store<M> {
         let mut fresh_header = 0;
         let (inner, codec, store_id, report, durable, marked) = match loaded {
             None => {
-                // A store created with a key is keyed, under a new random id.
+                // A store created with a key is tagged, under a new random id.
                 let id = opts.key.as_ref().map(|_| new_store_id());
-                let keying = opts.key.as_ref().zip(id.as_ref());
-                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, keying)?;
+                let tagging = opts.key.as_ref().zip(id.as_ref());
+                let (inner, codec, report) = Self::fresh(vfs.as_ref(), &dir, opts.codec, tagging)?;
                 let durable = inner.live.last_seq();
                 fresh_header = inner.active.end();
                 (inner, codec, id, report, durable, None)
@@ -177,7 +177,7 @@ impl<M: Machine> Store<M> {
                 if l.report.codec.is_none() {
                     // Only a torn first segment header: nothing says which codec the
                     // store was being created with, so it gets the one asked for now
-                    // (and is keyed when a key is given now).
+                    // (and is tagged when a key is given now).
                     l.codec = opts.codec;
                     l.report.codec = Some(opts.codec);
                     l.store_id = opts.key.as_ref().map(|_| new_store_id());
@@ -214,12 +214,12 @@ impl<M: Machine> Store<M> {
                 .adopt(vfs.as_ref())
                 .map_err(|e| Error::io("write the sync state", dir.join(SHARED_FILE), e))?;
         }
-        let keying = opts.key.clone().zip(store_id);
+        let tagging = opts.key.clone().zip(store_id);
         let shared = Arc::new(Shared {
             dir,
             vfs,
             codec,
-            keying,
+            tagging,
             opts,
             inner: Mutex::new(inner),
             group: GroupCommit::new(durable),
@@ -251,9 +251,9 @@ impl<M: Machine> Store<M> {
         vfs: &dyn Vfs,
         dir: &Path,
         codec: Codec,
-        keying: Option<(&Key, &StoreId)>,
+        tagging: Option<(&Key, &StoreId)>,
     ) -> Result<(Inner<M>, Codec, RecoveryReport)> {
-        let (active, len) = create_segment(vfs, dir, codec, 1, keying)?;
+        let (active, len) = create_segment(vfs, dir, codec, 1, tagging)?;
         let inner = Inner::new(
             Live::new(M::State::default(), 1),
             ActiveSegment::new(active, len),

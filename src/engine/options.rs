@@ -101,10 +101,10 @@ pub struct Options {
     pub vfs: Arc<dyn Vfs>,
     /// Called during replay with progress.
     pub progress: Option<ProgressFn>,
-    /// The key of a keyed store (FORMAT.md §10): a store created with a key is
-    /// keyed, every record and snapshot carries a tag, and every open checks
-    /// them ([`Error::Tampered`](super::Error::Tampered)). A keyed store must be opened with its key and
-    /// an unkeyed one without ([`Error::Key`](super::Error::Key)). Never written into the store.
+    /// The key of a tagged store (FORMAT.md §10): a store created with a key is
+    /// tagged, every record and snapshot carries a tag, and every open checks
+    /// them ([`Error::Tampered`](super::Error::Tampered)). A tagged store must be opened with its key and
+    /// an untagged one without ([`Error::Key`](super::Error::Key)). Never written into the store.
     pub key: Option<Key>,
     /// The largest whole-state snapshot payload written (at most, and by
     /// default, `MAX_SNAPSHOT_LEN`), checked while encoding: a state past it

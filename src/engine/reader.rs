@@ -12,9 +12,9 @@ use std::path::Path;
 /// file: its state ([`Reader::state`]), its integrity ([`Reader::verify`]) and
 /// its records ([`Reader::records`], [`Reader::records_after`]).
 ///
-/// A keyed store is read with its key ([`Reader::with_key`]): every record's
+/// A tagged store is read with its key ([`Reader::with_key`]): every record's
 /// and the snapshot's tag is checked, a mismatch is [`Error::Tampered`]. An
-/// unkeyed store is read without one; the wrong choice is [`Error::Key`].
+/// untagged store is read without one; the wrong choice is [`Error::Key`].
 ///
 /// ```
 /// # use runlog::engine::Machine;
@@ -45,7 +45,7 @@ pub struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    /// A reader of the unkeyed store in `dir`, through `vfs`.
+    /// A reader of the untagged store in `dir`, through `vfs`.
     pub fn new(vfs: &'a dyn Vfs, dir: &'a Path) -> Reader<'a> {
         Reader {
             vfs,
@@ -54,7 +54,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The same reader for a keyed store (`Some(key)`) or an unkeyed one
+    /// The same reader for a tagged store (`Some(key)`) or an untagged one
     /// (`None`).
     pub fn with_key(self, key: Option<&'a Key>) -> Reader<'a> {
         Reader { key, ..self }

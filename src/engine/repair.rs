@@ -114,7 +114,7 @@ impl<M: Machine> Shared<M> {
         // "succeed" without writing them, fsyncgate). They are never rewritten
         // in place: the whole segment is copied into a new file, fsynced, and
         // renamed over the old one, so no acknowledged byte is overwritten.
-        let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
+        let id = self.tagging.as_ref().map(|s| (&s.0, &s.1));
         match p.last {
             Some(l) if l.continues => {
                 let vouched = l.vouched;

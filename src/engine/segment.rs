@@ -23,15 +23,15 @@ pub(crate) fn create_segment(
     dir: &Path,
     codec: Codec,
     first_seq: u64,
-    keying: Option<(&Key, &StoreId)>,
+    tagging: Option<(&Key, &StoreId)>,
 ) -> Result<(Active, u64)> {
     let path = dir.join(segment_name(first_seq));
     let file = vfs
         .create_new(&path)
         .map_err(|e| Error::io("create segment", &path, e))?;
-    let check = keying.map(|(key, id)| super::tag::key_check(key, id));
+    let check = tagging.map(|(key, id)| super::tag::key_check(key, id));
     let header =
-        encode_segment_header_checked(codec, first_seq, keying.map(|s| s.1), check.as_ref());
+        encode_segment_header_checked(codec, first_seq, tagging.map(|s| s.1), check.as_ref());
     let written = write_all_at(file.as_ref(), &header, 0)
         .map_err(|e| Error::io("write segment header", &path, e))
         .and_then(|()| {
@@ -142,7 +142,7 @@ impl<M: Machine> Shared<M> {
             })
             .map_err(|e| Error::io("fsync segment before rotation", &old.path, e))?;
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-        let id = self.keying.as_ref().map(|s| (&s.0, &s.1));
+        let id = self.tagging.as_ref().map(|s| (&s.0, &s.1));
         let (active, len) =
             create_segment(self.vfs.as_ref(), &self.dir, self.codec, first_seq, id)?;
         g.start_segment(ActiveSegment::new(active, len));

@@ -10,7 +10,7 @@
 //! [`Pending`] rest (private here, taken once). In `Shared`: [`GroupCommit`]
 //! (the durable watermark), [`IoLock`], [`Writers`] (the sync lock, and the
 //! only writer of `mark`), the compaction [`Slot`], [`Stop`] and the
-//! [`WriterLock`]. The rest of `Shared` (`dir`, `vfs`, `codec`, `keying`,
+//! [`WriterLock`]. The rest of `Shared` (`dir`, `vfs`, `codec`, `tagging`,
 //! `opts`) is set by the open and only read; `stats` holds counters. What ties
 //! two parts together is kept by the methods here: the active segment is the
 //! book's newest ([`Inner::start_segment`], [`Inner::continue_segment`]), and a
@@ -122,8 +122,8 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) dir: PathBuf,
     pub(crate) vfs: Arc<dyn Vfs>,
     pub(crate) codec: Codec,
-    /// A keyed store's key and id.
-    pub(crate) keying: Option<(Key, StoreId)>,
+    /// A tagged store's key and id.
+    pub(crate) tagging: Option<(Key, StoreId)>,
     pub(crate) opts: Options,
     pub(crate) inner: Mutex<Inner<M>>,
     pub(crate) group: GroupCommit,

@@ -1,7 +1,7 @@
 //! The snapshot file format: encode and decode, pure functions over bytes.
 
 use super::format::*;
-use super::frame::{JsonlHeader, check_version, decode_jsonl_header, keyed_field};
+use super::frame::{JsonlHeader, check_version, decode_jsonl_header, tagged_field};
 use super::tag::{STORE_ID_LEN, StoreId, TAG_LEN, Tag, from_hex, to_hex};
 use serde::{Deserialize, Serialize};
 
@@ -14,8 +14,8 @@ pub struct SnapshotView<'a> {
     pub seq: u64,
     /// The payload bytes.
     pub payload: &'a [u8],
-    /// A keyed store's snapshot (version 2): its store id and tag.
-    pub keying: Option<(StoreId, Tag)>,
+    /// A tagged store's snapshot (version 2): its store id and tag.
+    pub tagging: Option<(StoreId, Tag)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -48,11 +48,11 @@ fn payload_crc(seq: u64, payload: &[u8]) -> u32 {
     ])
 }
 
-/// The checksum of a JSONL snapshot: the payload checksum's input, then a keyed
+/// The checksum of a JSONL snapshot: the payload checksum's input, then a tagged
 /// store's id and tag (a JSONL header has no checksum of its own).
-fn jsonl_crc(seq: u64, payload: &[u8], keying: Option<(&StoreId, &Tag)>) -> u32 {
+fn jsonl_crc(seq: u64, payload: &[u8], tagging: Option<(&StoreId, &Tag)>) -> u32 {
     let len = (payload.len() as u64).to_le_bytes();
-    match keying {
+    match tagging {
         None => masked_crc(&[&seq.to_le_bytes(), &len, payload]),
         Some((id, tag)) => masked_crc(&[&seq.to_le_bytes(), &len, payload, id, tag]),
     }
@@ -61,32 +61,32 @@ fn jsonl_crc(seq: u64, payload: &[u8], keying: Option<(&StoreId, &Tag)>) -> u32 
 #[cfg(any(test, feature = "sim"))]
 /// Encodes a whole snapshot file.
 pub fn encode_snapshot(codec: Codec, seq: u64, payload: &[u8]) -> Vec<u8> {
-    encode_snapshot_keyed(codec, seq, payload, None)
+    encode_snapshot_tagged(codec, seq, payload, None)
 }
 
-/// Encodes a whole snapshot file; with a store id and tag, a keyed store's
+/// Encodes a whole snapshot file; with a store id and tag, a tagged store's
 /// snapshot (version 2, FORMAT.md §10).
-pub fn encode_snapshot_keyed(
+pub fn encode_snapshot_tagged(
     codec: Codec,
     seq: u64,
     payload: &[u8],
-    keying: Option<(&StoreId, &Tag)>,
+    tagging: Option<(&StoreId, &Tag)>,
 ) -> Vec<u8> {
     let crc = payload_crc(seq, payload);
-    match (codec, keying) {
+    match (codec, tagging) {
         (Codec::Binary, Some((id, tag))) => {
-            let mut h = vec![0u8; KEYED_SNAPSHOT_HEADER_LEN];
+            let mut h = vec![0u8; TAGGED_SNAPSHOT_HEADER_LEN];
             h[..SNAPSHOT_MAGIC.len()].copy_from_slice(&SNAPSHOT_MAGIC);
             h[SNAPSHOT_MAGIC.len()..SNAP_CODEC_AT]
-                .copy_from_slice(&KEYED_FORMAT_VERSION.to_le_bytes());
+                .copy_from_slice(&TAGGED_FORMAT_VERSION.to_le_bytes());
             h[SNAP_CODEC_AT] = CODEC_BINARY;
             h[SNAP_SEQ_AT..SNAP_LEN_AT].copy_from_slice(&seq.to_le_bytes());
             h[SNAP_LEN_AT..SNAP_STORE_ID_AT].copy_from_slice(&(payload.len() as u64).to_le_bytes());
             h[SNAP_STORE_ID_AT..SNAP_TAG_AT].copy_from_slice(id);
-            h[SNAP_TAG_AT..SNAP_KEYED_PCRC_AT].copy_from_slice(tag);
-            h[SNAP_KEYED_PCRC_AT..SNAP_KEYED_HCRC_AT].copy_from_slice(&crc.to_le_bytes());
-            let hcrc = masked_crc(&[&h[..SNAP_KEYED_HCRC_AT]]);
-            h[SNAP_KEYED_HCRC_AT..].copy_from_slice(&hcrc.to_le_bytes());
+            h[SNAP_TAG_AT..SNAP_TAGGED_PCRC_AT].copy_from_slice(tag);
+            h[SNAP_TAGGED_PCRC_AT..SNAP_TAGGED_HCRC_AT].copy_from_slice(&crc.to_le_bytes());
+            let hcrc = masked_crc(&[&h[..SNAP_TAGGED_HCRC_AT]]);
+            h[SNAP_TAGGED_HCRC_AT..].copy_from_slice(&hcrc.to_le_bytes());
             h.reserve(payload.len());
             h.extend_from_slice(payload);
             h
@@ -108,17 +108,17 @@ pub fn encode_snapshot_keyed(
         (Codec::Jsonl, _) => {
             let head = JsonSnapshotHeader {
                 runlog: "snapshot".into(),
-                version: if keying.is_some() {
-                    KEYED_FORMAT_VERSION
+                version: if tagging.is_some() {
+                    TAGGED_FORMAT_VERSION
                 } else {
                     FORMAT_VERSION
                 },
                 codec: Codec::Jsonl.name().into(),
                 seq,
                 len: payload.len() as u64,
-                store_id: keying.map(|(id, _)| to_hex(id)),
-                mac: keying.map(|(_, tag)| to_hex(tag)),
-                crc: jsonl_crc(seq, payload, keying),
+                store_id: tagging.map(|(id, _)| to_hex(id)),
+                mac: tagging.map(|(_, tag)| to_hex(tag)),
+                crc: jsonl_crc(seq, payload, tagging),
             };
             let mut v = serde_json::to_vec(&head).expect("header serializes");
             v.push(b'\n');
@@ -134,25 +134,25 @@ pub fn encode_snapshot_keyed(
 pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
     if buf.starts_with(JSONL_HEADER_PREFIX) {
         let (h, nl, store_id) = decode_jsonl_header::<JsonSnapshotHeader>(buf, "snapshot")?;
-        let tag = keyed_field(h.version, h.mac.as_deref(), "mac")?
+        let tag = tagged_field(h.version, h.mac.as_deref(), "mac")?
             .map(|m| {
                 from_hex::<TAG_LEN>(m.as_bytes())
                     .ok_or_else(|| format!("mac is not {} hex digits", 2 * TAG_LEN))
             })
             .transpose()?;
-        let keying = store_id.zip(tag);
+        let tagging = store_id.zip(tag);
         let payload = bounded_payload(buf, nl + 1, h.len, 1)?;
         if buf[buf.len() - 1] != b'\n' {
             return Err("JSONL snapshot does not end in a newline".into());
         }
-        if h.crc != jsonl_crc(h.seq, payload, keying.as_ref().map(|(i, t)| (i, t))) {
+        if h.crc != jsonl_crc(h.seq, payload, tagging.as_ref().map(|(i, t)| (i, t))) {
             return Err("snapshot checksum mismatch".into());
         }
         return Ok(SnapshotView {
             codec: Codec::Jsonl,
             seq: h.seq,
             payload,
-            keying,
+            tagging,
         });
     }
     if buf.len() < SNAPSHOT_HEADER_LEN {
@@ -165,12 +165,12 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
         return Err("bad snapshot magic".into());
     }
     // The version says which layout the checksums are at; the header checksum covers it.
-    let keyed = le_u16(buf, SNAPSHOT_MAGIC.len()) == KEYED_FORMAT_VERSION;
-    let (pcrc_at, hcrc_at, header_len) = if keyed {
+    let tagged = le_u16(buf, SNAPSHOT_MAGIC.len()) == TAGGED_FORMAT_VERSION;
+    let (pcrc_at, hcrc_at, header_len) = if tagged {
         (
-            SNAP_KEYED_PCRC_AT,
-            SNAP_KEYED_HCRC_AT,
-            KEYED_SNAPSHOT_HEADER_LEN,
+            SNAP_TAGGED_PCRC_AT,
+            SNAP_TAGGED_HCRC_AT,
+            TAGGED_SNAPSHOT_HEADER_LEN,
         )
     } else {
         (SNAP_PCRC_AT, SNAP_HCRC_AT, SNAPSHOT_HEADER_LEN)
@@ -196,18 +196,18 @@ pub fn decode_snapshot(buf: &[u8]) -> Result<SnapshotView<'_>, String> {
     if le_u32(buf, pcrc_at) != payload_crc(seq, payload) {
         return Err("snapshot checksum mismatch".into());
     }
-    let keying = keyed.then(|| {
+    let tagging = tagged.then(|| {
         let mut id = [0u8; STORE_ID_LEN];
         id.copy_from_slice(&buf[SNAP_STORE_ID_AT..SNAP_TAG_AT]);
         let mut tag = [0u8; TAG_LEN];
-        tag.copy_from_slice(&buf[SNAP_TAG_AT..SNAP_KEYED_PCRC_AT]);
+        tag.copy_from_slice(&buf[SNAP_TAG_AT..SNAP_TAGGED_PCRC_AT]);
         (id, tag)
     });
     Ok(SnapshotView {
         codec: Codec::Binary,
         seq,
         payload,
-        keying,
+        tagging,
     })
 }
 
@@ -244,10 +244,10 @@ mod tests {
 
     #[test]
     fn any_truncation_is_an_error() {
-        let keying = ([1u8; STORE_ID_LEN], [2u8; TAG_LEN]);
+        let tagging = ([1u8; STORE_ID_LEN], [2u8; TAG_LEN]);
         for codec in [Codec::Binary, Codec::Jsonl] {
-            for s in [None, Some((&keying.0, &keying.1))] {
-                let f = encode_snapshot_keyed(codec, 12, b"{\"x\":1}", s);
+            for s in [None, Some((&tagging.0, &tagging.1))] {
+                let f = encode_snapshot_tagged(codec, 12, b"{\"x\":1}", s);
                 for cut in 0..f.len() {
                     assert!(
                         decode_snapshot(&f[..cut]).is_err(),
@@ -259,13 +259,13 @@ mod tests {
     }
 
     #[test]
-    fn keyed_round_trip_and_every_header_byte_is_checked() {
+    fn tagged_round_trip_and_every_header_byte_is_checked() {
         let (id, tag) = ([0x11u8; STORE_ID_LEN], [0x22u8; TAG_LEN]);
         for codec in [Codec::Binary, Codec::Jsonl] {
-            let f = encode_snapshot_keyed(codec, 12, b"{\"x\":1}", Some((&id, &tag)));
+            let f = encode_snapshot_tagged(codec, 12, b"{\"x\":1}", Some((&id, &tag)));
             let v = decode_snapshot(&f).unwrap();
             assert_eq!(
-                (v.seq, v.payload, v.keying),
+                (v.seq, v.payload, v.tagging),
                 (12, &b"{\"x\":1}"[..], Some((id, tag)))
             );
             let hl = f.len() - b"{\"x\":1}".len() - usize::from(codec == Codec::Jsonl);
@@ -281,8 +281,8 @@ mod tests {
                 };
                 if let Ok(w) = decode_snapshot(&d) {
                     assert_eq!(
-                        (w.seq, w.payload, w.keying),
-                        (v.seq, v.payload, v.keying),
+                        (w.seq, w.payload, w.tagging),
+                        (v.seq, v.payload, v.tagging),
                         "{codec:?} byte {i}"
                     );
                 }
@@ -291,7 +291,7 @@ mod tests {
         assert_eq!(
             decode_snapshot(&encode_snapshot(Codec::Binary, 1, b"p"))
                 .unwrap()
-                .keying,
+                .tagging,
             None
         );
     }

@@ -34,7 +34,7 @@ pub struct SnapshotSink<'a> {
     pub(crate) name: String,
     pub(crate) codec: Codec,
     pub(crate) seq: u64,
-    pub(crate) keying: Option<&'a (Key, StoreId)>,
+    pub(crate) tagging: Option<&'a (Key, StoreId)>,
     /// The largest whole-state payload accepted ([`Options::max_snapshot_len`](super::Options)).
     pub(crate) max_len: u64,
     /// The snapshot a delta may be written over (FORMAT.md §14).
@@ -69,15 +69,15 @@ impl SnapshotSink<'_> {
                 max,
             });
         }
-        let keying = self.keying.map(|(key, id)| {
+        let tagging = self.tagging.map(|(key, id)| {
             let tag = super::tag::snapshot_tag(key, id, self.seq, payload);
             (*id, tag)
         });
-        let bytes = super::snapfile::encode_snapshot_keyed(
+        let bytes = super::snapfile::encode_snapshot_tagged(
             self.codec,
             self.seq,
             payload,
-            keying.as_ref().map(|(id, tag)| (id, tag)),
+            tagging.as_ref().map(|(id, tag)| (id, tag)),
         );
         write_file_atomic(self.vfs.as_ref(), self.dir, &self.name, &bytes)?;
         Ok(bytes.len() as u64)
@@ -98,7 +98,7 @@ impl SnapshotSink<'_> {
             self.vfs.clone(),
             self.dir,
             &self.name,
-            TableSpec::new(self.codec, self.seq, self.keying.cloned()),
+            TableSpec::new(self.codec, self.seq, self.tagging.cloned()),
         )
     }
 
@@ -109,7 +109,7 @@ impl SnapshotSink<'_> {
             path: self.dir.join(&self.name),
             reason: "a delta table, but the store asked for a full snapshot".into(),
         })?;
-        let mut spec = TableSpec::new(self.codec, self.seq, self.keying.cloned());
+        let mut spec = TableSpec::new(self.codec, self.seq, self.tagging.cloned());
         spec.parent = Some(parent);
         TableWriter::create(self.vfs.clone(), self.dir, &self.name, spec)
     }

@@ -1,4 +1,4 @@
-//! The keyed tags of a keyed store (tamper evidence): the key, the store id,
+//! The tags of a tagged store (tamper evidence): the key, the store id,
 //! and the tags that bind each record and snapshot to its content, its seq and
 //! its store. Pure functions over bytes, no I/O except [`Key::from_file`].
 //! FORMAT.md §10 describes the bytes.
@@ -26,7 +26,7 @@ pub const TABLE_TAG_CONTEXT: &[u8] = b"runlog table v1";
 /// The longest key file accepted: 64 hex digits and a newline (`\n` or `\r\n`).
 const MAX_KEY_FILE: usize = 2 * KEY_LEN + 2;
 
-/// A store's random identity, written in every file header of a keyed store.
+/// A store's random identity, written in every file header of a tagged store.
 pub type StoreId = [u8; STORE_ID_LEN];
 /// A tag.
 pub type Tag = [u8; TAG_LEN];
@@ -135,16 +135,16 @@ fn truncate(h: &blake3::Hasher) -> Tag {
     t
 }
 
-/// Context of a keyed store's key check (FORMAT.md §10.6).
+/// Context of a tagged store's key check (FORMAT.md §10.6).
 pub const KEY_CHECK_CONTEXT: &[u8] = b"runlog key check";
 /// Bytes of a key check.
 pub const KEY_CHECK_LEN: usize = 8;
-/// A key check: which key a keyed store was written with, without the key.
+/// A key check: which key a tagged store was written with, without the key.
 pub type KeyCheck = [u8; KEY_CHECK_LEN];
 
 /// The key check of store `id` under `key`: the first 8 bytes of keyed BLAKE3
 /// over `"runlog key check" ‖ store id ‖ 0 (u64 LE)`. Written in every segment
-/// header of a keyed store so that a wrong key is refused at once, as the
+/// header of a tagged store so that a wrong key is refused at once, as the
 /// wrong key, rather than found later as a tag mismatch that looks like
 /// tampering. (All zeros would read as "no check"; the chance is 2^-64.)
 pub fn key_check(key: &Key, id: &StoreId) -> KeyCheck {
@@ -204,7 +204,7 @@ pub fn tags_equal(a: &Tag, b: &Tag) -> bool {
 
 /// Describes a file whose store id is not the store's.
 pub fn id_mismatch(what: &str, found: Option<&StoreId>, store: Option<&StoreId>) -> String {
-    let show = |i: Option<&StoreId>| i.map_or("none (unkeyed)".to_string(), |i| to_hex(i));
+    let show = |i: Option<&StoreId>| i.map_or("none (untagged)".to_string(), |i| to_hex(i));
     format!(
         "{what} belongs to another store: its store id is {}, the store's is {}",
         show(found),

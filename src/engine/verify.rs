@@ -39,7 +39,7 @@ pub enum Integrity {
         reason: String,
     },
     /// Damage that is not a torn tail, as the error every open returns:
-    /// [`Error::Corrupt`], or [`Error::Tampered`] in a keyed store whose bytes
+    /// [`Error::Corrupt`], or [`Error::Tampered`] in a tagged store whose bytes
     /// pass their checksums but not their tag.
     Damaged(Error),
 }
@@ -132,7 +132,7 @@ fn leftovers(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
 
 impl Reader<'_> {
     /// Read-only integrity check of the framing of every file (checksums, seq
-    /// continuity, snapshot choice; in a keyed store, every record's and the
+    /// continuity, snapshot choice; in a tagged store, every record's and the
     /// base snapshot's tag). Takes no lock, modifies nothing.
     pub fn verify(&self) -> Result<VerifyReport> {
         let (vfs, dir, key) = (self.vfs, self.dir, self.key);
@@ -214,7 +214,7 @@ pub fn verify_as<M: super::Machine>(
 /// Whether a whole-file torn tail is a segment whose creator has not written
 /// its header yet (FORMAT.md §5.6): nothing but zeros or the start of a binary
 /// header, shorter than any header
-/// (`KEYED_SEGMENT_HEADER_LEN` for binary, a JSONL header line is at most
+/// (`TAGGED_SEGMENT_HEADER_LEN` for binary, a JSONL header line is at most
 /// `MAX_JSONL_HEADER_LEN`), or the start of a JSONL header line without its
 /// newline. A concurrent compaction's rotation shows exactly this to a
 /// reader; it is an empty segment, not damage.
@@ -234,7 +234,7 @@ fn header_not_written_yet(vfs: &dyn Vfs, t: &TornTailReport) -> bool {
         return false;
     };
     let b: &[u8] = (*b).as_ref();
-    let zeros = b.len() < KEYED_SEGMENT_HEADER_LEN
+    let zeros = b.len() < TAGGED_SEGMENT_HEADER_LEN
         && (b.iter().all(|&x| x == 0)
             || SEGMENT_MAGIC.starts_with(b)
             || b.starts_with(&SEGMENT_MAGIC));

@@ -13,7 +13,7 @@ use super::tag::{StoreId, id_mismatch};
 
 impl Reader<'_> {
     /// Calls `f(seq, payload)` for every valid record in every segment, oldest
-    /// first, up to the first damage. Returns the store's codec. In a keyed
+    /// first, up to the first damage. Returns the store's codec. In a tagged
     /// store each record's tag is checked before `f` sees its payload, and a
     /// mismatch stops the walk with [`Error::Tampered`].
     pub fn records(&self, mut f: impl FnMut(u64, &[u8])) -> Result<Option<Codec>> {
@@ -37,7 +37,7 @@ impl Reader<'_> {
         check_dir(vfs, dir)?;
         let listing = list_store(vfs, dir)?;
         let mut codec = None;
-        // The first readable header names the store (`Some(None)`: unkeyed).
+        // The first readable header names the store (`Some(None)`: untagged).
         let mut store: Option<Option<StoreId>> = None;
         let segs = &listing.segments;
         for (i, (_, name)) in segs.iter().enumerate() {
@@ -77,12 +77,12 @@ impl Reader<'_> {
             }
             // No record is read past an unreadable header, so `None` reads nothing.
             let seg_codec = header.as_ref().map(|h| h.codec);
-            let keying = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
+            let tagging = header.and_then(|h| Some((key?, h.store_id?, h.codec)));
             let scan = scan_segment::<Error>(bytes, |seq, body, offset| {
                 let Some(c) = seg_codec.filter(|_| seq > after) else {
                     return Ok(());
                 };
-                let payload = match &keying {
+                let payload = match &tagging {
                     Some((key, id, c)) => {
                         record_payload(Some((key, id)), *c, &path, bytes, offset, seq, body)?
                     }

@@ -10,7 +10,7 @@ pub(crate) use super::format::{
     snapshot_name,
 };
 pub(crate) use super::frame::{
-    Frame, SegmentHeader, decode_record, decode_segment_header, encode_segment_header_keyed,
+    Frame, SegmentHeader, decode_record, decode_segment_header, encode_segment_header_tagged,
     open_record,
 };
 /// What the remote tier's own tests frame records with.

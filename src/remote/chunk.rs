@@ -1,12 +1,12 @@
 //! Log chunks (FORMAT.md, "Remote layout"): a chunk is a segment file (§3) whose
 //! header names its first seq and whose records are the local records' frames,
-//! byte for byte, so checksums and keyed tags travel unchanged. Pure functions.
+//! byte for byte, so checksums and tags travel unchanged. Pure functions.
 
 use super::error::{RemoteError, Result};
 use crate::engine::Codec;
 use crate::engine::wire::to_hex;
 use crate::engine::wire::{
-    Frame, SegmentHeader, decode_record, decode_segment_header, encode_segment_header_keyed,
+    Frame, SegmentHeader, decode_record, decode_segment_header, encode_segment_header_tagged,
 };
 
 /// The hex digest a manifest's `tail` carries: BLAKE3 of one record's frame, first 16 bytes.
@@ -76,9 +76,9 @@ pub fn take_records(
     }
 }
 
-/// A chunk's bytes: a segment header at `first` (keyed like the store), then the frames.
+/// A chunk's bytes: a segment header at `first` (tagged like the store), then the frames.
 pub fn encode_chunk(header: &SegmentHeader, first: u64, frames: &[u8]) -> Vec<u8> {
-    let mut v = encode_segment_header_keyed(header.codec, first, header.store_id.as_ref());
+    let mut v = encode_segment_header_tagged(header.codec, first, header.store_id.as_ref());
     v.extend_from_slice(frames);
     v
 }
@@ -95,7 +95,7 @@ pub struct ChunkView<'a> {
 
 /// Checks that `bytes` (object `name`) is a chunk of records `first..=last`
 /// exactly, in `codec`: header, every frame and checksum, contiguous seqs, no
-/// trailing bytes. Keyed tags are checked when the restored store is verified.
+/// trailing bytes. Tags are checked when the restored store is verified.
 pub fn decode_chunk<'a>(
     name: &str,
     bytes: &'a [u8],

@@ -231,7 +231,7 @@ pub struct Manifest {
     pub writer: String,
     /// The store's codec name (`binary`, `jsonl`).
     pub codec: String,
-    /// A keyed store's id (hex, FORMAT.md §10.1); empty when unkeyed.
+    /// A tagged store's id (hex, FORMAT.md §10.1); empty when untagged.
     #[serde(default)]
     pub store_id: String,
     /// The base snapshot, if any.

@@ -1,7 +1,7 @@
 //! Restore: the newest manifest, its snapshot, then its chunks in seq order
 //! into a temp directory beside the target; every frame and checksum checked
 //! on the way, the finished store verified with the engine's own verifier
-//! (keyed tags included; with the key, each chunk's tags are checked as it
+//! (tags included; with the key, each chunk's tags are checked as it
 //! arrives, naming the chunk), fsynced, then renamed into place. A gap in the
 //! chain is an error naming the missing seqs; nothing is skipped.
 
@@ -10,7 +10,7 @@ use super::client::Remote;
 use super::error::{RemoteError, Result};
 use super::layout::{MAX_CHUNK_LEN, Manifest};
 use super::shipper::{latest_manifest, nonce};
-use crate::engine::wire::{Frame, decode_record, encode_segment_header_keyed};
+use crate::engine::wire::{Frame, decode_record, encode_segment_header_tagged};
 use crate::engine::wire::{MAX_SNAPSHOT_LEN, segment_name, snapshot_name};
 use crate::engine::{Codec, Error as EngineError, Integrity, Key, Vfs};
 use std::path::{Path, PathBuf};
@@ -63,7 +63,7 @@ fn write_file(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Writes the chain's store into `dir` (an empty directory that exists).
-/// With `key`, every record's keyed tag is checked as its chunk arrives, so a
+/// With `key`, every record's tag is checked as its chunk arrives, so a
 /// tampered chunk is named as it is downloaded.
 fn materialize(
     vfs: &dyn Vfs,
@@ -165,7 +165,7 @@ fn materialize(
         out.append(c.first, view.frames, &view.starts, store_id.as_ref())?;
     }
     // Version 2: the records the manifest carries itself, checked exactly as
-    // a chunk's (frames, checksums, contiguous seqs, keyed tags), an error
+    // a chunk's (frames, checksums, contiguous seqs, tags), an error
     // naming the manifest and the offset in the entry's frames.
     let manifest_object = super::layout::manifest_name(m.number);
     for (i, r) in m.inline.iter().enumerate() {
@@ -203,7 +203,7 @@ fn materialize(
     if seg.is_empty() {
         // No record after the snapshot: the writer's next segment, empty.
         seg_first = expect;
-        seg = encode_segment_header_keyed(codec, expect, store_id.as_ref());
+        seg = encode_segment_header_tagged(codec, expect, store_id.as_ref());
     }
     flush(&mut seg, seg_first)?;
     vfs.sync_dir(dir)
@@ -244,7 +244,7 @@ impl Out<'_> {
             }
             if self.seg.is_empty() {
                 self.seg_first = seq;
-                self.seg = encode_segment_header_keyed(self.codec, seq, store_id);
+                self.seg = encode_segment_header_tagged(self.codec, seq, store_id);
             }
             self.seg.extend_from_slice(&frames[start..end]);
             self.expect = seq + 1;
@@ -253,9 +253,9 @@ impl Out<'_> {
     }
 }
 
-/// Checks the keyed tag of every record of chunk `object` (already decoded as
+/// Checks the tag of every record of chunk `object` (already decoded as
 /// `view`): the chunk must carry the chain's store id, and each record's tag
-/// must be the one `key` gives. An unkeyed chain has no tags to check.
+/// must be the one `key` gives. An untagged chain has no tags to check.
 fn check_chunk_tags(
     key: &Key,
     chain_id: Option<&crate::engine::wire::StoreId>,
@@ -293,7 +293,7 @@ fn check_chunk_tags(
     )
 }
 
-/// Checks the keyed tag of each record of `bytes` at `from + starts[i]`
+/// Checks the tag of each record of `bytes` at `from + starts[i]`
 /// against store `id` and `key`; a mismatch is `Corrupt` naming `object`,
 /// the offset in `bytes` and `what` holds the record.
 #[allow(clippy::too_many_arguments)]

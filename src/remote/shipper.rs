@@ -125,7 +125,7 @@ fn list_local(vfs: &dyn Vfs, dir: &Path) -> Result<Local> {
     Ok(l)
 }
 
-/// The local store's codec and (keyed) store id, from its first readable segment header.
+/// The local store's codec and (tagged) store id, from its first readable segment header.
 pub fn local_header(vfs: &dyn Vfs, dir: &Path) -> Result<(Codec, String)> {
     let l = list_local(vfs, dir)?;
     for (_, name) in &l.segments {
@@ -153,8 +153,8 @@ impl Shipper {
     /// writer this directory never was, and the claim is
     /// [`RemoteError::Fenced`] with `epoch` 0 and `newer` the head's epoch.
     /// Losing the race to another claimer is [`RemoteError::Fenced`] too: of
-    /// two claimers exactly one wins, and the loser is fenced. A keyed store
-    /// claiming another keyed store's chain is [`RemoteError::Diverged`].
+    /// two claimers exactly one wins, and the loser is fenced. A tagged store
+    /// claiming another tagged store's chain is [`RemoteError::Diverged`].
     pub fn claim(remote: Remote, dir: &Path, vfs: Arc<dyn Vfs>) -> Result<Shipper> {
         let (codec, store_id) = local_header(vfs.as_ref(), dir)?;
         let writer = writer_name();
@@ -166,7 +166,7 @@ impl Shipper {
                     if !h.store_id.is_empty() && !store_id.is_empty() && h.store_id != store_id {
                         return Err(RemoteError::Diverged {
                             reason: format!(
-                                "the chain at {} belongs to keyed store {}, and the local store in {} is {}",
+                                "the chain at {} belongs to tagged store {}, and the local store in {} is {}",
                                 remote.url(),
                                 h.store_id,
                                 dir.display(),

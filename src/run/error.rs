@@ -155,7 +155,7 @@ impl RunError {
             | RunError::NotArchived { .. }
             | RunError::Ambiguous { .. }
             | RunError::Refused { .. } => true,
-            // A keyed store asked for without its key (or the reverse): the
+            // A tagged store asked for without its key (or the reverse): the
             // request is what is wrong, and nothing was read or written.
             RunError::Engine { source, .. } => {
                 source.is_refused() || matches!(source, crate::engine::Error::Key { .. })

@@ -174,10 +174,10 @@ impl Runs {
         self
     }
 
-    /// The key runs are read and written with (`None`: unkeyed runs). A run
-    /// created with a key is keyed: each of its records and snapshots carries a
-    /// keyed tag, checked whenever it is read or opened. A keyed run needs its
-    /// key and an unkeyed one refuses a key.
+    /// The key runs are read and written with (`None`: untagged runs). A run
+    /// created with a key is tagged: each of its records and snapshots carries a
+    /// tag, checked whenever it is read or opened. A tagged run needs its
+    /// key and an untagged one refuses a key.
     pub fn with_key(mut self, key: Option<Key>) -> Runs {
         self.key = key;
         self
@@ -737,8 +737,8 @@ fn unreadable_summary(id: String, e: &RunError) -> RunSummary {
             RunError::Engine {
                 source: engine::Error::Key { reason, .. },
                 ..
-            } if reason.starts_with("store is keyed") => {
-                "a keyed run: it can't be read without its key".to_string()
+            } if reason.starts_with("store is tagged") => {
+                "a tagged run: it can't be read without its key".to_string()
             }
             RunError::NotFound { .. } => {
                 "its directory holds no run store (empty, or partly created)".to_string()

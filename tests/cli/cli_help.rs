@@ -71,7 +71,7 @@ fn each_command_lists_the_flags_it_uses() {
     assert!(demo.contains("temporary directory"), "{demo}");
     assert!(
         help(&["get", "--help"]).contains("--key-file"),
-        "readers read keyed runs"
+        "readers read tagged runs"
     );
 
     // Still accepted where hidden, before or after the command.

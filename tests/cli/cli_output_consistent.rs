@@ -67,7 +67,7 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
         "columns drift:\n{out}"
     );
 
-    // A keyed run listed without its key, and a damaged run: said, and exit 1.
+    // A tagged run listed without its key, and a damaged run: said, and exit 1.
     let key = key_file(&root.join("key"), "ab", 0o600);
     ok(root, &with_key(&key, &["init", "--id", "k", "--task", "t"]));
     let o = runlog(root, &["status", "--list"]);

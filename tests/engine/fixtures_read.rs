@@ -13,10 +13,10 @@
 //! (DIR must not exist); copy the new version's directory in by hand.
 //!
 //! Format v2 (keyed state in a table snapshot, FORMAT.md §11): the committed
-//! stores in tests/fixtures/v2/{binary,jsonl}/{clean,damaged_block,keyed_digest}
+//! stores in tests/fixtures/v2/{binary,jsonl}/{clean,damaged_block,tagged_digest}
 //! of the keyed test machine (tests/common/keyed.rs): the clean store (a table
 //! of two blocks at seq 100 and a tail of 20) opens to the model's state by
-//! lookup and by iteration; the keyed-digest one opens only with its key (with
+//! lookup and by iteration; the tagged-digest one opens only with its key (with
 //! another it is `Tampered`); the damaged-block one (a byte of table block 0
 //! flipped) is refused at the open — the tail's replay looks keys up in it —
 //! and by `verify`, both naming the table and the block's offset.
@@ -117,7 +117,7 @@ fn generated_fixtures_read_like_the_committed_ones() {
     check_corrupt_mid_v1(&root);
     v2::generate(&root);
     v2::check_clean(&root);
-    v2::check_keyed_digest(&root);
+    v2::check_tagged_digest(&root);
     v2::check_damaged_block(&root);
     v3::generate(&root);
     v3::check_clean(&root);
@@ -328,8 +328,8 @@ mod v2 {
     }
 
     #[test]
-    fn keyed_digest_v2_store_opens_only_with_its_key() {
-        check_keyed_digest(&committed());
+    fn tagged_digest_v2_store_opens_only_with_its_key() {
+        check_tagged_digest(&committed());
     }
 
     #[test]
@@ -373,9 +373,9 @@ mod v2 {
         }
     }
 
-    pub(super) fn check_keyed_digest(root: &Path) {
+    pub(super) fn check_tagged_digest(root: &Path) {
         for codec in codecs() {
-            let (_t, dir) = copy(root, codec, "keyed_digest");
+            let (_t, dir) = copy(root, codec, "tagged_digest");
             let mut o = opts(codec);
             o.key = Some(key());
             let s = KStore::open(&dir, o.clone()).unwrap();
@@ -426,18 +426,18 @@ mod v2 {
     /// Writes the v2 stores under `root/v2` (new directories only).
     pub(super) fn generate(root: &Path) {
         for codec in codecs() {
-            for keyed in [false, true] {
+            for tagged in [false, true] {
                 let mut o = opts(codec);
                 o.preallocate = 0; // small files to commit
-                if keyed {
+                if tagged {
                     o.key = Some(key());
                 }
                 let files = store_files::<Keyed<Tab>>(o, RECORDS, SNAP_AT, pad);
                 let write = |case: &str, files: &[(String, Vec<u8>)]| {
                     write_new(&fixture(root, codec, case), files)
                 };
-                if keyed {
-                    write("keyed_digest", &files);
+                if tagged {
+                    write("tagged_digest", &files);
                     continue;
                 }
                 write("clean", &files);

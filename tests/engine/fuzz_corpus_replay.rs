@@ -332,7 +332,7 @@ fn table_decode_corpus() {
     replay("table_decode", checks::table_decode);
 }
 
-/// Table snapshots written by `TableWriter`: multi-block unkeyed and keyed (with
+/// Table snapshots written by `TableWriter`: multi-block untagged and tagged (with
 /// `checks::TABLE_FUZZ_KEY`), empty, one huge entry, a flipped and a truncated one.
 fn table_seeds(out: &Path) {
     use runlog::engine::Key;
@@ -340,11 +340,11 @@ fn table_seeds(out: &Path) {
     use std::sync::Arc;
     let fs = mem_fs();
     let dir = Path::new("/mem");
-    let table = |keyed: bool, entries: &[(Vec<u8>, Vec<u8>)], block_bytes: usize| {
+    let table = |tagged: bool, entries: &[(Vec<u8>, Vec<u8>)], block_bytes: usize| {
         let spec = TableSpec {
             codec: Codec::Binary,
             seq: 9,
-            keying: keyed.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
+            tagging: tagged.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
             block_bytes,
             parent: None,
         };
@@ -364,11 +364,11 @@ fn table_seeds(out: &Path) {
         })
         .collect();
     let plain = table(false, &units, 64);
-    write(out, "table_decode", "unkeyed_blocks", &plain);
+    write(out, "table_decode", "untagged_blocks", &plain);
     write(
         out,
         "table_decode",
-        "keyed_blocks",
+        "tagged_blocks",
         &table(true, &units, 64),
     );
     write(out, "table_decode", "empty", &table(false, &[], 64));
@@ -380,11 +380,11 @@ fn table_seeds(out: &Path) {
     );
     let mut flipped = plain.clone();
     flipped[40] ^= 0x04;
-    write(out, "table_decode", "unkeyed_flipped_block", &flipped);
+    write(out, "table_decode", "untagged_flipped_block", &flipped);
     write(
         out,
         "table_decode",
-        "unkeyed_truncated",
+        "untagged_truncated",
         &plain[..plain.len() - 1],
     );
 }

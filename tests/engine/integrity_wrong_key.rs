@@ -1,11 +1,11 @@
-//! Proves that a keyed store's key check (FORMAT.md §10.6) tells a wrong key
+//! Proves that a tagged store's key check (FORMAT.md §10.6) tells a wrong key
 //! from tampering (issue 11, item 1): with the real binary, every command given
 //! another key is refused at once, exit 2, "wrong key", and writes nothing;
-//! a record changed under the right key stays TAMPERED (exit 1); and a keyed
+//! a record changed under the right key stays TAMPERED (exit 1); and a tagged
 //! store written before key checks (no check in its headers) is still read.
 use crate::cli_support;
 use cli_support::*;
-use runlog::engine::frame::{decode_segment_header, encode_segment_header_keyed};
+use runlog::engine::frame::{decode_segment_header, encode_segment_header_tagged};
 use std::path::{Path, PathBuf};
 
 fn first_segment(root: &Path, id: &str) -> PathBuf {
@@ -34,7 +34,7 @@ fn wrong_key_is_refused_as_the_wrong_key_for_both_codecs() {
         let h = decode_segment_header(&std::fs::read(&seg).unwrap()).unwrap();
         assert!(
             h.key_check.is_some(),
-            "a new keyed segment carries its key check"
+            "a new tagged segment carries its key check"
         );
         let before = tree_bytes_but_locks(&root.join("runs").join(id));
         for verb in [
@@ -57,7 +57,7 @@ fn wrong_key_is_refused_as_the_wrong_key_for_both_codecs() {
 }
 
 #[test]
-fn keyed_store_without_a_key_check_is_still_read_and_a_wrong_key_is_still_caught() {
+fn tagged_store_without_a_key_check_is_still_read_and_a_wrong_key_is_still_caught() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
     let right = key_file(&d.path().join("right"), "3c", 0o600);
@@ -71,7 +71,7 @@ fn keyed_store_without_a_key_check_is_still_read_and_a_wrong_key_is_still_caught
         let seg = first_segment(&root, id);
         let bytes = std::fs::read(&seg).unwrap();
         let h = decode_segment_header(&bytes).unwrap();
-        let mut old = encode_segment_header_keyed(h.codec, h.first_seq, h.store_id.as_ref());
+        let mut old = encode_segment_header_tagged(h.codec, h.first_seq, h.store_id.as_ref());
         assert!(decode_segment_header(&old).unwrap().key_check.is_none());
         old.extend_from_slice(&bytes[h.len..]);
         std::fs::write(&seg, old).unwrap();

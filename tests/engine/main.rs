@@ -61,4 +61,4 @@ mod recovery_partial_unlinks_after_compaction;
 mod table_damage;
 mod table_roundtrip;
 mod table_scan_memory;
-mod tamper_keyed_tag;
+mod tamper_tagged_store;

@@ -1,7 +1,7 @@
 //! Proves damage to a table snapshot is never silent: for every bit flipped,
 //! every truncation and appended garbage, opening fails naming the file, or
 //! every lookup and the iteration return the written values or an error (and
-//! `verify` reports it); in a keyed table a change with checksums recomputed is
+//! `verify` reports it); in a tagged table a change with checksums recomputed is
 //! `Tampered`. Also reads a writer's file by FORMAT.md §11's byte map alone.
 use runlog::engine::format::masked_crc;
 use runlog::engine::table::{
@@ -39,17 +39,17 @@ fn model() -> Model {
 }
 
 /// A multi-block table of `model()` (64-byte blocks), as bytes.
-fn table_bytes(keyed: bool) -> Vec<u8> {
-    table_of(&model(), keyed)
+fn table_bytes(tagged: bool) -> Vec<u8> {
+    table_of(&model(), tagged)
 }
 
-fn table_of(m: &Model, keyed: bool) -> Vec<u8> {
+fn table_of(m: &Model, tagged: bool) -> Vec<u8> {
     let fs = mem_fs();
     let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
     let spec = TableSpec {
         codec: Codec::Jsonl,
         seq: SEQ,
-        keying: keyed.then(|| (key(), STORE_ID)),
+        tagging: tagged.then(|| (key(), STORE_ID)),
         block_bytes: 64,
         parent: delta_parent(),
     };
@@ -85,9 +85,9 @@ fn path() -> PathBuf {
     PathBuf::from("/mem").join(NAME)
 }
 
-fn open(bytes: Vec<u8>, keyed: bool) -> Result<Table, Error> {
+fn open(bytes: Vec<u8>, tagged: bool) -> Result<Table, Error> {
     let k = key();
-    Table::from_bytes(path(), Box::new(bytes), keyed.then_some(&k))
+    Table::from_bytes(path(), Box::new(bytes), tagged.then_some(&k))
 }
 
 /// Damage reported as such, naming the file.
@@ -109,8 +109,8 @@ struct Outcomes {
     lookups_failed: usize,
 }
 
-fn check_damaged(bytes: Vec<u8>, keyed: bool, what: &str, out: &mut Outcomes) {
-    let t = match open(bytes, keyed) {
+fn check_damaged(bytes: Vec<u8>, tagged: bool, what: &str, out: &mut Outcomes) {
+    let t = match open(bytes, tagged) {
         Err(e) => {
             assert_damage(&e, what);
             out.refused_at_open += 1;
@@ -168,9 +168,9 @@ fn check_damaged(bytes: Vec<u8>, keyed: bool, what: &str, out: &mut Outcomes) {
 #[test]
 fn every_bit_flipped_is_detected() {
     full_and_delta(|| {
-        for keyed in [false, true] {
-            let clean = table_bytes(keyed);
-            let t = open(clean.clone(), keyed).unwrap();
+        for tagged in [false, true] {
+            let clean = table_bytes(tagged);
+            let t = open(clean.clone(), tagged).unwrap();
             assert!(t.blocks() >= 4, "{} blocks", t.blocks());
             let mut out = Outcomes::default();
             for i in 0..clean.len() {
@@ -179,8 +179,8 @@ fn every_bit_flipped_is_detected() {
                     b[i] ^= 1 << bit;
                     check_damaged(
                         b,
-                        keyed,
-                        &format!("keyed={keyed} byte {i} bit {bit}"),
+                        tagged,
+                        &format!("tagged={tagged} byte {i} bit {bit}"),
                         &mut out,
                     );
                 }
@@ -196,10 +196,10 @@ fn every_bit_flipped_is_detected() {
 #[test]
 fn every_truncation_fails_at_open() {
     full_and_delta(|| {
-        for keyed in [false, true] {
-            let clean = table_bytes(keyed);
+        for tagged in [false, true] {
+            let clean = table_bytes(tagged);
             for len in 0..clean.len() {
-                let e = open(clean[..len].to_vec(), keyed).expect_err("truncated table opened");
+                let e = open(clean[..len].to_vec(), tagged).expect_err("truncated table opened");
                 assert!(
                     matches!(&e, Error::Corrupt { path: p, .. } if *p == path()),
                     "len {len}: {e}"
@@ -212,8 +212,8 @@ fn every_truncation_fails_at_open() {
 #[test]
 fn appended_garbage_fails_at_open() {
     full_and_delta(|| {
-        for keyed in [false, true] {
-            let clean = table_bytes(keyed);
+        for tagged in [false, true] {
+            let clean = table_bytes(tagged);
             let footer = clean[clean.len() - TABLE_FOOTER_LEN..].to_vec();
             let tails: Vec<Vec<u8>> = (1..=2 * TABLE_FOOTER_LEN)
                 .map(|n| vec![0u8; n])
@@ -223,7 +223,7 @@ fn appended_garbage_fails_at_open() {
                 .collect();
             for tail in tails {
                 let b = [&clean[..], &tail].concat();
-                let e = open(b, keyed).expect_err("table with garbage opened");
+                let e = open(b, tagged).expect_err("table with garbage opened");
                 assert!(
                     matches!(&e, Error::Corrupt { path: p, .. } if *p == path()),
                     "{} bytes appended: {e}",
@@ -245,10 +245,10 @@ fn u64_at(b: &[u8], at: usize) -> usize {
 }
 
 /// The file read with only FORMAT.md §11's byte map: (block offset, block len) per block.
-fn parse_by_the_document(b: &[u8], keyed: bool) -> Vec<(usize, usize)> {
+fn parse_by_the_document(b: &[u8], tagged: bool) -> Vec<(usize, usize)> {
     assert_eq!(b[..8], TABLE_MAGIC);
     assert_eq!(u16_at(b, 8), 2);
-    assert_eq!(b[11], u8::from(keyed));
+    assert_eq!(b[11], u8::from(tagged));
     assert_eq!(u64_at(b, 12), SEQ as usize);
     assert_eq!(u32_at(b, 28) as u32, masked_crc(&[&b[..28]]));
     let f = b.len() - TABLE_FOOTER_LEN;
@@ -277,7 +277,7 @@ fn parse_by_the_document(b: &[u8], keyed: bool) -> Vec<(usize, usize)> {
         );
         let klen = u16_at(index, pos + 16);
         let last = &index[pos + TABLE_INDEX_ENTRY_FIXED_LEN..][..klen];
-        pos += TABLE_INDEX_ENTRY_FIXED_LEN + klen + if keyed { 16 } else { 0 };
+        pos += TABLE_INDEX_ENTRY_FIXED_LEN + klen + if tagged { 16 } else { 0 };
         let body = &b[off..off + len - 4];
         assert_eq!(u32_at(b, off + len - 4) as u32, masked_crc(&[body]));
         let (mut at, mut k) = (0, 0);
@@ -302,14 +302,14 @@ fn parse_by_the_document(b: &[u8], keyed: bool) -> Vec<(usize, usize)> {
 
 #[test]
 fn the_byte_map_in_format_md_reads_a_writers_file() {
-    for keyed in [false, true] {
-        let b = table_bytes(keyed);
-        assert!(parse_by_the_document(&b, keyed).len() >= 4);
+    for tagged in [false, true] {
+        let b = table_bytes(tagged);
+        assert!(parse_by_the_document(&b, tagged).len() >= 4);
     }
 }
 
 #[test]
-fn keyed_changes_with_checksums_recomputed_are_tampering() {
+fn tagged_changes_with_checksums_recomputed_are_tampering() {
     let clean = table_bytes(true);
     let blocks = parse_by_the_document(&clean, true);
     // A value byte of block 1, its checksum recomputed: found at lookup.
@@ -356,7 +356,7 @@ fn keyed_changes_with_checksums_recomputed_are_tampering() {
 }
 
 #[test]
-fn keyed_blocks_swapped_are_tampering() {
+fn tagged_blocks_swapped_are_tampering() {
     // Equal-sized entries: blocks 0 and 1 have the same length, so the swap
     // keeps every offset and checksum valid.
     let m: Model = (0..12)
@@ -374,7 +374,7 @@ fn keyed_blocks_swapped_are_tampering() {
     let t = open(s, true).unwrap();
     let e = t.get(b"k00").unwrap_err();
     assert!(matches!(e, Error::Tampered { .. }), "{e}");
-    // Unkeyed, the swap is caught by the key order the index records.
+    // Untagged, the swap is caught by the key order the index records.
     let clean = table_of(&m, false);
     let mut s = clean.clone();
     s[o0..o0 + l0].copy_from_slice(&clean[o1..o1 + l1]);

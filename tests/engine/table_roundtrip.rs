@@ -1,5 +1,5 @@
 //! Proves a table snapshot (FORMAT.md §11) holds exactly what its writer was
-//! given: get, iter and iter_from agree with a BTreeMap (unkeyed and keyed,
+//! given: get, iter and iter_from agree with a BTreeMap (untagged and tagged,
 //! empty, huge entries, many small blocks), on the in-memory fs and on RealFs;
 //! the writer refuses out-of-order keys and over-limit lengths, and a failed
 //! finish (every operation failing in turn) leaves neither temp file nor target.
@@ -28,11 +28,11 @@ fn key() -> Key {
     Key::from_bytes([7; KEY_LEN])
 }
 
-fn spec(keyed: bool, block_bytes: usize) -> TableSpec {
+fn spec(tagged: bool, block_bytes: usize) -> TableSpec {
     TableSpec {
         codec: Codec::Binary,
         seq: 7,
-        keying: keyed.then(|| (key(), STORE_ID)),
+        tagging: tagged.then(|| (key(), STORE_ID)),
         block_bytes,
         parent: None,
     }
@@ -77,7 +77,7 @@ fn check(t: &Table, model: &Model, probes: &[Vec<u8>]) {
     t.verify().unwrap();
 }
 
-fn mem_round_trip(model: &Model, keyed: bool, block_bytes: usize, probes: &[Vec<u8>]) -> Table {
+fn mem_round_trip(model: &Model, tagged: bool, block_bytes: usize, probes: &[Vec<u8>]) -> Table {
     let fs = mem_fs();
     let dir = Path::new(DIR);
     let header = b"machine header".to_vec();
@@ -85,19 +85,19 @@ fn mem_round_trip(model: &Model, keyed: bool, block_bytes: usize, probes: &[Vec<
         Arc::new(fs.clone()),
         dir,
         model,
-        spec(keyed, block_bytes),
+        spec(tagged, block_bytes),
         &header,
     );
     let names: Vec<_> = fs.files(dir).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, vec![NAME.to_string()], "no temp file left behind");
     let k = key();
-    let t = Table::open(&fs, &dir.join(NAME), keyed.then_some(&k)).unwrap();
+    let t = Table::open(&fs, &dir.join(NAME), tagged.then_some(&k)).unwrap();
     assert_eq!(t.size(), size);
     assert_eq!(
         (t.seq(), t.codec(), t.header()),
         (7, Codec::Binary, &header[..])
     );
-    assert_eq!(t.store_id(), keyed.then_some(STORE_ID));
+    assert_eq!(t.store_id(), tagged.then_some(STORE_ID));
     check(&t, model, probes);
     t
 }
@@ -113,10 +113,10 @@ proptest! {
     fn agrees_with_a_btreemap(
         model in prop::collection::btree_map(small_key(), prop::collection::vec(any::<u8>(), 0..40), 0..120),
         probes in prop::collection::vec(small_key(), 0..12),
-        keyed in any::<bool>(),
+        tagged in any::<bool>(),
         block_bytes in prop::sample::select(vec![0usize, 1, 64, 300, TABLE_BLOCK_BYTES]),
     ) {
-        let t = mem_round_trip(&model, keyed, block_bytes, &probes);
+        let t = mem_round_trip(&model, tagged, block_bytes, &probes);
         let total: usize = model.iter().map(|(k, v)| 6 + k.len() + v.len()).sum();
         prop_assert!(t.blocks() <= model.len() as u64);
         if total > block_bytes && model.len() > 1 {
@@ -126,9 +126,9 @@ proptest! {
 }
 
 #[test]
-fn empty_tables_unkeyed_and_keyed() {
-    for keyed in [false, true] {
-        let t = mem_round_trip(&Model::new(), keyed, TABLE_BLOCK_BYTES, &[vec![], vec![1]]);
+fn empty_tables_untagged_and_tagged() {
+    for tagged in [false, true] {
+        let t = mem_round_trip(&Model::new(), tagged, TABLE_BLOCK_BYTES, &[vec![], vec![1]]);
         assert_eq!((t.blocks(), t.iter().count()), (0, 0));
     }
 }
@@ -144,10 +144,10 @@ fn huge_entries_get_blocks_of_their_own() {
     model.insert(b"c".to_vec(), b"small".to_vec());
     model.insert(b"d".to_vec(), vec![0x11; MAX_TABLE_VALUE_LEN]);
     model.insert(b"e".to_vec(), Vec::new());
-    for keyed in [false, true] {
+    for tagged in [false, true] {
         let t = mem_round_trip(
             &model,
-            keyed,
+            tagged,
             TABLE_BLOCK_BYTES,
             &[b"b".to_vec(), b"cc".to_vec()],
         );
@@ -167,8 +167,8 @@ fn many_small_blocks() {
         })
         .collect();
     let probes = vec![b"unit/".to_vec(), b"unit/000999x".to_vec(), b"z".to_vec()];
-    for keyed in [false, true] {
-        let t = mem_round_trip(&model, keyed, 64, &probes);
+    for tagged in [false, true] {
+        let t = mem_round_trip(&model, tagged, 64, &probes);
         assert!(t.blocks() > 500, "{} blocks", t.blocks());
     }
 }
@@ -184,12 +184,12 @@ fn real_fs_round_trip_through_a_memory_map() {
             )
         })
         .collect();
-    for keyed in [false, true] {
+    for tagged in [false, true] {
         let size = write(
             Arc::new(RealFs),
             dir.path(),
             &model,
-            spec(keyed, TABLE_BLOCK_BYTES),
+            spec(tagged, TABLE_BLOCK_BYTES),
             b"h",
         );
         let names: Vec<_> = std::fs::read_dir(dir.path())
@@ -200,7 +200,7 @@ fn real_fs_round_trip_through_a_memory_map() {
         let path = dir.path().join(NAME);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
         let k = key();
-        let t = Table::open(&RealFs, &path, keyed.then_some(&k)).unwrap();
+        let t = Table::open(&RealFs, &path, tagged.then_some(&k)).unwrap();
         // The table is read through a map of its file, not a copy: the kernel
         // lists the mapping while the table is open.
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();

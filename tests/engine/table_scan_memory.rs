@@ -33,7 +33,7 @@ fn a_full_scan_keeps_a_window_of_the_mapped_table_resident() {
     let spec = TableSpec {
         codec: Codec::Binary,
         seq: 7,
-        keying: None,
+        tagging: None,
         block_bytes: 4096,
         parent: None,
     };

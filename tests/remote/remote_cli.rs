@@ -85,7 +85,7 @@ fn cli_ceph_remote_sync() {
 }
 
 #[test]
-fn cli_keyed_run_ships_restores_and_verifies_with_its_key() {
+fn cli_tagged_run_ships_restores_and_verifies_with_its_key() {
     let tmp = tempfile::tempdir().unwrap();
     let key = tmp.path().join("key");
     std::fs::write(&key, [7u8; 32]).unwrap();
@@ -94,32 +94,32 @@ fn cli_keyed_run_ships_restores_and_verifies_with_its_key() {
     let k = key.to_str().unwrap();
     let url = format!("file://{}", tmp.path().join("remote").display());
     let (h1, h2) = (tmp.path().join("h1"), tmp.path().join("h2"));
-    let keyed = |root: &Path, args: &[&str]| {
+    let tagged = |root: &Path, args: &[&str]| {
         let mut a = vec!["--key-file", k];
         a.extend_from_slice(args);
         runlog(root, &a)
     };
-    ok(&keyed(
+    ok(&tagged(
         &h1,
         &[
             "init", "--id", "r1", "--task", "t", "--units", "a,b", "--codec", "binary",
         ],
     ));
-    ok(&keyed(
+    ok(&tagged(
         &h1,
         &["remote", "attach", "r1", &url, "--policy", "async"],
     ));
-    ok(&keyed(&h1, &["unit", "r1", "a", "done"]));
+    ok(&tagged(&h1, &["unit", "r1", "a", "done"]));
     let s: serde_json::Value =
-        serde_json::from_str(&ok(&keyed(&h1, &["remote", "status", "r1", "--json"]))).unwrap();
+        serde_json::from_str(&ok(&tagged(&h1, &["remote", "status", "r1", "--json"]))).unwrap();
     assert_eq!(
         (s["durable"].as_u64(), s["lag"].as_u64()),
         (Some(2), Some(0)),
         "{s}"
     );
-    ok(&keyed(&h2, &["restore", "r1", "--remote", &url]));
-    ok(&keyed(&h2, &["verify", "r1", "--remote", &url]));
-    // Without the key the keyed chain does not verify.
+    ok(&tagged(&h2, &["restore", "r1", "--remote", &url]));
+    ok(&tagged(&h2, &["verify", "r1", "--remote", &url]));
+    // Without the key the tagged chain does not verify.
     assert_ne!(
         runlog(&h2, &["verify", "r1", "--remote", &url])
             .status
@@ -127,7 +127,7 @@ fn cli_keyed_run_ships_restores_and_verifies_with_its_key() {
         Some(0)
     );
     let doc: serde_json::Value =
-        serde_json::from_str(&ok(&keyed(&h2, &["--json", "get", "r1"]))).unwrap();
+        serde_json::from_str(&ok(&tagged(&h2, &["--json", "get", "r1"]))).unwrap();
     assert_eq!(doc["units"]["a"]["status"], "done");
 }
 

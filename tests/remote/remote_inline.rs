@@ -262,7 +262,7 @@ fn a_damaged_inline_frame_fails_restore_naming_the_manifest_and_offset() {
 }
 
 #[test]
-fn a_retagged_inline_record_of_a_keyed_run_is_named_by_restore() {
+fn a_retagged_inline_record_of_a_tagged_run_is_named_by_restore() {
     use runlog::engine::frame::{Frame, decode_record, encode_record};
     use runlog::engine::{Key, Options, Store};
     let tmp = tempfile::tempdir().unwrap();
@@ -292,7 +292,7 @@ fn a_retagged_inline_record_of_a_keyed_run_is_named_by_restore() {
     assert!(e.to_string().contains("inline entry 0"), "{e}");
 
     // Record 2 re-framed with a payload byte changed: every checksum and the
-    // digest are valid, only the keyed tag can tell.
+    // digest are valid, only the tag can tell.
     let bytes = head.inline[1].bytes().unwrap();
     let codec = head.codec.parse().unwrap();
     let Frame::Record {

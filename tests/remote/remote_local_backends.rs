@@ -369,7 +369,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
 }
 
 #[test]
-fn a_keyed_store_whose_chain_is_only_a_snapshot_restores_keyed() {
+fn a_tagged_store_whose_chain_is_only_a_snapshot_restores_tagged() {
     use runlog::engine::{Key, Options, Store};
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let tmp = tempfile::tempdir().unwrap();
@@ -428,7 +428,7 @@ fn many_small_rounds_are_merged_and_the_live_set_stays_small() {
 }
 
 #[test]
-fn a_tampered_chunk_of_a_keyed_run_is_named_as_it_is_downloaded() {
+fn a_tampered_chunk_of_a_tagged_run_is_named_as_it_is_downloaded() {
     use runlog::engine::frame::{Frame, decode_record, decode_segment_header, encode_record};
     use runlog::engine::{Key, Options, Store};
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
@@ -456,7 +456,7 @@ fn a_tampered_chunk_of_a_keyed_run_is_named_as_it_is_downloaded() {
         .unwrap()
         .unwrap();
     // Re-frame each record with one payload byte changed: every checksum is
-    // valid, only the keyed tags can tell.
+    // valid, only the tags can tell.
     let h = decode_segment_header(&bytes).unwrap();
     let mut bad = bytes[..h.len].to_vec();
     let mut at = h.len;

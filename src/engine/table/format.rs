@@ -14,8 +14,8 @@ pub const TABLE_FORMAT_VERSION: u16 = 2;
 /// The format version of a delta table (format v3, FORMAT.md §14): a table that
 /// holds only what changed since its parent snapshot.
 pub const TABLE_DELTA_VERSION: u16 = 3;
-/// File header flag: the table is keyed (block tags in the index, a table tag in the footer).
-pub const TABLE_FLAG_KEYED: u8 = 1;
+/// File header flag: the table is tagged (block tags in the index, a table tag in the footer).
+pub const TABLE_FLAG_TAGGED: u8 = 1;
 /// File header flag: the table is a delta (version 3 only); bytes 20..28 hold
 /// its parent's seq.
 pub const TABLE_FLAG_DELTA: u8 = 2;
@@ -62,7 +62,7 @@ pub const MAX_TABLE_BLOCK_LEN: usize = MAX_TABLE_BLOCK_BYTES
 pub const MIN_TABLE_BLOCK_LEN: usize = TABLE_ENTRY_HEADER_LEN + TABLE_CRC_LEN;
 
 // ---- index entries ---------------------------------------------------------------
-// offset u64 | len u32 | entries u32 | last_key_len u16 | last_key | tag [16] (keyed)
+// offset u64 | len u32 | entries u32 | last_key_len u16 | last_key | tag [16] (tagged)
 pub(crate) const IX_LEN_AT: usize = size_of::<u64>();
 pub(crate) const IX_ENTRIES_AT: usize = IX_LEN_AT + size_of::<u32>();
 pub(crate) const IX_KEY_LEN_AT: usize = IX_ENTRIES_AT + size_of::<u32>();
@@ -141,7 +141,7 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
     };
     match v.version {
         TABLE_FORMAT_VERSION => {
-            if v.flags & !TABLE_FLAG_KEYED != 0 {
+            if v.flags & !TABLE_FLAG_TAGGED != 0 {
                 return Err(format!("unknown flags {:#04x}", v.flags));
             }
             if h[TH_RESERVED_AT..TH_CRC_AT].iter().any(|&x| x != 0) {
@@ -149,7 +149,7 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
             }
         }
         TABLE_DELTA_VERSION => {
-            if v.flags & !(TABLE_FLAG_KEYED | TABLE_FLAG_DELTA) != 0 {
+            if v.flags & !(TABLE_FLAG_TAGGED | TABLE_FLAG_DELTA) != 0 {
                 return Err(format!("unknown flags {:#04x}", v.flags));
             }
             if v.flags & TABLE_FLAG_DELTA == 0 {
@@ -259,21 +259,21 @@ pub(crate) struct IndexEntry<'a> {
 
 /// Decodes the index entry at the start of `b`; `None` when it does not fit or
 /// its key is over the limit.
-pub(crate) fn decode_index_entry(b: &[u8], keyed: bool) -> Option<IndexEntry<'_>> {
+pub(crate) fn decode_index_entry(b: &[u8], tagged: bool) -> Option<IndexEntry<'_>> {
     let fixed = b.get(..TABLE_INDEX_ENTRY_FIXED_LEN)?;
     let key_len = usize::from(le_u16(fixed, IX_KEY_LEN_AT));
     if key_len > MAX_TABLE_KEY_LEN {
         return None;
     }
     let key_end = TABLE_INDEX_ENTRY_FIXED_LEN + key_len;
-    let end = key_end + if keyed { TAG_LEN } else { 0 };
+    let end = key_end + if tagged { TAG_LEN } else { 0 };
     let whole = b.get(..end)?;
     Some(IndexEntry {
         offset: le_u64(fixed, 0),
         len: le_u32(fixed, IX_LEN_AT),
         entries: le_u32(fixed, IX_ENTRIES_AT),
         last_key: &whole[TABLE_INDEX_ENTRY_FIXED_LEN..key_end],
-        tag: keyed.then(|| &whole[key_end..end]),
+        tag: tagged.then(|| &whole[key_end..end]),
         size: end,
     })
 }
@@ -360,14 +360,14 @@ mod tests {
 
     #[test]
     fn header_and_footer_round_trip() {
-        let h = encode_file_header(1, TABLE_FLAG_KEYED, 77, None);
+        let h = encode_file_header(1, TABLE_FLAG_TAGGED, 77, None);
         let d = decode_file_header(&h).unwrap();
-        assert_eq!((d.codec, d.flags, d.seq, d.parent), (1, TABLE_FLAG_KEYED, 77, None));
-        let h = encode_file_header(1, TABLE_FLAG_KEYED, 77, Some(70));
+        assert_eq!((d.codec, d.flags, d.seq, d.parent), (1, TABLE_FLAG_TAGGED, 77, None));
+        let h = encode_file_header(1, TABLE_FLAG_TAGGED, 77, Some(70));
         let d = decode_file_header(&h).unwrap();
         assert_eq!(
             (d.version, d.flags, d.seq, d.parent),
-            (TABLE_DELTA_VERSION, TABLE_FLAG_KEYED | TABLE_FLAG_DELTA, 77, Some(70))
+            (TABLE_DELTA_VERSION, TABLE_FLAG_TAGGED | TABLE_FLAG_DELTA, 77, Some(70))
         );
     }
 

@@ -4,7 +4,7 @@
 //! (opaque to this module) plus such a table.
 //!
 //! Layout, LevelDB-like: data blocks of entries in strictly increasing key
-//! order, each with its own masked CRC (and, in a keyed store, a keyed tag held
+//! order, each with its own masked CRC (and, in a tagged store, a tag held
 //! in the index); an index with each block's offset, length, entry count and
 //! last key; the caller's header block; a fixed footer at the end. Opening reads
 //! the footer, index and header only; a lookup binary-searches the index and
@@ -15,7 +15,7 @@
 //! it has no per-block checksums — its optional whole-file checksum costs an
 //! O(N) read, which is exactly what opening by lookup avoids. Here a damaged
 //! block is reported with the file, its offset and its block number
-//! (`Error::Corrupt`), and a changed one in a keyed store as `Error::Tampered`;
+//! (`Error::Corrupt`), and a changed one in a tagged store as `Error::Tampered`;
 //! a key never goes silently missing.
 
 pub mod format;
@@ -26,7 +26,7 @@ mod write;
 pub use format::{
     MAX_TABLE_BLOCK_BYTES, MAX_TABLE_BLOCK_LEN, MAX_TABLE_HEADER_LEN, MAX_TABLE_INDEX_LEN,
     MAX_TABLE_KEY_LEN, MAX_TABLE_VALUE_LEN, MIN_TABLE_BLOCK_LEN, TABLE_BLOCK_BYTES, TABLE_CRC_LEN,
-    TABLE_DELTA_VERSION, TABLE_ENTRY_HEADER_LEN, TABLE_FLAG_DELTA, TABLE_FLAG_KEYED, TABLE_FOOTER_LEN, TABLE_FOOTER_MAGIC,
+    TABLE_DELTA_VERSION, TABLE_ENTRY_HEADER_LEN, TABLE_FLAG_DELTA, TABLE_FLAG_TAGGED, TABLE_FOOTER_LEN, TABLE_FOOTER_MAGIC,
     TABLE_FORMAT_VERSION, TABLE_HEADER_LEN, TABLE_INDEX_ENTRY_FIXED_LEN, TABLE_MAGIC,
 };
 #[cfg(any(test, feature = "sim"))]

@@ -22,8 +22,8 @@ pub struct Table {
     /// A delta's parent seq.
     parent: Option<u64>,
     codec: Codec,
-    /// A keyed table's key and store id.
-    keying: Option<(Key, StoreId)>,
+    /// A tagged table's key and store id.
+    tagging: Option<(Key, StoreId)>,
     entries: u64,
     /// The index body's byte range in the file.
     index_at: usize,
@@ -44,7 +44,7 @@ impl fmt::Debug for Table {
             .field("path", &self.path)
             .field("seq", &self.seq)
             .field("codec", &self.codec)
-            .field("keyed", &self.keying.is_some())
+            .field("tagged", &self.tagging.is_some())
             .field("entries", &self.entries)
             .field("blocks", &self.blocks.len())
             .field("size", &self.size())
@@ -99,7 +99,7 @@ fn cmp_key(a: &[u8], b: &[u8]) -> Ordering {
 
 impl Table {
     /// Validates the file header, footer, index and header block (checksums,
-    /// limits, layout, and the table tag when keyed); reads no data block.
+    /// limits, layout, and the table tag when tagged); reads no data block.
     /// Memory: one `u32` per block.
     pub fn from_bytes(path: PathBuf, bytes: FileBytes, key: Option<&Key>) -> Result<Table> {
         let b: &[u8] = (*bytes).as_ref();
@@ -113,18 +113,18 @@ impl Table {
         let fh = decode_file_header(b)
             .map_err(|r| corrupt(0, None, format!("table file header: {r}")))?;
         let seq = Some(fh.seq);
-        let keyed = fh.flags & TABLE_FLAG_KEYED != 0;
-        match (keyed, key) {
+        let tagged = fh.flags & TABLE_FLAG_TAGGED != 0;
+        match (tagged, key) {
             (true, None) => {
                 return Err(Error::Key {
                     path,
-                    reason: "table snapshot is keyed; open it with the store's key".into(),
+                    reason: "table snapshot is tagged; open it with the store's key".into(),
                 });
             }
             (false, Some(_)) => {
                 return Err(Error::Key {
                     path,
-                    reason: "table snapshot is not keyed, but a key was given".into(),
+                    reason: "table snapshot is not tagged, but a key was given".into(),
                 });
             }
             _ => {}
@@ -199,9 +199,9 @@ impl Table {
                 ),
             ));
         }
-        // Every byte outside the data blocks now passes a checksum: a keyed
+        // Every byte outside the data blocks now passes a checksum: a tagged
         // table's tag decides whether they are the writer's.
-        let keying = match key {
+        let tagging = match key {
             Some(key) => {
                 let prefix = &b[footer_at..footer_at + TF_TAG_AT];
                 let want = table_tag(
@@ -224,13 +224,13 @@ impl Table {
             None => {
                 if f.store_id != [0; STORE_ID_LEN] || f.tag != [0; TAG_LEN] {
                     return Err(bad_footer(
-                        "an unkeyed table's store id and tag are not zero".into(),
+                        "an untagged table's store id and tag are not zero".into(),
                     ));
                 }
                 None
             }
         };
-        let blocks = walk_index(index, keyed, index_at, &f).map_err(|(at, r)| {
+        let blocks = walk_index(index, tagged, index_at, &f).map_err(|(at, r)| {
             corrupt(
                 index_at + at,
                 seq,
@@ -246,7 +246,7 @@ impl Table {
             seq: fh.seq,
             parent: fh.parent,
             codec,
-            keying,
+            tagging,
             entries: f.entries,
             index_at,
             index_end,
@@ -282,9 +282,9 @@ impl Table {
         self.codec
     }
 
-    /// A keyed table's store id.
+    /// A tagged table's store id.
     pub fn store_id(&self) -> Option<StoreId> {
-        self.keying.as_ref().map(|(_, id)| *id)
+        self.tagging.as_ref().map(|(_, id)| *id)
     }
 
     /// The number of entries.
@@ -398,7 +398,7 @@ impl Table {
         self.blocks
             .get(i)
             .and_then(|&at| index.get(at as usize..))
-            .and_then(|b| decode_index_entry(b, self.keying.is_some()))
+            .and_then(|b| decode_index_entry(b, self.tagging.is_some()))
             .ok_or_else(|| {
                 self.corrupt(
                     self.index_at as u64,
@@ -464,7 +464,7 @@ impl Table {
         if le_u32(bytes, body_len) != masked_crc(&[body]) {
             return Err(damaged("checksum mismatch".into()));
         }
-        if let (Some((key, id)), Some(tag)) = (&self.keying, ix.tag) {
+        if let (Some((key, id)), Some(tag)) = (&self.tagging, ix.tag) {
             let want = block_tag(key, id, self.seq, i as u64, body);
             if !tags_equal(&want, tag.try_into().unwrap_or(&[0; TAG_LEN])) {
                 return Err(Error::Tampered {
@@ -527,7 +527,7 @@ fn partition(n: usize, before: impl Fn(usize) -> bool) -> usize {
 /// the index and what is wrong.
 fn walk_index(
     index: &[u8],
-    keyed: bool,
+    tagged: bool,
     index_at: usize,
     f: &Footer,
 ) -> std::result::Result<Vec<u32>, (usize, String)> {
@@ -540,7 +540,7 @@ fn walk_index(
     let mut pos = 0usize;
     while pos < index.len() {
         let i = out.len();
-        let e = decode_index_entry(&index[pos..], keyed).ok_or_else(|| {
+        let e = decode_index_entry(&index[pos..], tagged).ok_or_else(|| {
             (
                 pos,
                 format!("entry of block {i} runs past the index end or its key is over {MAX_TABLE_KEY_LEN} bytes"),

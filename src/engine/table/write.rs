@@ -23,8 +23,8 @@ pub struct TableSpec {
     pub codec: Codec,
     /// The seq the snapshot covers.
     pub seq: u64,
-    /// A keyed store's key and id: block tags and a table tag are written.
-    pub keying: Option<(Key, StoreId)>,
+    /// A tagged store's key and id: block tags and a table tag are written.
+    pub tagging: Option<(Key, StoreId)>,
     /// Target size of a data block body (`TABLE_BLOCK_BYTES`, 4 KiB, by default,
     /// at most `MAX_TABLE_BLOCK_BYTES`, 64 KiB, else `Error::TooLarge`); an entry larger
     /// than it gets a block of its own (so 0 puts every entry in its own block).
@@ -36,11 +36,11 @@ pub struct TableSpec {
 
 impl TableSpec {
     /// A spec with the default block size.
-    pub fn new(codec: Codec, seq: u64, keying: Option<(Key, StoreId)>) -> TableSpec {
+    pub fn new(codec: Codec, seq: u64, tagging: Option<(Key, StoreId)>) -> TableSpec {
         TableSpec {
             codec,
             seq,
-            keying,
+            tagging,
             block_bytes: TABLE_BLOCK_BYTES,
             parent: None,
         }
@@ -78,7 +78,7 @@ impl fmt::Debug for TableWriter {
         f.debug_struct("TableWriter")
             .field("temp", &self.temp)
             .field("seq", &self.spec.seq)
-            .field("keyed", &self.spec.keying.is_some())
+            .field("tagged", &self.spec.tagging.is_some())
             .field("entries", &self.entries)
             .field("blocks", &self.blocks)
             .field("offset", &self.offset())
@@ -105,8 +105,8 @@ impl TableWriter {
         let file = vfs
             .create_new(&temp)
             .map_err(|e| Error::io("create table temp file", &temp, e))?;
-        let flags = if spec.keying.is_some() {
-            TABLE_FLAG_KEYED
+        let flags = if spec.tagging.is_some() {
+            TABLE_FLAG_TAGGED
         } else {
             0
         };
@@ -229,7 +229,7 @@ impl TableWriter {
             store_id: [0; STORE_ID_LEN],
             tag: [0; TAG_LEN],
         };
-        if let Some((key, id)) = &self.spec.keying {
+        if let Some((key, id)) = &self.spec.tagging {
             footer.store_id = *id;
             let prefix = footer_prefix(&footer);
             footer.tag = table_tag(
@@ -274,7 +274,7 @@ impl TableWriter {
         let crc = masked_crc(&[&self.block]);
         let tag = self
             .spec
-            .keying
+            .tagging
             .as_ref()
             .map(|(key, id)| block_tag(key, id, self.spec.seq, self.blocks, &self.block));
         let last_key = self.last_key.as_deref().unwrap_or_default();

@@ -1,5 +1,5 @@
 //! Proves `--key-file` end to end with the real binary: `start` with a key
-//! creates a keyed run; every verb works on it with the key (flag or
+//! creates a tagged run; every verb works on it with the key (flag or
 //! $RUNLOG_KEY_FILE) and refuses without it; a payload byte changed with its
 //! checksum recomputed makes `verify` exit 1 naming the tampering and its
 //! offset, and writers refuse it without touching a byte.
@@ -12,11 +12,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 /// Changes one payload byte of record `seq` of `seg`, recomputing its checksum
-/// (so only the keyed tag can tell). Returns the record's offset.
+/// (so only the tag can tell). Returns the record's offset.
 fn tamper(seg: &Path, seq: u64) -> u64 {
     let bytes = std::fs::read(seg).unwrap();
     let h = decode_segment_header(&bytes).unwrap();
-    assert!(h.store_id.is_some(), "run is not keyed");
+    assert!(h.store_id.is_some(), "run is not tagged");
     let mut at = h.len;
     loop {
         let Frame::Record {
@@ -54,7 +54,7 @@ fn tamper(seg: &Path, seq: u64) -> u64 {
 }
 
 #[test]
-fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
+fn a_tagged_run_detects_a_changed_record_and_needs_its_key() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
     let key = key_file(&d.path().join("key-600"), "3c", 0o600);
@@ -92,7 +92,7 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
         // Without the key: refused, naming what to do.
         let o = runlog(&root, &["verify", id]);
         assert_eq!(o.status.code(), Some(2));
-        assert!(text(&o).contains("keyed; pass its key"), "{}", text(&o));
+        assert!(text(&o).contains("tagged; pass its key"), "{}", text(&o));
         let o = runlog(&root, &["unit", id, "u3", "done"]);
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 
@@ -143,7 +143,7 @@ fn a_keyed_run_detects_a_changed_record_and_needs_its_key() {
 }
 
 #[test]
-fn key_files_missing_or_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are_refused() {
+fn key_files_missing_or_of_the_wrong_shape_or_mode_and_keys_for_untagged_runs_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("root");
     let start = ["start", "--id", "r", "--fingerprint", "a=1"];
@@ -175,5 +175,5 @@ fn key_files_missing_or_of_the_wrong_shape_or_mode_and_keys_for_unkeyed_runs_are
     let key = key_file(&d.path().join("key-600"), "3c", 0o600);
     let o = runlog(&root, &with_key(&key, &["get", "r"]));
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("not keyed"), "{}", text(&o));
+    assert!(text(&o).contains("not tagged"), "{}", text(&o));
 }

@@ -1,4 +1,4 @@
-//! Proves the opt-in keyed tag (FORMAT.md §10): in a keyed store, a change to
+//! Proves the opt-in tag (FORMAT.md §10): in a tagged store, a change to
 //! any byte of any record or snapshot payload — with its checksum recomputed, so
 //! it is not accidental damage — fails every open with `Error::Tampered` naming
 //! the file, offset and seq, and changes no byte. Records moved to another seq,
@@ -9,10 +9,10 @@
 use crate::common;
 use common::*;
 use runlog::engine::frame::{
-    Frame, decode_record, decode_segment_header, encode_record_tagged, encode_segment_header_keyed,
-    jsonl_record_mac,
+    Frame, decode_record, decode_segment_header, encode_record_tagged,
+    encode_segment_header_tagged, jsonl_record_mac,
 };
-use runlog::engine::snapfile::{decode_snapshot, encode_snapshot_keyed};
+use runlog::engine::snapfile::{decode_snapshot, encode_snapshot_tagged};
 use runlog::engine::tag::Tag;
 use runlog::engine::{Codec, Error, Integrity, Key, Reader, Store};
 use std::path::Path;
@@ -25,7 +25,7 @@ fn key(b: u8) -> Key {
     Key::from_bytes([b; 32])
 }
 
-fn keyed(codec: Codec, fs: &SimFs, k: &Key) -> runlog::engine::Options {
+fn tagged(codec: Codec, fs: &SimFs, k: &Key) -> runlog::engine::Options {
     runlog::engine::Options {
         key: Some(k.clone()),
         ..mem_opts(codec, fs)
@@ -36,10 +36,10 @@ fn dir() -> &'static Path {
     Path::new(MEM_DIR)
 }
 
-/// A keyed store: records 1..=6 in seg-1, a snapshot at 6, records 7..=11 in seg-7.
+/// A tagged store: records 1..=6 in seg-1, a snapshot at 6, records 7..=11 in seg-7.
 fn build(codec: Codec, k: &Key) -> SimFs {
     let fs = mem_fs();
-    let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, k)).unwrap();
+    let s = Store::<Ledger>::open(dir(), tagged(codec, &fs, k)).unwrap();
     for v in 1..=6 {
         s.append(&entry(v, pad_of(v))).unwrap();
     }
@@ -121,7 +121,7 @@ fn reframed(codec: Codec, seg: &[u8], r: Rec, body: &[u8], mac: Option<&Tag>) ->
 /// the lock-free readers say the same.
 fn assert_tampered(fs: &SimFs, codec: Codec, k: &Key, name: &str, offset: u64, seq: u64) {
     let before = store_files(fs);
-    let err = Store::<Ledger>::open(dir(), keyed(codec, fs, k))
+    let err = Store::<Ledger>::open(dir(), tagged(codec, fs, k))
         .err()
         .unwrap_or_else(|| panic!("{codec:?} {name}@{offset}: opened"));
     match &err {
@@ -173,11 +173,11 @@ fn assert_readers_tampered(fs: &SimFs, k: &Key) {
 }
 
 #[test]
-fn a_keyed_store_opens_reads_and_verifies_clean_with_its_key() {
+fn a_tagged_store_opens_reads_and_verifies_clean_with_its_key() {
     for codec in codecs() {
         let k = key(1);
         let fs = build(codec, &k);
-        let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
+        let s = Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)).unwrap();
         assert_eq!(s.read(|st| st.clone()), built_state(11));
         drop(s);
         let (st, rep) = Reader::new(&fs, dir())
@@ -256,7 +256,7 @@ fn every_record_byte_changed_with_its_checksum_recomputed_is_tampering() {
             // Structural JSON bytes have no valid substitute; the rest must be swept.
             Codec::Jsonl => assert!(tried * 10 >= possible * 7, "{tried} of {possible}"),
         }
-        Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
+        Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)).unwrap();
     }
 }
 
@@ -267,11 +267,11 @@ fn every_snapshot_byte_changed_with_its_checksums_recomputed_is_tampering() {
         let fs = build(codec, &k);
         let snap = file(&fs, SNAP_6);
         let v = decode_snapshot(&snap).unwrap();
-        let (id, tag) = v.keying.unwrap();
+        let (id, tag) = v.tagging.unwrap();
         for i in 0..v.payload.len() {
             let mut p = v.payload.to_vec();
             p[i] ^= 0x21;
-            let bad = encode_snapshot_keyed(codec, v.seq, &p, Some((&id, &tag)));
+            let bad = encode_snapshot_tagged(codec, v.seq, &p, Some((&id, &tag)));
             assert!(decode_snapshot(&bad).is_ok(), "re-encoded snapshot invalid");
             put(&fs, SNAP_6, bad);
             assert_tampered(&fs, codec, &k, SNAP_6, 0, 6);
@@ -285,11 +285,11 @@ fn every_snapshot_byte_changed_with_its_checksums_recomputed_is_tampering() {
         put(
             &fs,
             SNAP_6,
-            encode_snapshot_keyed(codec, v.seq, v.payload, Some((&id, &t2))),
+            encode_snapshot_tagged(codec, v.seq, v.payload, Some((&id, &t2))),
         );
         assert_tampered(&fs, codec, &k, SNAP_6, 0, 6);
         put(&fs, SNAP_6, snap);
-        Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
+        Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)).unwrap();
     }
 }
 
@@ -314,7 +314,7 @@ fn a_record_moved_to_another_seq_is_tampering() {
 }
 
 #[test]
-fn a_segment_from_another_keyed_store_with_the_same_key_is_tampering() {
+fn a_segment_from_another_tagged_store_with_the_same_key_is_tampering() {
     for codec in codecs() {
         let k = key(1);
         let fs = build(codec, &k);
@@ -330,7 +330,7 @@ fn a_segment_from_another_keyed_store_with_the_same_key_is_tampering() {
         let ours = decode_segment_header(&file(&fs, SEG_1)).unwrap();
         let theirs = decode_segment_header(&foreign).unwrap();
         assert_ne!(ours.store_id, theirs.store_id);
-        let mut relabeled = encode_segment_header_keyed(codec, 7, ours.store_id.as_ref());
+        let mut relabeled = encode_segment_header_tagged(codec, 7, ours.store_id.as_ref());
         relabeled.extend_from_slice(&foreign[theirs.len..]);
         let first = relabeled.len() as u64 - (foreign.len() - theirs.len) as u64;
         put(&fs, SEG_7, relabeled);
@@ -349,7 +349,7 @@ fn the_wrong_key_is_refused_as_the_wrong_key() {
     for codec in codecs() {
         let fs = build(codec, &key(1));
         let before = store_files(&fs);
-        let e = Store::<Ledger>::open(dir(), keyed(codec, &fs, &key(2)))
+        let e = Store::<Ledger>::open(dir(), tagged(codec, &fs, &key(2)))
             .err()
             .expect("open succeeded");
         assert!(matches!(e, runlog::engine::Error::Key { .. }), "{e}");
@@ -366,7 +366,7 @@ fn the_wrong_key_is_refused_as_the_wrong_key() {
 }
 
 #[test]
-fn a_keyed_store_without_its_key_and_an_unkeyed_store_with_a_key_are_refused() {
+fn a_tagged_store_without_its_key_and_an_untagged_store_with_a_key_are_refused() {
     for codec in codecs() {
         let fs = build(codec, &key(1));
         let before = store_files(&fs);
@@ -375,7 +375,7 @@ fn a_keyed_store_without_its_key_and_an_unkeyed_store_with_a_key_are_refused() {
             .expect("open succeeded");
         assert!(matches!(e, Error::Key { .. }), "{e}");
         assert!(
-            e.to_string().contains("store is keyed; pass its key"),
+            e.to_string().contains("store is tagged; pass its key"),
             "{e}"
         );
         assert!(e.to_string().contains(MEM_DIR), "{e}");
@@ -398,11 +398,11 @@ fn a_keyed_store_without_its_key_and_an_unkeyed_store_with_a_key_are_refused() {
         s.append(&entry(1, 3)).unwrap();
         drop(s);
         let before = store_files(&plain);
-        let e = Store::<Ledger>::open(dir(), keyed(codec, &plain, &key(1)))
+        let e = Store::<Ledger>::open(dir(), tagged(codec, &plain, &key(1)))
             .err()
             .expect("open succeeded");
         assert!(matches!(e, Error::Key { .. }), "{e}");
-        assert!(e.to_string().contains("not keyed"), "{e}");
+        assert!(e.to_string().contains("not tagged"), "{e}");
         assert!(matches!(
             Reader::new(&plain, dir())
                 .with_key(Some(&key(1)))
@@ -420,7 +420,7 @@ fn lose_mark(fs: &runlog::engine::sim::SimFs) {
 }
 
 #[test]
-fn a_torn_tail_of_a_keyed_store_is_still_a_torn_tail() {
+fn a_torn_tail_of_a_tagged_store_is_still_a_torn_tail() {
     for codec in codecs() {
         let k = key(1);
         let fs = build(codec, &k);
@@ -435,7 +435,7 @@ fn a_torn_tail_of_a_keyed_store_is_still_a_torn_tail() {
             seg[..last.off + (last.next - last.off) / 2].to_vec(),
         );
         lose_mark(&fs);
-        let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
+        let s = Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)).unwrap();
         assert_eq!(s.last_seq(), 10);
         assert!(s.recovery().torn_tail.is_some());
         // Appends continue, tagged, after the cut.
@@ -458,11 +458,11 @@ fn a_torn_tail_of_a_keyed_store_is_still_a_torn_tail() {
         // While the durability mark its writer left is there, that record was
         // acknowledged: the changed byte is corruption, not a torn tail.
         assert!(matches!(
-            Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)),
+            Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)),
             Err(Error::Corrupt { .. })
         ));
         lose_mark(&fs);
-        let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
+        let s = Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)).unwrap();
         assert_eq!(s.last_seq(), 10);
         assert!(s.recovery().torn_tail.is_some());
     }
@@ -478,7 +478,7 @@ fn deleting_a_middle_record_is_a_seq_gap() {
         let mut cut = seg[..recs[1].off].to_vec();
         cut.extend_from_slice(&seg[recs[1].next..]);
         put(&fs, SEG_7, cut);
-        let e = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k))
+        let e = Store::<Ledger>::open(dir(), tagged(codec, &fs, &k))
             .err()
             .expect("open succeeded");
         assert!(e.is_corrupt(), "{e}");
@@ -495,7 +495,7 @@ fn rollback_to_an_older_copy_is_not_detected_without_an_external_anchor() {
         let k = key(1);
         let fs = build(codec, &k);
         let older = store_files(&fs);
-        let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
+        let s = Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)).unwrap();
         for v in 12..=20 {
             s.append(&entry(v, 2)).unwrap();
         }
@@ -513,7 +513,7 @@ fn rollback_to_an_older_copy_is_not_detected_without_an_external_anchor() {
         // The whole store rolled back to the older copy: accepted, shorter history.
         let rolled = mem_fs();
         rolled.set_files(dir(), &older);
-        let s = Store::<Ledger>::open(dir(), keyed(codec, &rolled, &k)).unwrap();
+        let s = Store::<Ledger>::open(dir(), tagged(codec, &rolled, &k)).unwrap();
         assert_eq!(s.last_seq(), 11);
         assert!(s.recovery().torn_tail.is_none());
         drop(s);
@@ -537,20 +537,20 @@ fn dropping_the_newest_records_is_not_detected_without_an_external_anchor() {
         // (FORMAT.md §5.7): a log that ends before it is corruption.
         put(&fs, SEG_7, seg[..recs[3].off].to_vec());
         assert!(matches!(
-            Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)),
+            Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)),
             Err(Error::Corrupt { .. })
         ));
         // Whoever can write the files can remove the mark as well: then the cut
         // is indistinguishable from a crash before 10 and 11.
         lose_mark(&fs);
-        let s = Store::<Ledger>::open(dir(), keyed(codec, &fs, &k)).unwrap();
+        let s = Store::<Ledger>::open(dir(), tagged(codec, &fs, &k)).unwrap();
         assert_eq!(s.last_seq(), 9);
         assert!(s.recovery().torn_tail.is_none());
     }
 }
 
 #[test]
-fn unkeyed_stores_are_written_exactly_as_before() {
+fn untagged_stores_are_written_exactly_as_before() {
     for codec in codecs() {
         let fs = mem_fs();
         let s = Store::<Ledger>::open(dir(), mem_opts(codec, &fs)).unwrap();
@@ -572,8 +572,8 @@ fn unkeyed_stores_are_written_exactly_as_before() {
             seg[h.len + rec.len()..].iter().all(|&b| b == 0),
             "preallocated zeros"
         );
-        let keyed_fs = build(codec, &key(1));
-        let kh = decode_segment_header(&file(&keyed_fs, SEG_1)).unwrap();
+        let tagged_fs = build(codec, &key(1));
+        let kh = decode_segment_header(&file(&tagged_fs, SEG_1)).unwrap();
         assert!(kh.store_id.is_some());
     }
 }
@@ -581,7 +581,7 @@ fn unkeyed_stores_are_written_exactly_as_before() {
 /// FORMAT.md §10's worked examples (key: 32 bytes 0x3c; store id: bytes 0..16)
 /// are exactly what the encoder writes, and the tag is the documented BLAKE3.
 #[test]
-fn format_md_keyed_examples_are_byte_exact() {
+fn format_md_tagged_examples_are_byte_exact() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/FORMAT.md")).unwrap();
     let line = |start: &str, has: &str| {
         doc.lines()
@@ -591,7 +591,7 @@ fn format_md_keyed_examples_are_byte_exact() {
     };
     let k = Key::from_bytes([0x3c; 32]);
     let id: [u8; 16] = std::array::from_fn(|i| i as u8);
-    let mut h = encode_segment_header_keyed(Codec::Jsonl, 1, Some(&id));
+    let mut h = encode_segment_header_tagged(Codec::Jsonl, 1, Some(&id));
     assert_eq!(h.pop(), Some(b'\n'));
     assert_eq!(
         String::from_utf8(h).unwrap(),
@@ -606,8 +606,8 @@ fn format_md_keyed_examples_are_byte_exact() {
         String::from_utf8(r).unwrap(),
         line("{\"seq\":7,", "\"mac\"")
     );
-    let bin = encode_segment_header_keyed(Codec::Binary, 1, Some(&id));
+    let bin = encode_segment_header_tagged(Codec::Binary, 1, Some(&id));
     assert_eq!(bin.len(), 48);
-    assert!(doc.contains("`KEYED_SEGMENT_HEADER_LEN = 48`"));
-    assert!(doc.contains("`KEYED_SNAPSHOT_HEADER_LEN = 72`"));
+    assert!(doc.contains("`TAGGED_SEGMENT_HEADER_LEN = 48`"));
+    assert!(doc.contains("`TAGGED_SNAPSHOT_HEADER_LEN = 72`"));
 }
