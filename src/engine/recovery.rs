@@ -446,47 +446,10 @@ pub fn classify_marked(
                 Some(e) => name_seqs[i] == e || (name_seqs[i] > e && name_seqs[i] <= base_seq + 1),
                 None => name_seqs[i] == base_seq + 1,
             };
-            let (case, found) = if i == last && resync.is_none() && !continues {
-                let expected = expect_first.unwrap_or(base_seq + 1);
-                (
-                    Case::TornHeaderNotContinuing,
-                    Found::at(
-                        i,
-                        0,
-                        Some(name_seqs[i]),
-                        format!(
-                            "segment header unreadable ({problem}) in a segment whose name (first seq {}) does not continue the log (expected {expected}): not a torn creation",
-                            name_seqs[i]
-                        ),
-                    ),
-                )
-            } else if i == last && resync.is_none() && name_seqs[i] <= header_proven {
-                (
-                    Case::DamageProvenByMark,
-                    Found::at(
-                        i,
-                        0,
-                        Some(name_seqs[i]),
-                        format!(
-                            "segment header unreadable ({problem}), but the durability mark proves it durable (records through seq {proven})"
-                        ),
-                    ),
-                )
-            } else if i == last && resync.is_none() {
-                let mut f = Found::at(i, 0, None, format!("segment header torn: {problem}"));
-                f.bytes = s.file_len;
-                (Case::TornHeader, f)
-            } else {
-                (
-                    Case::HeaderUnreadable,
-                    Found::at(
-                        i,
-                        0,
-                        resync.map(|r| r.1),
-                        format!("segment header unreadable: {problem}"),
-                    ),
-                )
-            };
+            let (case, found) = headerless_case(
+                HeaderlessAt { i, last, continues, expected: expect_first.unwrap_or(base_seq + 1) },
+                s, name_seqs[i], problem, resync, header_proven, proven,
+            );
             if let Some(v) = act(case, found) {
                 return v;
             }
@@ -542,102 +505,7 @@ pub fn classify_marked(
                 return v;
             }
         }
-        let (case, found) = match &s.end {
-            ScanEnd::Clean => (Case::Clean, Found::at(i, 0, None, String::new())),
-            // Rotation cuts a segment to its records and fsyncs it before the next
-            // one exists, so only the last segment can still hold preallocated zeros.
-            ScanEnd::Preallocated { offset } if i != last => (
-                Case::PreallocatedNotLast,
-                Found::at(
-                    i,
-                    *offset,
-                    Some(s.next_seq),
-                    "zero-filled tail in a segment that is not the last".into(),
-                ),
-            ),
-            ScanEnd::Preallocated { offset } => (
-                Case::PreallocatedLast,
-                Found::at(i, *offset, None, String::new()),
-            ),
-            ScanEnd::SeqBreak {
-                offset,
-                expected,
-                found,
-            } => (
-                Case::SeqBreak,
-                Found::at(
-                    i,
-                    *offset,
-                    Some(*found),
-                    format!("seq {found} where {expected} was expected"),
-                ),
-            ),
-            ScanEnd::Damaged {
-                offset,
-                problem,
-                resync: Some((at, seq)),
-            } => (
-                Case::DamageWithSuccessor,
-                Found::at(
-                    i,
-                    *offset,
-                    Some(s.next_seq),
-                    format!("{problem}, followed by a valid record (seq {seq} at offset {at})"),
-                ),
-            ),
-            ScanEnd::Damaged {
-                offset,
-                problem,
-                resync: None,
-            } if i != last => (
-                Case::DamageNotLast,
-                Found::at(
-                    i,
-                    *offset,
-                    Some(s.next_seq),
-                    format!("{problem} in a segment that is not the last"),
-                ),
-            ),
-            ScanEnd::Damaged {
-                offset,
-                problem,
-                resync: None,
-            } if s.next_seq <= base_seq => (
-                Case::TornBelowBase,
-                Found::at(
-                    i,
-                    *offset,
-                    Some(s.next_seq),
-                    format!(
-                        "{problem}, and the records lost were covered by the snapshot at {base_seq}"
-                    ),
-                ),
-            ),
-            ScanEnd::Damaged {
-                offset,
-                problem,
-                resync: None,
-            } if s.next_seq <= proven => (
-                Case::DamageProvenByMark,
-                Found::at(
-                    i,
-                    *offset,
-                    Some(s.next_seq),
-                    format!(
-                        "{problem}, but the durability mark proves records through seq {proven} durable"
-                    ),
-                ),
-            ),
-            ScanEnd::Damaged {
-                offset,
-                problem,
-                resync: None,
-            } => {
-                let mut f = Found::at(i, *offset, None, problem.clone());
-                f.bytes = s.file_len.saturating_sub(*offset);
-                (Case::TornTail, f)
-            }
-        };
+        let (case, found) = end_case(i, i == last, s, base_seq, proven);
         if let Some(v) = act(case, found) {
             return v;
         }
@@ -673,6 +541,175 @@ pub fn classify_marked(
         }
     }
     clean()
+}
+
+/// Where a segment without a readable header stands in the log, for
+/// [`headerless_case`].
+struct HeaderlessAt {
+    /// Its index among the scans.
+    i: usize,
+    /// The index of the last scan.
+    last: usize,
+    /// Whether its name continues the log (the segment the next seq would create).
+    continues: bool,
+    /// The first seq the log expects of it.
+    expected: u64,
+}
+
+/// The case of a segment whose header is unreadable (`problem`), given where
+/// it stands and what the mark proves: a torn creation of the segment the
+/// next seq would make is a torn header; anything else is damage.
+fn headerless_case(
+    at: HeaderlessAt,
+    s: &SegmentScan,
+    name_seq: u64,
+    problem: &str,
+    resync: Option<(u64, u64)>,
+    header_proven: u64,
+    proven: u64,
+) -> (Case, Found) {
+    let HeaderlessAt { i, last, continues, expected } = at;
+    if i == last && resync.is_none() && !continues {
+        (
+            Case::TornHeaderNotContinuing,
+            Found::at(
+                i,
+                0,
+                Some(name_seq),
+                format!(
+                    "segment header unreadable ({problem}) in a segment whose name (first seq {}) does not continue the log (expected {expected}): not a torn creation",
+                    name_seq
+                ),
+            ),
+        )
+    } else if i == last && resync.is_none() && name_seq <= header_proven {
+        (
+            Case::DamageProvenByMark,
+            Found::at(
+                i,
+                0,
+                Some(name_seq),
+                format!(
+                    "segment header unreadable ({problem}), but the durability mark proves it durable (records through seq {proven})"
+                ),
+            ),
+        )
+    } else if i == last && resync.is_none() {
+        let mut f = Found::at(i, 0, None, format!("segment header torn: {problem}"));
+        f.bytes = s.file_len;
+        (Case::TornHeader, f)
+    } else {
+        (
+            Case::HeaderUnreadable,
+            Found::at(
+                i,
+                0,
+                resync.map(|r| r.1),
+                format!("segment header unreadable: {problem}"),
+            ),
+        )
+    }
+}
+
+/// The case of how the scan of segment `i` (the last one when `is_last`)
+/// ended, against the base snapshot's seq and the seq the mark proves.
+fn end_case(i: usize, is_last: bool, s: &SegmentScan, base_seq: u64, proven: u64) -> (Case, Found) {
+    match &s.end {
+        ScanEnd::Clean => (Case::Clean, Found::at(i, 0, None, String::new())),
+        // Rotation cuts a segment to its records and fsyncs it before the next
+        // one exists, so only the last segment can still hold preallocated zeros.
+        ScanEnd::Preallocated { offset } if !is_last => (
+            Case::PreallocatedNotLast,
+            Found::at(
+                i,
+                *offset,
+                Some(s.next_seq),
+                "zero-filled tail in a segment that is not the last".into(),
+            ),
+        ),
+        ScanEnd::Preallocated { offset } => (
+            Case::PreallocatedLast,
+            Found::at(i, *offset, None, String::new()),
+        ),
+        ScanEnd::SeqBreak {
+            offset,
+            expected,
+            found,
+        } => (
+            Case::SeqBreak,
+            Found::at(
+                i,
+                *offset,
+                Some(*found),
+                format!("seq {found} where {expected} was expected"),
+            ),
+        ),
+        ScanEnd::Damaged {
+            offset,
+            problem,
+            resync: Some((at, seq)),
+        } => (
+            Case::DamageWithSuccessor,
+            Found::at(
+                i,
+                *offset,
+                Some(s.next_seq),
+                format!("{problem}, followed by a valid record (seq {seq} at offset {at})"),
+            ),
+        ),
+        ScanEnd::Damaged {
+            offset,
+            problem,
+            resync: None,
+        } if !is_last => (
+            Case::DamageNotLast,
+            Found::at(
+                i,
+                *offset,
+                Some(s.next_seq),
+                format!("{problem} in a segment that is not the last"),
+            ),
+        ),
+        ScanEnd::Damaged {
+            offset,
+            problem,
+            resync: None,
+        } if s.next_seq <= base_seq => (
+            Case::TornBelowBase,
+            Found::at(
+                i,
+                *offset,
+                Some(s.next_seq),
+                format!(
+                    "{problem}, and the records lost were covered by the snapshot at {base_seq}"
+                ),
+            ),
+        ),
+        ScanEnd::Damaged {
+            offset,
+            problem,
+            resync: None,
+        } if s.next_seq <= proven => (
+            Case::DamageProvenByMark,
+            Found::at(
+                i,
+                *offset,
+                Some(s.next_seq),
+                format!(
+                    "{problem}, but the durability mark proves records through seq {proven} durable"
+                ),
+            ),
+        ),
+        ScanEnd::Damaged {
+            offset,
+            problem,
+            resync: None,
+        } => {
+            let mut f = Found::at(i, *offset, None, problem.clone());
+            f.bytes = s.file_len.saturating_sub(*offset);
+            (Case::TornTail, f)
+        }
+    }
 }
 
 #[cfg(test)]

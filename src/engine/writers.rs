@@ -10,7 +10,7 @@ use super::format::*;
 use super::mark::{Mark, MarkFound, MarkWriter, decode_mark, read_mark};
 use super::mutex::lock;
 use super::vfs::{
-    LockAttempt, SharedFile, Vfs, VfsFile, write_all_at, write_all_with,
+    LockAttempt, SharedFile, Vfs, VfsFile, read_full_with, write_all_at, write_all_with,
 };
 use std::io;
 use std::path::{Path, PathBuf};
@@ -227,15 +227,7 @@ impl Writers {
     /// Up to `max` bytes of a kept-open file from its start.
     fn read_handle(h: &dyn SharedFile, max: usize) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; max];
-        let mut n = 0;
-        while n < max {
-            match h.read_at(&mut buf[n..], n as u64) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
+        let n = read_full_with(|b, at| h.read_at(b, at), &mut buf, 0)?;
         buf.truncate(n);
         Ok(buf)
     }
