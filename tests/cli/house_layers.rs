@@ -470,6 +470,62 @@ fn architecture_lists_every_file_that_holds_unsafe() {
     );
 }
 
+/// docs/ARCHITECTURE.md's file map: every file under `src/` but a `mod.rs`,
+/// named in backticks in its layer's section (the section whose heading
+/// names `src/LAYER/`), by its path from the layer or from `src/`; a file at
+/// the top of `src/`, anywhere on the page.
+#[test]
+fn architecture_names_every_source_file_in_its_layers_section() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md"))
+            .unwrap();
+    let sections: Vec<&str> = doc.split("\n## ").collect();
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut missing = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(src())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if rel.ends_with("mod.rs") {
+            continue;
+        }
+        let named = match rel.split_once('/') {
+            None => doc.contains(&format!("`{rel}`")) || doc.contains(&format!("`src/{rel}`")),
+            Some((layer, in_layer)) => {
+                let heading = format!("`src/{layer}/`");
+                let section = sections
+                    .iter()
+                    .find(|s| s.lines().next().is_some_and(|h| h.contains(&heading)))
+                    .unwrap_or_else(|| {
+                        panic!("docs/ARCHITECTURE.md has no section headed with {heading}")
+                    });
+                [
+                    format!("`{in_layer}`"),
+                    format!("`{rel}`"),
+                    format!("`src/{rel}`"),
+                ]
+                .iter()
+                .any(|n| section.contains(n.as_str()))
+            }
+        };
+        if !named {
+            missing.push(format!("src/{rel}"));
+        }
+    }
+    assert!(
+        files.len() > 100,
+        "the scan found only {} files",
+        files.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md's file map does not name these files in their layer's section: {missing:?}"
+    );
+}
+
 #[test]
 fn the_path_reader_expands_groups_and_skips_comments() {
     let code = code_of(
