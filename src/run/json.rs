@@ -38,11 +38,16 @@ impl<'de> Deserialize<'de> for Json {
     }
 }
 
-/// The deepest nesting of `[`/`{` in JSON text (strings skipped), without parsing
-/// it: checked before handing untrusted text to a recursive parser.
-pub(crate) fn json_depth(text: &[u8]) -> usize {
-    let (mut depth, mut max, mut in_str, mut esc) = (0usize, 0usize, false, false);
-    for &c in text {
+/// Walks JSON text without parsing it: calls `visit(i, byte, depth)` for
+/// every byte outside a string (the `"` that opens one included), `depth`
+/// being the nesting of `[`/`{` around that byte; stops when `visit` returns
+/// `Some`, with that value.
+pub(crate) fn walk_structure<T>(
+    text: &[u8],
+    mut visit: impl FnMut(usize, u8, usize) -> Option<T>,
+) -> Option<T> {
+    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
+    for (i, &c) in text.iter().enumerate() {
         if in_str {
             match (esc, c) {
                 (true, _) => esc = false,
@@ -52,16 +57,29 @@ pub(crate) fn json_depth(text: &[u8]) -> usize {
             }
             continue;
         }
+        if let Some(v) = visit(i, c, depth) {
+            return Some(v);
+        }
         match c {
             b'"' => in_str = true,
-            b'[' | b'{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
+            b'[' | b'{' => depth += 1,
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
+    None
+}
+
+/// The deepest nesting of `[`/`{` in JSON text (strings skipped), without parsing
+/// it: checked before handing untrusted text to a recursive parser.
+pub(crate) fn json_depth(text: &[u8]) -> usize {
+    let mut max = 0;
+    walk_structure::<()>(text, |_, c, depth| {
+        if matches!(c, b'[' | b'{') {
+            max = max.max(depth + 1);
+        }
+        None
+    });
     max
 }
 

@@ -293,32 +293,15 @@ impl<'h, W: std::io::Write> Spliced<'h, W> {
 /// `text` (compact or pretty), skipping strings and nested values.
 fn top_level_value(text: &[u8], key: &str) -> Option<usize> {
     let quoted = format!("\"{key}\":");
-    let (mut depth, mut in_str, mut esc) = (0usize, false, false);
-    for (i, &c) in text.iter().enumerate() {
-        if in_str {
-            match (esc, c) {
-                (true, _) => esc = false,
-                (false, b'\\') => esc = true,
-                (false, b'"') => in_str = false,
-                _ => {}
+    super::json::walk_structure(text, |i, c, depth| {
+        // Only a key is followed by `:`.
+        (c == b'"' && depth == 1 && text[i..].starts_with(quoted.as_bytes())).then(|| {
+            let at = i + quoted.len();
+            if text.get(at) == Some(&b' ') {
+                at + 1
+            } else {
+                at
             }
-            continue;
-        }
-        match c {
-            // Only a key is followed by `:`.
-            b'"' if depth == 1 && text[i..].starts_with(quoted.as_bytes()) => {
-                let at = i + quoted.len();
-                return Some(if text.get(at) == Some(&b' ') {
-                    at + 1
-                } else {
-                    at
-                });
-            }
-            b'"' => in_str = true,
-            b'[' | b'{' => depth += 1,
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    None
+        })
+    })
 }
