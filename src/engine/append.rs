@@ -52,14 +52,7 @@ impl<M: Machine> Store<M> {
         let (last, want_compact) = {
             let mut g = lock(&s.inner);
             if let Some(cause) = g.poison.cause() {
-                return ts
-                    .iter()
-                    .map(|_| {
-                        Err(Error::Poisoned {
-                            cause: cause.clone(),
-                        })
-                    })
-                    .collect();
+                return poisoned_batch(ts.len(), cause);
             }
             let (mut payload, mut batch) = g.scratch.take();
             let mut last = None;
@@ -97,14 +90,7 @@ impl<M: Machine> Store<M> {
             if let Err(e) = written {
                 let cause = e.poison_cause();
                 s.poison(&mut g, cause.clone());
-                return ts
-                    .iter()
-                    .map(|_| {
-                        Err(Error::Poisoned {
-                            cause: cause.clone(),
-                        })
-                    })
-                    .collect();
+                return poisoned_batch(ts.len(), &cause);
             }
             // Not before a deferred open's first write (all refused so far).
             let want_compact = g.prepared() && s.wants_compaction(&g);
@@ -150,6 +136,17 @@ impl<M: Machine> Store<M> {
         };
         self.shared.wait_durable(last)
     }
+}
+
+/// A batch of `n` transitions refused whole: the writer is poisoned by `cause`.
+fn poisoned_batch(n: usize, cause: &str) -> Vec<Result<u64>> {
+    (0..n)
+        .map(|_| {
+            Err(Error::Poisoned {
+                cause: cause.to_string(),
+            })
+        })
+        .collect()
 }
 
 fn stage<M: Machine>(
