@@ -162,6 +162,26 @@ pub struct LoadSpec<'a, S> {
     pub key: Option<&'a Key>,
 }
 
+impl<'a, S> LoadSpec<'a, S> {
+    /// The load of a reader that holds no writer lock ([`Reader::state`],
+    /// `verify`): files read, not mapped (a segment may be truncated under a
+    /// map); every record; no progress. Only what differs is given.
+    pub(crate) fn unlocked(
+        decode_state: &'a mut DecodeState<'a, S>,
+        apply: &'a mut ApplyRecord<'a, S>,
+        key: Option<&'a Key>,
+    ) -> Self {
+        LoadSpec {
+            mapped: false,
+            upto: None,
+            decode_state,
+            apply,
+            progress: None,
+            key,
+        }
+    }
+}
+
 /// The outcome of a load that found no corruption.
 pub struct Loaded<S> {
     pub state: S,

@@ -85,23 +85,3 @@ impl<'a> Reader<'a> {
         })
     }
 }
-
-impl<'a, S> load::LoadSpec<'a, S> {
-    /// The load of a reader that holds no writer lock ([`Reader::state`],
-    /// `verify`): files read, not mapped (a segment may be truncated under a
-    /// map); every record; no progress. Only what differs is given.
-    pub(crate) fn unlocked(
-        decode_state: &'a mut load::DecodeState<'a, S>,
-        apply: &'a mut load::ApplyRecord<'a, S>,
-        key: Option<&'a Key>,
-    ) -> Self {
-        load::LoadSpec {
-            mapped: false,
-            upto: None,
-            decode_state,
-            apply,
-            progress: None,
-            key,
-        }
-    }
-}
