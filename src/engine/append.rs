@@ -83,7 +83,11 @@ impl<M: Machine> Store<M> {
                     if s.durable() > synced {
                         reframe(s, ts, &results, s.durable(), &mut payload, &mut batch)?;
                     }
-                    s.write_frames(&mut g, &batch, first)
+                    s.write_frames(&mut g, &batch, first)?;
+                    if s.stages() {
+                        s.gather.staged_one();
+                    }
+                    Ok(())
                 })
             };
             g.scratch.give_back(payload, batch);
@@ -239,14 +243,22 @@ impl<M: Machine> Shared<M> {
         };
         self.group
             .wait_durable(seq, || {
-                if let Some(d) = linger.filter(|d| !d.is_zero()) {
-                    std::thread::sleep(d);
-                }
-                let (target, active, staged, at, io) = {
+                // A fixed linger, or a wait for the appenders the last round
+                // saw arrive (gather.rs); a one-shot writer stages nothing.
+                let plan = match linger.filter(|d| !d.is_zero()) {
+                    Some(d) => {
+                        std::thread::sleep(d);
+                        None
+                    }
+                    None => self.stages().then(|| self.gather.wait()),
+                };
+                let (target, active, staged, at, taken_at, io) = {
                     let mut g = lock(&self.inner);
                     let io = self.io.lock(&mut g);
                     let (staged, at) = g.active.take_staged();
-                    (g.live.last_seq(), g.active.file().clone(), staged, at, io)
+                    let taken_at = self.gather.staged();
+                    let target = g.live.last_seq();
+                    (target, g.active.file().clone(), staged, at, taken_at, io)
                 };
                 self.group.announce(target);
                 // One write for every record staged since the last leader, then the
@@ -267,6 +279,7 @@ impl<M: Machine> Shared<M> {
                     end: at + staged.len() as u64,
                 };
                 let mut fsynced = false;
+                let started = std::time::Instant::now();
                 let r = self.group.fsync(active.path.display(), || {
                     let vfs = self.vfs.as_ref();
                     self.writers
@@ -276,6 +289,9 @@ impl<M: Machine> Shared<M> {
                         .map(|did| fsynced = did)
                 });
                 drop(io);
+                if let Some(plan) = &plan {
+                    self.gather.learn(plan, taken_at, started.elapsed());
+                }
                 let counter = match fsynced {
                     true => &self.stats.fsyncs,
                     false => &self.stats.fsyncs_covered,

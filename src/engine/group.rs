@@ -32,6 +32,15 @@ pub struct GroupState {
     round: u64,
     /// What the current round's fsync covers, once its leader has said.
     inflight: Option<u64>,
+    /// Threads asleep on each condition variable: a notification with none
+    /// is skipped (it costs a system call even when nobody waits).
+    asleep: [u32; 2],
+}
+
+impl GroupState {
+    fn any_asleep(&self, which: usize) -> bool {
+        self.asleep[which] > 0
+    }
 }
 
 /// A mutex guarding [`GroupState`] with two condition variables (0 and 1).
@@ -51,11 +60,6 @@ pub trait Monitor: Send + Sync {
     fn notify_all_on(&self, which: usize);
     /// Wakes one waiter on variable `which`.
     fn notify_one_on(&self, which: usize);
-    /// Wakes every waiter.
-    fn notify_all(&self) {
-        self.notify_all_on(0);
-        self.notify_all_on(1);
-    }
     /// The guard of the fsync gate.
     type Gate<'a>
     where
@@ -127,8 +131,17 @@ impl<M: Monitor> GroupCommit<M> {
     pub fn advance(&self, upto: u64) {
         let mut s = self.mon.lock();
         s.durable = s.durable.max(upto);
-        drop(s);
-        self.mon.notify_all();
+        self.wake_all(&s);
+    }
+
+    /// Wakes every sleeper (called holding the monitor, so none can be
+    /// about to sleep unseen).
+    fn wake_all(&self, s: &GroupState) {
+        for which in 0..2 {
+            if s.any_asleep(which) {
+                self.mon.notify_all_on(which);
+            }
+        }
     }
 
     /// Says what the current round's fsync covers: every seq up to `target`. Called
@@ -143,8 +156,9 @@ impl<M: Monitor> GroupCommit<M> {
 
     /// Fails every current and later waiter with `cause` (the first cause stays).
     pub fn fail(&self, cause: String) {
-        self.mon.lock().failed.get_or_insert(cause);
-        self.mon.notify_all();
+        let mut s = self.mon.lock();
+        s.failed.get_or_insert(cause);
+        self.wake_all(&s);
     }
 
     /// Runs one fsync of the log (`what` names it in the error). Log fsyncs are
@@ -193,7 +207,10 @@ impl<M: Monitor> GroupCommit<M> {
                     Some(t) if seq > t => s.round + 1,
                     _ => s.round,
                 };
-                s = self.mon.wait(s, (round % 2) as usize);
+                let which = (round % 2) as usize;
+                s.asleep[which] += 1;
+                s = self.mon.wait(s, which);
+                s.asleep[which] -= 1;
                 continue;
             }
             s.leading = true;
@@ -211,14 +228,19 @@ impl<M: Monitor> GroupCommit<M> {
                 Ok(target) => {
                     s.durable = s.durable.max(target);
                     // This round's waiters, and one of the next round's to lead it.
-                    self.mon.notify_all_on((round % 2) as usize);
-                    self.mon.notify_one_on(((round + 1) % 2) as usize);
+                    let (this, next) = ((round % 2) as usize, ((round + 1) % 2) as usize);
+                    if s.any_asleep(this) {
+                        self.mon.notify_all_on(this);
+                    }
+                    if s.any_asleep(next) {
+                        self.mon.notify_one_on(next);
+                    }
                 }
                 // Never retried: after a failed fsync the kernel may have dropped
                 // the dirty pages, so a second "successful" fsync proves nothing.
                 Err(cause) => {
                     s.failed.get_or_insert(cause);
-                    self.mon.notify_all();
+                    self.wake_all(&s);
                 }
             }
         }

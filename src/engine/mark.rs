@@ -136,6 +136,11 @@ impl MarkWriter {
         }
     }
 
+    /// The seq of the last mark written (or found at open).
+    pub(crate) fn written_seq(&self) -> u64 {
+        self.written.0
+    }
+
     /// Writes `m` unless a mark at or past it was written already, by this
     /// writer or (`on_disk`, read under the sync lock) by another.
     pub(crate) fn write_above(&mut self, vfs: &dyn Vfs, dir: &Path, m: Mark, on_disk: Option<Mark>) {

@@ -36,6 +36,7 @@ mod compact;
 mod dir;
 mod error;
 mod files;
+mod gather;
 mod keyed;
 mod live;
 mod load;

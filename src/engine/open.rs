@@ -10,6 +10,7 @@ use super::catchup::catch_up;
 use super::dir::{check_dir, create_dir_durable};
 use super::error::{Error, Result};
 use super::format::*;
+use super::gather::Gather;
 use super::group::GroupCommit;
 use super::live::Live;
 use super::load::{LoadSpec, Loaded, RecoveryReport, load, replay_one, with_retries};
@@ -214,6 +215,9 @@ impl<M: Machine> Store<M> {
                 .adopt(vfs.as_ref())
                 .map_err(|e| Error::io("write the sync state", dir.join(SHARED_FILE), e))?;
         }
+        if !opts.one_shot {
+            writers.long_lived(inner.live.last_seq());
+        }
         let tagging = opts.key.clone().zip(store_id);
         let shared = Arc::new(Shared {
             dir,
@@ -223,6 +227,7 @@ impl<M: Machine> Store<M> {
             opts,
             inner: Mutex::new(inner),
             group: GroupCommit::new(durable),
+            gather: Gather::default(),
             io: IoLock::default(),
             mark: Mutex::new(MarkWriter::new(marked)),
             compaction: Slot::default(),

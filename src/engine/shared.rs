@@ -8,7 +8,7 @@
 //! took), [`ActiveSegment`], [`Book`] (the live segments and snapshots and the
 //! compaction accounting), [`Scratch`] and [`Poison`], with the open's
 //! [`Pending`] rest (private here, taken once). In `Shared`: [`GroupCommit`]
-//! (the durable watermark), [`IoLock`], [`Writers`] (the sync lock, and the
+//! (the durable watermark), [`Gather`] (when a leader takes a round), [`IoLock`], [`Writers`] (the sync lock, and the
 //! only writer of `mark`), the compaction [`Slot`], [`Stop`] and the
 //! [`WriterLock`]. The rest of `Shared` (`dir`, `vfs`, `codec`, `tagging`,
 //! `opts`) is set by the open and only read; `stats` holds counters. What ties
@@ -17,7 +17,7 @@
 //! poisoned writer's group commit fails its waiters too ([`Shared::poison`]).
 //!
 //! Lock order: `inner`, then `io`, then the group commit's fsync gate, then the
-//! sync lock (FORMAT.md §5.8), then `mark`; the group commit's monitor, the
+//! sync lock (FORMAT.md §5.8), then `mark`; the group commit's monitor, the gather's, the
 //! writer lock's, the slot's and the stop's mutexes are leaves. What enforces it:
 //! - `inner` before `io`: the types. [`IoLock::lock`] asks for the held `inner`
 //!   (a `&mut Inner`, which only its guard, or the open before anyone shares
@@ -36,6 +36,7 @@ use super::Machine;
 use super::active::ActiveSegment;
 use super::book::Book;
 use super::format::Codec;
+use super::gather::Gather;
 use super::group::GroupCommit;
 use super::live::Live;
 use super::lock::WriterLock;
@@ -127,6 +128,8 @@ pub(crate) struct Shared<M: Machine> {
     pub(crate) opts: Options,
     pub(crate) inner: Mutex<Inner<M>>,
     pub(crate) group: GroupCommit,
+    /// How long an fsync leader waits for the appenders it expects.
+    pub(crate) gather: Gather,
     /// Held while staged records are written and fsynced outside `inner`, and by a
     /// rotation, so that a segment is never closed under a write still in flight.
     /// Taken after `inner` (never the other way round): [`IoLock::lock`] takes

@@ -15,7 +15,7 @@ use super::vfs::{
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Where the last record a writer appended under the writer lock ends.
@@ -182,6 +182,12 @@ pub(crate) struct Writers {
     /// Writes to `SHARED` that failed (a hint lost: the next open copies
     /// instead of trusting it).
     pub(crate) failures: AtomicU64,
+    /// A long-lived writer's last seq at its open (`u64::MAX`: a one-shot
+    /// writer, never alone).
+    alone_after: AtomicU64,
+    /// Set once a long-lived writer is the store's only syncer (see
+    /// [`Writers::fsync`]): its fsyncs take neither the sync lock nor `SHARED`.
+    alone: AtomicBool,
 }
 
 /// How long a writer waits for the sync lock, whatever its wait for the
@@ -201,7 +207,15 @@ impl Writers {
             in_process: Mutex::new(()),
             generation: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            alone_after: AtomicU64::new(u64::MAX),
+            alone: AtomicBool::new(false),
         }
+    }
+
+    /// Says this writer holds the writer lock until it closes, and that the
+    /// log's last record at its open was `last`.
+    pub(crate) fn long_lived(&self, last: u64) {
+        self.alone_after.store(last, Ordering::Relaxed);
     }
 
     /// The kept-open handle on `name` (`None`: this filesystem keeps none, or
@@ -486,6 +500,9 @@ impl Writers {
         covered_ok: bool,
         fsync: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<bool> {
+        if self.alone.load(Ordering::Acquire) {
+            return self.fsync_alone(vfs, mark, own, fsync);
+        }
         let _g = self.lock(vfs)?;
         let found = self.read(vfs);
         let on_disk = self.read_mark(vfs);
@@ -533,15 +550,57 @@ impl Writers {
         match fsync() {
             Ok(()) => {
                 // Before anything it covers is acknowledged (§5.7).
-                lock(mark).write_above(vfs, &self.dir, target, on_disk);
+                let mut m = lock(mark);
+                m.write_above(vfs, &self.dir, target, on_disk);
                 state.in_flight = false;
-                let _ = self.write_state(vfs, &state);
+                let published = self.write_state(vfs, &state).is_ok();
+                // A long-lived writer whose fsync covered a record of its own
+                // covered every other process's too (none can append while it
+                // holds the writer lock), and the mark on disk says so: a
+                // one-shot writer still waiting for the sync lock acknowledges
+                // under it without an fsync of its own. From now on this
+                // writer is the store's only syncer.
+                if published && m.written_seq() >= target.seq
+                    && target.seq > self.alone_after.load(Ordering::Relaxed)
+                {
+                    self.alone.store(true, Ordering::Release);
+                }
                 Ok(true)
             }
             Err(e) => {
                 state.in_flight = false;
                 state.failed = true;
                 let _ = self.write_state(vfs, &state);
+                Err(e)
+            }
+        }
+    }
+
+    /// The fsync of a long-lived writer that is the store's only syncer
+    /// (FORMAT.md §5.8): no other process has a record to sync, none can
+    /// append before this writer lets the writer lock go, and none writes the
+    /// mark (the one that might still wait for the sync lock finds its
+    /// records under it), so neither the sync lock nor `SHARED` is needed. A
+    /// failure is still written to `SHARED`, under the sync lock, and ends it.
+    fn fsync_alone(
+        &self,
+        vfs: &dyn Vfs,
+        mark: &Mutex<MarkWriter>,
+        own: Mark,
+        fsync: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<bool> {
+        match fsync() {
+            Ok(()) => {
+                lock(mark).write(vfs, &self.dir, own);
+                Ok(true)
+            }
+            Err(e) => {
+                self.alone.store(false, Ordering::Release);
+                if let Ok(_g) = self.lock(vfs) {
+                    let mut state = self.read(vfs).state.unwrap_or_else(|| self.fresh_state());
+                    state.failed = true;
+                    let _ = self.write_state(vfs, &state);
+                }
                 Err(e)
             }
         }

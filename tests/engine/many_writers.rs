@@ -327,3 +327,98 @@ fn a_syncer_killed_during_its_fsync_makes_the_next_refuse_and_the_next_open_copy
         assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
     }
 }
+
+#[test]
+fn a_long_lived_writer_syncs_alone_once_its_fsync_covered_every_other_writers_record() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        // A one-shot writer's record waits above the mark, its fsync to come.
+        killed_after_write(&fs, codec, 2);
+        let s = Store::<Ledger>::open(dir(), sim_opts(&fs, codec)).unwrap();
+        let from = fs.op_log().len();
+        assert_eq!(s.append(&entry(3, 10)).unwrap(), 3);
+        let first = ops_since(&fs, from);
+        assert_eq!(count(&first, Op::TryLock), 1, "{codec:?}: {first:?}");
+        assert_eq!(count(&first, Op::Fsync), 1, "{codec:?}: {first:?}");
+        // Covered: records 2 and 3 are durable, and from now on this writer
+        // is the only syncer: no sync lock, no read or write of SHARED.
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+        let from = fs.op_log().len();
+        for v in 4..=8 {
+            s.append(&entry(v, 10)).unwrap();
+        }
+        let rest = ops_since(&fs, from);
+        assert_eq!(count(&rest, Op::TryLock), 0, "{codec:?}: {rest:?}");
+        assert_eq!(count(&rest, Op::Read), 0, "{codec:?}: {rest:?}");
+        assert_eq!(count(&rest, Op::Fsync), 5, "{codec:?}: {rest:?}");
+        // Each fsync's record and its mark: two writes, nothing else.
+        assert_eq!(count(&rest, Op::Write), 10, "{codec:?}: {rest:?}");
+        assert_eq!(
+            durable_values(&fs, codec),
+            [1, 2, 3, 4, 5, 6, 7, 8],
+            "{codec:?}"
+        );
+        drop(s);
+    }
+}
+
+#[test]
+fn a_long_lived_writer_that_has_appended_nothing_yet_still_syncs_under_the_lock() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        killed_after_write(&fs, codec, 2);
+        let s = Store::<Ledger>::open(dir(), sim_opts(&fs, codec)).unwrap();
+        // A sync of nothing of its own covers the one-shot writer's record
+        // under the sync lock, and does not make this writer the only syncer.
+        let from = fs.op_log().len();
+        s.sync().unwrap();
+        s.append(&entry(3, 10)).unwrap();
+        let ops = ops_since(&fs, from);
+        assert_eq!(count(&ops, Op::TryLock), 2, "{codec:?}: {ops:?}");
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+        drop(s);
+    }
+}
+
+#[test]
+fn a_failed_fsync_of_a_writer_syncing_alone_acknowledges_nothing_and_the_next_open_copies() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        let s = Store::<Ledger>::open(dir(), sim_opts(&fs, codec)).unwrap();
+        s.append(&entry(2, 10)).unwrap();
+        // Alone now; its next fsync fails.
+        let start = fs.ops();
+        let from = fs.op_log().len();
+        fs.inject(Some(Fault {
+            at: start + 1,
+            kind: FaultKind::Eio,
+            persistent: false,
+        }));
+        let err = s.append(&entry(3, 10)).unwrap_err().to_string();
+        fs.inject(None);
+        assert_eq!(fs.faults_fired(), 1, "{codec:?}");
+        assert_eq!(
+            fs.op_log()[from..].iter().position(|o| *o == Op::Fsync),
+            Some(1),
+            "{codec:?}: the fault is the fsync's"
+        );
+        assert!(err.contains("fsync"), "{codec:?}: {err}");
+        // The failure was written to SHARED under the sync lock: the sync
+        // state's *failed* (slot 1, byte 44; FORMAT.md §5.8) is 1.
+        let ops = ops_since(&fs, from);
+        assert_eq!(count(&ops, Op::TryLock), 1, "{codec:?}: {ops:?}");
+        let shared = fs.get(&dir().join(SHARED_FILE)).unwrap();
+        assert_eq!(shared[SHARED_SLOT_LEN + 44], 1, "{codec:?}: {shared:?}");
+        assert!(s.append(&entry(4, 10)).is_err(), "{codec:?}: poisoned");
+        drop(s);
+        // The next writer goes on from what was acknowledged; the refused
+        // record 4 was never written.
+        let c = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Always)).unwrap();
+        c.append(&entry(5, 10)).unwrap();
+        drop(c);
+        let values = durable_values(&fs, codec);
+        assert_eq!(&values[..2], [1, 2], "{codec:?}: {values:?}");
+        assert_eq!(values.last(), Some(&5), "{codec:?}: {values:?}");
+        assert!(!values.contains(&4), "{codec:?}: {values:?}");
+    }
+}
