@@ -63,14 +63,20 @@ fn nofollow() -> OpenOptions {
 }
 
 fn regular(f: File, path: &Path) -> io::Result<File> {
-    regular_len(f, path).map(|(f, _)| f)
+    regular_meta(f, path).map(|(f, _)| f)
 }
 
 /// [`regular`], with the file's length from the same stat.
 fn regular_len(f: File, path: &Path) -> io::Result<(File, u64)> {
+    regular_meta(f, path).map(|(f, m)| (f, m.len()))
+}
+
+/// [`regular`], with the stat it took: one `statx` per open, reused by the
+/// caller (a length, a mode, an inode) rather than asked for again.
+fn regular_meta(f: File, path: &Path) -> io::Result<(File, fs::Metadata)> {
     let m = f.metadata()?;
     if m.is_file() {
-        Ok((f, m.len()))
+        Ok((f, m))
     } else {
         Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -184,16 +190,14 @@ impl Vfs for RealFs {
     }
 
     fn read(&self, path: &Path) -> io::Result<FileBytes> {
-        let (mut f, len) = regular_len(nofollow().read(true).open(path)?, path)?;
-        let mut v = Vec::with_capacity(len as usize);
-        f.read_to_end(&mut v)?;
-        Ok(Box::new(v))
+        let (f, len) = regular_len(nofollow().read(true).open(path)?, path)?;
+        Ok(Box::new(read_sized(f, len)?))
     }
 
     fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
-        let f = regular(nofollow().read(true).open(path)?, path)?;
-        let mut v = Vec::with_capacity(len);
-        f.take(len as u64).read_to_end(&mut v)?;
+        let (f, size) = regular_len(nofollow().read(true).open(path)?, path)?;
+        let mut v = read_sized(f.take(len as u64), size.min(len as u64))?;
+        v.truncate(len);
         Ok(v)
     }
 
@@ -225,8 +229,8 @@ impl Vfs for RealFs {
                 .truncate(false)
                 .mode(0o600)
                 .open(path)?;
-            let f = regular(f, path)?;
-            if f.metadata()?.permissions().mode() & 0o7777 != 0o600 {
+            let (f, meta) = regular_meta(f, path)?;
+            if meta.permissions().mode() & 0o7777 != 0o600 {
                 f.set_permissions(fs::Permissions::from_mode(0o600))?;
             }
             Ok(Box::new(RealShared(f)) as Box<dyn SharedFile>)
@@ -235,10 +239,11 @@ impl Vfs for RealFs {
     }
 
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
-        let f = regular(nofollow().read(true).open(path)?, path)?;
-        if f.metadata()?.len() == 0 {
+        let (f, len) = regular_len(nofollow().read(true).open(path)?, path)?;
+        if len == 0 {
             return Ok(Box::new(Vec::new()));
         }
+        let len = usize::try_from(len).map_err(io::Error::other)?;
         // SAFETY: a map is undefined behaviour only if the file shrinks under it.
         // The engine maps a segment only while holding the writer lock, and
         // nothing in runlog truncates a file without that lock; bytes past the
@@ -247,7 +252,7 @@ impl Vfs for RealFs {
         // snapshot is complete before it is renamed into place and is never
         // written again, only unlinked (which leaves a map intact).
         #[allow(unsafe_code)]
-        let map = unsafe { memmap2::Mmap::map(&f) }?;
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(&f) }?;
         Ok(Box::new(Mapped(map)))
     }
 
@@ -269,14 +274,14 @@ impl Vfs for RealFs {
 
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
         for _ in 0..LOCK_MOVED_RETRIES {
-            let f = open_lock(path)?;
+            let (f, meta) = open_lock(path)?;
             match f.try_lock() {
                 // Locked, but the directory was renamed between our open and
                 // the lock (start, init and gc rename a run while holding it):
                 // that lock guards the renamed directory. Open the path again.
-                Ok(()) if !still_at(&f, path)? => continue,
+                Ok(()) if !still_at(&meta, path)? => continue,
                 Ok(()) => {
-                    claim(&f, holder)?;
+                    claim(&f, &meta, holder)?;
                     return Ok(LockAttempt::Acquired(Box::new(f)));
                 }
                 Err(fs::TryLockError::WouldBlock) => {
@@ -316,10 +321,10 @@ fn lock_moved(path: &Path) -> io::Error {
     ))
 }
 
-/// Whether the locked `f` is still the file at `path` (same device and inode).
-fn still_at(f: &File, path: &Path) -> io::Result<bool> {
+/// Whether the locked file, whose stat is `a`, is still the file at `path`
+/// (same device and inode).
+fn still_at(a: &fs::Metadata, path: &Path) -> io::Result<bool> {
     use std::os::unix::fs::MetadataExt;
-    let a = f.metadata()?;
     match fs::symlink_metadata(path) {
         Ok(b) => Ok(a.dev() == b.dev() && a.ino() == b.ino()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
@@ -343,7 +348,7 @@ impl RealFs {
             busy @ LockAttempt::Busy(_) if timeout.is_zero() => return Ok(Waited::Done(busy)),
             LockAttempt::Busy(_) => {}
         }
-        let f = open_lock(path)?;
+        let (f, meta) = open_lock(path)?;
         let cancelled = Arc::new(Mutex::new(false));
         let (tx, rx) = mpsc::sync_channel::<io::Result<File>>(1);
         let flag = cancelled.clone();
@@ -374,20 +379,23 @@ impl RealFs {
                 let f = r?;
                 // The wait is where a rename lands: the holder renamed the
                 // directory, then released the lock of the file we opened.
-                if !still_at(&f, path)? {
+                if !still_at(&meta, path)? {
                     return Ok(Waited::Moved);
                 }
-                claim(&f, holder)?;
+                // The length may have changed while we waited: stat again.
+                let meta = f.metadata()?;
+                claim(&f, &meta, holder)?;
                 Ok(Waited::Done(LockAttempt::Acquired(Box::new(f))))
             }
             None => Ok(Waited::Done(LockAttempt::Busy(
-                open_lock(path).ok().and_then(|f| read_holder(&f)),
+                open_lock(path).ok().and_then(|(f, _)| read_holder(&f)),
             ))),
         }
     }
 }
 
-fn open_lock(path: &Path) -> io::Result<File> {
+/// Opens (or creates) a lock file, with its stat.
+fn open_lock(path: &Path) -> io::Result<(File, fs::Metadata)> {
     let f = nofollow()
         .read(true)
         .write(true)
@@ -395,13 +403,13 @@ fn open_lock(path: &Path) -> io::Result<File> {
         .truncate(false)
         .mode(0o600)
         .open(path)?;
-    regular(f, path)
+    regular_meta(f, path)
 }
 
-/// Records the new holder in the lock file (for error messages only).
-fn claim(f: &File, holder: &str) -> io::Result<()> {
+/// Records the new holder in the lock file (for error messages only); `meta`
+/// is its stat, taken since the lock was had or just before.
+fn claim(f: &File, meta: &fs::Metadata, holder: &str) -> io::Result<()> {
     // Created under the umask like any file: 0600 exactly, as the others.
-    let meta = f.metadata()?;
     if meta.permissions().mode() & 0o7777 != 0o600 {
         f.set_permissions(fs::Permissions::from_mode(0o600))?;
     }
@@ -420,4 +428,22 @@ fn read_holder(f: &File) -> Option<String> {
     let _ = f.take(256).read_to_string(&mut s);
     let s = s.trim().to_string();
     (!s.is_empty()).then_some(s)
+}
+
+/// Reads `f` whole, `len` bytes by its stat: one read into a buffer of that
+/// size, then one more that finds the end (or what was appended since),
+/// without `read_to_end`'s own probe of the size (a `statx` and an `lseek`).
+fn read_sized(mut f: impl Read, len: u64) -> io::Result<Vec<u8>> {
+    let mut v = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+    let got = read_full_with(|b, _| f.read(b), &mut v, 0)?;
+    v.truncate(got);
+    let mut more = [0u8; 4096];
+    loop {
+        match f.read(&mut more) {
+            Ok(0) => return Ok(v),
+            Ok(n) => v.extend_from_slice(&more[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }

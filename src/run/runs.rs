@@ -695,6 +695,7 @@ impl Runs {
             key: self.key.clone(),
             compaction: self.compaction,
             delta_bytes: RUN_DELTA_BYTES,
+            preallocate: RUN_PREALLOCATE,
             vfs: self.vfs.clone(),
             ..engine::Options::default()
         }
@@ -770,12 +771,24 @@ pub(crate) const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPo
     ratio: 0.1,
 };
 
-/// A run's log is flushed as a delta table once 64 KiB (a few hundred
+/// A run's log is flushed as a delta table once 16 KiB (about a hundred
 /// transitions) were logged since its newest snapshot: every process that
 /// opens a live run replays at most about that much, whatever the run's size
-/// (FORMAT.md §14). The full table is merged under [`RUN_COMPACTION`], by
+/// (FORMAT.md §14). 16 KiB, not more: each one-shot writer replays the tail
+/// (JSON decoding and the run's rules, about 6,000 instructions a record),
+/// while a flush of a hundred records is one small table, made once per
+/// hundred calls (64 KiB gave 0.57–0.64 of the process floor with 8 one-shot
+/// writers, 16 KiB 0.63–0.69: `examples/scale --processes`). The full table is merged under [`RUN_COMPACTION`], by
 /// long-lived writers only.
-pub const RUN_DELTA_BYTES: u64 = 64 << 10;
+pub const RUN_DELTA_BYTES: u64 = 16 << 10;
+
+/// How far ahead a binary run's active segment is filled with zeros
+/// (`engine::Options::preallocate`, FORMAT.md §3.2): 64 KiB, not the engine's
+/// 1 MiB, because every one-shot writer reads the zeros after the last record
+/// to the end of the file, twice (its replay, and its catch-up under the lock),
+/// while a fill every 64 KiB of records costs a long-lived writer almost
+/// nothing.
+pub const RUN_PREALLOCATE: u64 = 64 << 10;
 
 #[cfg(test)]
 mod tests {

@@ -7,9 +7,12 @@
 
 use crate::common::hooked::{HookedFs, Hooks};
 use crate::open_counting_vfs::CountingFs;
+use runlog::engine::Codec;
 use runlog::engine::vfs::VfsFile;
 use runlog::engine::{RealFs, Vfs};
-use runlog::run::{Change, InitSpec, ManualClock, RUN_DELTA_BYTES, Runs, UnitStatus};
+use runlog::run::{
+    Change, InitSpec, ManualClock, RUN_DELTA_BYTES, RUN_PREALLOCATE, Runs, UnitStatus,
+};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -59,6 +62,59 @@ fn snapshot_kinds(dir: &std::path::Path) -> (usize, usize) {
 /// A segment read at open is bounded by the deltas: the flush bound, plus
 /// one segment header and the record that crossed it.
 const READ_BOUND: u64 = RUN_DELTA_BYTES + 4096;
+
+#[test]
+fn a_binary_runs_one_shot_change_reads_its_preallocated_zeros_only_to_the_run_step() {
+    // A binary run's active segment ends in zeros filled ahead (FORMAT.md
+    // §3.2), and a one-shot change reads them to the end of the file twice:
+    // its lock-free replay, then its catch-up under the lock. A run fills
+    // RUN_PREALLOCATE ahead, not the engine's 1 MiB, so that stays small.
+    let dir = tempfile::tempdir().unwrap();
+    let fs = CountingFs::new();
+    let clock = Arc::new(ManualClock::at("2030-01-02T03:04:05.000Z").unwrap());
+    let runs = Runs::new(dir.path())
+        .with_clock(clock)
+        .with_codec(Codec::Binary)
+        .with_lock_wait(Some(std::time::Duration::from_secs(2)))
+        .with_vfs(Arc::new(fs.clone()) as Arc<dyn Vfs>);
+    drop(
+        runs.init(InitSpec {
+            id: "live".into(),
+            task: "binary".into(),
+            units: (0..200).map(name).collect(),
+            ..InitSpec::default()
+        })
+        .unwrap(),
+    );
+    let bound = RUN_DELTA_BYTES + 4096 + 2 * RUN_PREALLOCATE;
+    let mut worst = 0u64;
+    for i in 0..300usize {
+        fs.reset();
+        runs.change(
+            "live",
+            Change::Unit {
+                unit: name(i % 200),
+                status: match i < 200 {
+                    true => UnitStatus::InProgress,
+                    false => UnitStatus::Done,
+                },
+                note: Some(format!("binary one-shot {i}")),
+                deps: None,
+            },
+        )
+        .unwrap();
+        worst = worst.max(seg_bytes_read(&fs));
+    }
+    // The zeros are there to be read: the segment was filled ahead.
+    assert!(worst > RUN_PREALLOCATE / 2, "read only {worst} bytes");
+    assert!(
+        worst <= bound,
+        "a one-shot change of a binary run read {worst} log bytes, more than {bound}"
+    );
+    let r = runs.read_run("live").unwrap();
+    let c = r.view().counts();
+    assert_eq!((c.in_progress, c.done), (100, 100));
+}
 
 #[test]
 fn one_shot_changes_and_a_long_lived_writer_keep_every_open_to_the_delta_bound() {
