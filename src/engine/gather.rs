@@ -90,12 +90,10 @@ impl Gather {
     /// whose fsync took `fsync`: the next round expects the batches that
     /// arrived for this one (those it took, and those staged during its fsync).
     pub(crate) fn learn(&self, plan: &Plan, taken_at: u64, fsync: Duration) {
+        // Rounds do not overlap (one leader at a time, `GroupCommit`), so
+        // this round's lesson is the newest.
         let now = self.staged();
         let mut r = lock(&self.last);
-        // Rounds of one thread's leaders only: a later round may have learned already.
-        if taken_at < r.taken_at {
-            return;
-        }
         *r = Round {
             taken_at,
             expect: now.saturating_sub(plan.since).max(1),

@@ -196,9 +196,7 @@ impl Vfs for RealFs {
 
     fn read_head(&self, path: &Path, len: usize) -> io::Result<Vec<u8>> {
         let (f, size) = regular_len(nofollow().read(true).open(path)?, path)?;
-        let mut v = read_sized(f.take(len as u64), size.min(len as u64))?;
-        v.truncate(len);
-        Ok(v)
+        read_sized(f.take(len as u64), size.min(len as u64))
     }
 
     fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
@@ -209,15 +207,9 @@ impl Vfs for RealFs {
         // preallocated segment's catch-up reads up to its 1 MiB of zeros).
         let len = len.saturating_sub(offset).min(max as u64);
         f.seek(SeekFrom::Start(offset))?;
-        let mut v = vec![0u8; usize::try_from(len).unwrap_or(0)];
-        // Read on from the seek, so the tail below starts where this ends.
-        let got = read_full_with(|b, _| f.read(b), &mut v, offset)?;
-        v.truncate(got);
-        // Whatever the file gained since its length was read (normally one
-        // read that returns nothing).
-        f.take((max as u64).saturating_sub(got as u64))
-            .read_to_end(&mut v)?;
-        Ok(v)
+        // Then whatever the file gained since its length was read (normally
+        // one read that returns nothing), up to `max` in all.
+        read_sized(f.take(max as u64), len)
     }
 
     fn open_shared(&self, path: &Path, create: bool) -> Option<io::Result<Box<dyn SharedFile>>> {
@@ -430,9 +422,10 @@ fn read_holder(f: &File) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// Reads `f` whole, `len` bytes by its stat: one read into a buffer of that
-/// size, then one more that finds the end (or what was appended since),
-/// without `read_to_end`'s own probe of the size (a `statx` and an `lseek`).
+/// Reads `f` to its end, `len` bytes by its stat: one read into a buffer of
+/// that size, then one more that finds the end (or what was appended since),
+/// without a `File`'s `read_to_end` probing the size again (a `statx` and an
+/// `lseek`). A `Take` bounds it.
 fn read_sized(mut f: impl Read, len: u64) -> io::Result<Vec<u8>> {
     let mut v = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
     let got = read_full_with(|b, _| f.read(b), &mut v, 0)?;

@@ -8,8 +8,9 @@
 //! took), [`ActiveSegment`], [`Book`] (the live segments and snapshots and the
 //! compaction accounting), [`Scratch`] and [`Poison`], with the open's
 //! [`Pending`] rest (private here, taken once). In `Shared`: [`GroupCommit`]
-//! (the durable watermark), [`Gather`] (when a leader takes a round), [`IoLock`], [`Writers`] (the sync lock, and the
-//! only writer of `mark`), the compaction [`Slot`], [`Stop`] and the
+//! (the durable watermark), [`Gather`] (when a leader takes a round),
+//! [`IoLock`], [`Writers`] (the sync lock, and the only writer of `mark`),
+//! the compaction [`Slot`], [`Stop`] and the
 //! [`WriterLock`]. The rest of `Shared` (`dir`, `vfs`, `codec`, `tagging`,
 //! `opts`) is set by the open and only read; `stats` holds counters. What ties
 //! two parts together is kept by the methods here: the active segment is the
@@ -17,8 +18,9 @@
 //! poisoned writer's group commit fails its waiters too ([`Shared::poison`]).
 //!
 //! Lock order: `inner`, then `io`, then the group commit's fsync gate, then the
-//! sync lock (FORMAT.md §5.8), then `mark`; the group commit's monitor, the gather's, the
-//! writer lock's, the slot's and the stop's mutexes are leaves. What enforces it:
+//! sync lock (FORMAT.md §5.8), then `mark`; the group commit's monitor, the
+//! gather's, the writer lock's, the slot's and the stop's mutexes are leaves.
+//! What enforces it:
 //! - `inner` before `io`: the types. [`IoLock::lock`] asks for the held `inner`
 //!   (a `&mut Inner`, which only its guard, or the open before anyone shares
 //!   it, can lend).

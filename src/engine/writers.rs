@@ -550,8 +550,11 @@ impl Writers {
         match fsync() {
             Ok(()) => {
                 // Before anything it covers is acknowledged (§5.7).
-                let mut m = lock(mark);
-                m.write_above(vfs, &self.dir, target, on_disk);
+                let marked = {
+                    let mut m = lock(mark);
+                    m.write_above(vfs, &self.dir, target, on_disk);
+                    m.written_seq() >= target.seq
+                };
                 state.in_flight = false;
                 let published = self.write_state(vfs, &state).is_ok();
                 // A long-lived writer whose fsync covered a record of its own
@@ -560,7 +563,8 @@ impl Writers {
                 // one-shot writer still waiting for the sync lock acknowledges
                 // under it without an fsync of its own. From now on this
                 // writer is the store's only syncer.
-                if published && m.written_seq() >= target.seq
+                if published
+                    && marked
                     && target.seq > self.alone_after.load(Ordering::Relaxed)
                 {
                     self.alone.store(true, Ordering::Release);

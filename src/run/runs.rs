@@ -777,9 +777,8 @@ pub(crate) const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPo
 /// (FORMAT.md §14). 16 KiB, not more: each one-shot writer replays the tail
 /// (JSON decoding and the run's rules, about 6,000 instructions a record),
 /// while a flush of a hundred records is one small table, made once per
-/// hundred calls (64 KiB gave 0.57–0.64 of the process floor with 8 one-shot
-/// writers, 16 KiB 0.63–0.69: `examples/scale --processes`). The full table is merged under [`RUN_COMPACTION`], by
-/// long-lived writers only.
+/// hundred calls (README, "Many writer processes", has the measurement). The
+/// full table is merged under [`RUN_COMPACTION`], by long-lived writers only.
 pub const RUN_DELTA_BYTES: u64 = 16 << 10;
 
 /// How far ahead a binary run's active segment is filled with zeros

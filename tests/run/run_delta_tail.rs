@@ -59,6 +59,15 @@ fn snapshot_kinds(dir: &std::path::Path) -> (usize, usize) {
     kinds
 }
 
+/// Runs under `root` whose reads `fs` counts, on a fixed clock.
+fn counted_runs(root: &std::path::Path, fs: &CountingFs) -> Runs {
+    let clock = Arc::new(ManualClock::at("2030-01-02T03:04:05.000Z").unwrap());
+    Runs::new(root)
+        .with_clock(clock)
+        .with_lock_wait(Some(std::time::Duration::from_secs(2)))
+        .with_vfs(Arc::new(fs.clone()) as Arc<dyn Vfs>)
+}
+
 /// A segment read at open is bounded by the deltas: the flush bound, plus
 /// one segment header and the record that crossed it.
 const READ_BOUND: u64 = RUN_DELTA_BYTES + 4096;
@@ -71,12 +80,7 @@ fn a_binary_runs_one_shot_change_reads_its_preallocated_zeros_only_to_the_run_st
     // RUN_PREALLOCATE ahead, not the engine's 1 MiB, so that stays small.
     let dir = tempfile::tempdir().unwrap();
     let fs = CountingFs::new();
-    let clock = Arc::new(ManualClock::at("2030-01-02T03:04:05.000Z").unwrap());
-    let runs = Runs::new(dir.path())
-        .with_clock(clock)
-        .with_codec(Codec::Binary)
-        .with_lock_wait(Some(std::time::Duration::from_secs(2)))
-        .with_vfs(Arc::new(fs.clone()) as Arc<dyn Vfs>);
+    let runs = counted_runs(dir.path(), &fs).with_codec(Codec::Binary);
     drop(
         runs.init(InitSpec {
             id: "live".into(),
@@ -120,11 +124,7 @@ fn a_binary_runs_one_shot_change_reads_its_preallocated_zeros_only_to_the_run_st
 fn one_shot_changes_and_a_long_lived_writer_keep_every_open_to_the_delta_bound() {
     let dir = tempfile::tempdir().unwrap();
     let fs = CountingFs::new();
-    let clock = Arc::new(ManualClock::at("2030-01-02T03:04:05.000Z").unwrap());
-    let runs = Runs::new(dir.path())
-        .with_clock(clock)
-        .with_lock_wait(Some(std::time::Duration::from_secs(2)))
-        .with_vfs(Arc::new(fs.clone()) as Arc<dyn Vfs>);
+    let runs = counted_runs(dir.path(), &fs);
     let run_dir = runs.run_dir("live").unwrap();
     drop(
         runs.init(InitSpec {
