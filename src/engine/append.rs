@@ -283,7 +283,7 @@ impl<M: Machine> Shared<M> {
                 let r = self.group.fsync(active.path.display(), || {
                     let vfs = self.vfs.as_ref();
                     self.writers
-                        .fsync(vfs, &self.mark, own, true, || {
+                        .fsync(vfs, &self.mark, own, true, !self.writer_lock.held(), || {
                             retry_interrupted(|| active.file.sync_data())
                         })
                         .map(|did| fsynced = did)

@@ -264,6 +264,15 @@ impl Vfs for RealFs {
         File::open(dir)?.sync_all()
     }
 
+    /// Tries the lock on a read-only descriptor of its own: the kernel lets
+    /// go of a lock it got the moment the file closes, a system call later.
+    fn lock_busy(&self, path: &Path) -> bool {
+        let Ok(f) = nofollow().read(true).open(path) else {
+            return false;
+        };
+        matches!(f.try_lock(), Err(fs::TryLockError::WouldBlock))
+    }
+
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt> {
         for _ in 0..LOCK_MOVED_RETRIES {
             let (f, meta) = open_lock(path)?;

@@ -126,7 +126,8 @@ impl<M: Machine> Shared<M> {
         // Every record in the old segment becomes durable before the new one exists:
         // recovery relies on only the last segment ever having a torn tail. fsync,
         // not fdatasync: the trimmed length must be durable too.
-        // Under the sync lock, which writes the mark (FORMAT.md §5.8).
+        // Under the sync lock, which writes the mark (FORMAT.md §5.8); this
+        // writer holds the writer lock, so no appender to wait for.
         let own = super::mark::Mark {
             seq: first_seq - 1,
             segment: old.first_seq,
@@ -135,7 +136,7 @@ impl<M: Machine> Shared<M> {
         self.group
             .fsync(old.path.display(), || {
                 self.writers
-                    .fsync(self.vfs.as_ref(), &self.mark, own, false, || {
+                    .fsync(self.vfs.as_ref(), &self.mark, own, false, false, || {
                         retry_interrupted(|| old.file.sync_all())
                     })
                     .map(|_| ())

@@ -164,6 +164,8 @@ pub enum Op {
     SyncDir,
     /// `Vfs::try_lock`.
     TryLock,
+    /// `Vfs::lock_busy`.
+    LockProbe,
     /// `VfsFile::write_at`.
     Write,
     /// `VfsFile::sync_data` / `sync_all`.
@@ -319,6 +321,7 @@ pub enum Pending {
 }
 
 type Observer = Box<dyn FnMut(&SimState, u64, Op) + Send>;
+type ProbeHook = Box<dyn FnMut() + Send>;
 
 /// The whole simulated filesystem at one instant: what is durable and what is pending.
 pub struct SimState {
@@ -331,6 +334,8 @@ pub struct SimState {
     log: Vec<Op>,
     locks: BTreeSet<PathBuf>,
     observer: Option<Observer>,
+    /// Run by `Vfs::lock_busy` after it looked, with the filesystem unlocked.
+    probe_hook: Option<ProbeHook>,
     /// The boot this filesystem is in: a crash image starts the next one.
     boot: u64,
 }
@@ -433,6 +438,7 @@ impl SimState {
             log: Vec::new(),
             locks: BTreeSet::new(),
             observer: None,
+            probe_hook: None,
             boot: 1,
         }
     }
@@ -1021,6 +1027,13 @@ impl SimFs {
         self.lock().observer = f;
     }
 
+    /// Calls `f` at every `Vfs::lock_busy`, after the lock was looked at and
+    /// with the filesystem unlocked: `f` may act as another process would
+    /// between the look and what its caller does next (append, say).
+    pub fn on_lock_probe(&self, f: Option<ProbeHook>) {
+        self.lock().probe_hook = f;
+    }
+
     /// A crash now with `choice` (see [`SimState::image`]).
     pub fn crash(&self, choice: &[Fate]) -> SimFs {
         self.lock().image(choice)
@@ -1391,6 +1404,19 @@ impl Vfs for SimFs {
         let mut id = [0xb0; 16];
         id[..8].copy_from_slice(&self.lock().boot.to_le_bytes());
         id
+    }
+
+    fn lock_busy(&self, path: &Path) -> bool {
+        let (busy, hook) = {
+            let mut s = self.lock();
+            let faulted = s.begin(Op::LockProbe).is_some();
+            (!faulted && s.locks.contains(path), s.probe_hook.take())
+        };
+        if let Some(mut hook) = hook {
+            hook();
+            self.lock().probe_hook.get_or_insert(hook);
+        }
+        busy
     }
 
     fn try_lock(&self, path: &Path, _holder: &str) -> io::Result<LockAttempt> {

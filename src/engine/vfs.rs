@@ -135,6 +135,13 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn open_shared(&self, _path: &Path, _create: bool) -> Option<io::Result<Box<dyn SharedFile>>> {
         None
     }
+    /// Whether another holder has the lock at `path` right now: a hint, taken
+    /// by a writer that is about to fsync to decide whether to wait for an
+    /// appender (FORMAT.md §5.8, step 3.5). `false` when it cannot tell (the
+    /// default), which only means the fsync starts at once.
+    fn lock_busy(&self, _path: &Path) -> bool {
+        false
+    }
     /// Tries to take the exclusive writer lock at `path`, recording `holder` in it.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt>;
     /// Takes the lock as [`Vfs::try_lock`] does, waiting up to `timeout` for its

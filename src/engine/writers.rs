@@ -195,6 +195,12 @@ pub(crate) struct Writers {
 /// waiting would have to refuse a batch it has already written.
 const SYNC_LOCK_WAIT: Duration = Duration::from_secs(600);
 
+/// The longest a writer about to fsync waits, under the sync lock, for
+/// another process that holds the writer lock to let it go (§5.8, step 3.5).
+pub(crate) const APPENDER_WAIT: Duration = Duration::from_millis(1);
+/// How often it looks again meanwhile.
+const APPENDER_POLL: Duration = Duration::from_micros(50);
+
 impl Writers {
     pub(crate) fn new(vfs: &dyn Vfs, dir: &Path) -> Self {
         Writers {
@@ -491,13 +497,16 @@ impl Writers {
     /// the furthest record appended before it. Refused, with nothing fsynced,
     /// when an fsync failed or died since the last copy, or the segment was
     /// copied since this writer appended. A failed `fsync` is recorded for
-    /// every process before the lock is released.
+    /// every process before the lock is released. A writer that does not hold
+    /// the writer lock (`appenders`: another process may be appending) first
+    /// waits for the one that holds it ([`Writers::wait_for_appender`]).
     pub(crate) fn fsync(
         &self,
         vfs: &dyn Vfs,
         mark: &Mutex<MarkWriter>,
         own: Mark,
         covered_ok: bool,
+        appenders: bool,
         fsync: impl FnOnce() -> io::Result<()>,
     ) -> io::Result<bool> {
         if self.alone.load(Ordering::Acquire) {
@@ -537,7 +546,12 @@ impl Writers {
                  what it covered is not known durable (the next writer's open copies the segment)",
             ));
         }
-        let target = match found.appended {
+        // A record appended while this writer waited is covered by its fsync.
+        let appended = match appenders && self.wait_for_appender(vfs) {
+            true => self.read(vfs).appended,
+            false => found.appended,
+        };
+        let target = match appended {
             Some(a) if a.segment == own.segment && a.seq > own.seq && a.end > own.end => Mark {
                 seq: a.seq,
                 segment: a.segment,
@@ -578,6 +592,26 @@ impl Writers {
                 Err(e)
             }
         }
+    }
+
+    /// Under the sync lock, before an fsync: while another process holds the
+    /// writer lock (it is catching up or appending, and will want this fsync
+    /// next), waits for it to let go, up to [`APPENDER_WAIT`], so that one
+    /// fsync covers its record too (a commit delay that waits only for an
+    /// appender known to be there). Whether it waited at all.
+    fn wait_for_appender(&self, vfs: &dyn Vfs) -> bool {
+        let path = self.dir.join(LOCK_FILE);
+        let started = std::time::Instant::now();
+        let mut waited = false;
+        while vfs.lock_busy(&path) {
+            waited = true;
+            let left = APPENDER_WAIT.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(APPENDER_POLL.min(left));
+        }
+        waited
     }
 
     /// The fsync of a long-lived writer that is the store's only syncer

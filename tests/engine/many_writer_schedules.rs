@@ -212,6 +212,12 @@ impl Vfs for ScheduledFs {
     fn boot_id(&self) -> [u8; 16] {
         self.sim.boot_id()
     }
+    fn lock_busy(&self, path: &Path) -> bool {
+        thread::yield_now();
+        let me = thread::current().id();
+        let held = self.locks.held.lock().unwrap();
+        held.get(path).is_some_and(|owner| *owner != me)
+    }
     fn try_lock(&self, path: &Path, _holder: &str) -> io::Result<LockAttempt> {
         thread::yield_now();
         Ok(self.take(path, false))

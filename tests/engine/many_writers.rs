@@ -11,6 +11,8 @@ use runlog::engine::format::{SHARED_FILE, SHARED_SLOT_LEN};
 use runlog::engine::sim::{Fault, FaultKind, Op, SimFs};
 use runlog::engine::vfs::Vfs;
 use runlog::engine::{Codec, Options, Store, SyncPolicy};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 fn one_shot(fs: &SimFs, codec: Codec, sync: SyncPolicy) -> Options {
     Options {
@@ -339,6 +341,8 @@ fn a_long_lived_writer_syncs_alone_once_its_fsync_covered_every_other_writers_re
         assert_eq!(s.append(&entry(3, 10)).unwrap(), 3);
         let first = ops_since(&fs, from);
         assert_eq!(count(&first, Op::TryLock), 1, "{codec:?}: {first:?}");
+        // It holds the writer lock itself: no appender to wait for.
+        assert_eq!(count(&first, Op::LockProbe), 0, "{codec:?}: {first:?}");
         assert_eq!(count(&first, Op::Fsync), 1, "{codec:?}: {first:?}");
         // Covered: records 2 and 3 are durable, and from now on this writer
         // is the only syncer: no sync lock, no read or write of SHARED.
@@ -420,5 +424,118 @@ fn a_failed_fsync_of_a_writer_syncing_alone_acknowledges_nothing_and_the_next_op
         assert_eq!(&values[..2], [1, 2], "{codec:?}: {values:?}");
         assert_eq!(values.last(), Some(&5), "{codec:?}: {values:?}");
         assert!(!values.contains(&4), "{codec:?}: {values:?}");
+    }
+}
+
+/// Runs `act` at the first look at the writer lock (`Vfs::lock_busy`), as
+/// another process would act between that look and the next.
+fn at_first_probe(fs: &SimFs, act: impl FnOnce() + Send + 'static) {
+    let act = Mutex::new(Some(act));
+    fs.on_lock_probe(Some(Box::new(move || {
+        if let Some(act) = act.lock().unwrap().take() {
+            act();
+        }
+    })));
+}
+
+#[test]
+fn a_syncer_waits_for_the_writer_mid_append_and_one_fsync_covers_both_batches() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        let a = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Never)).unwrap();
+        a.append(&entry(2, 10)).unwrap();
+        // b's open holds the writer lock (it is catching up) when a, under
+        // the sync lock, looks at it; b appends 3 and lets it go before a
+        // looks again.
+        let b = Arc::new(
+            Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Never)).unwrap(),
+        );
+        let b_appends = {
+            let b = b.clone();
+            move || assert_eq!(b.append(&entry(3, 10)).unwrap(), 3)
+        };
+        let b_appended = Arc::new(AtomicBool::new(false));
+        {
+            let done = b_appended.clone();
+            at_first_probe(&fs, move || {
+                b_appends();
+                done.store(true, Ordering::SeqCst);
+            });
+        }
+        let from = fs.op_log().len();
+        a.sync().unwrap();
+        assert!(
+            b_appended.load(Ordering::SeqCst),
+            "{codec:?}: a's fsync never looked at the writer lock"
+        );
+        // a's one fsync covered b's batch: b acknowledges under the mark.
+        b.sync().unwrap();
+        let ops = ops_since(&fs, from);
+        assert_eq!(count(&ops, Op::Fsync), 1, "{codec:?}: {ops:?}");
+        assert_eq!(a.stats().fsyncs.load(Ordering::Relaxed), 1, "{codec:?}");
+        assert_eq!(b.stats().fsyncs.load(Ordering::Relaxed), 0, "{codec:?}");
+        assert_eq!(
+            b.stats().fsyncs_covered.load(Ordering::Relaxed),
+            1,
+            "{codec:?}"
+        );
+        fs.on_lock_probe(None);
+        drop((a, b));
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+    }
+}
+
+#[test]
+fn a_syncer_waits_only_a_bounded_time_for_a_long_lived_writer_that_never_lets_go() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        let a = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Never)).unwrap();
+        a.append(&entry(2, 10)).unwrap();
+        // A long-lived writer holds the writer lock until it closes, and
+        // publishes no appended position: a's wait for it ends at its bound,
+        // and its record 3, appended meanwhile, waits for its own fsync.
+        let l = Arc::new(
+            Store::<Ledger>::open(
+                dir(),
+                Options {
+                    sync: SyncPolicy::Never,
+                    ..sim_opts(&fs, codec)
+                },
+            )
+            .unwrap(),
+        );
+        {
+            let l = l.clone();
+            at_first_probe(&fs, move || {
+                assert_eq!(l.append(&entry(3, 10)).unwrap(), 3);
+            });
+        }
+        let from = fs.op_log().len();
+        a.sync().unwrap();
+        let probes = count(&ops_since(&fs, from), Op::LockProbe);
+        assert!(probes > 1, "{codec:?}: looked {probes} times");
+        // The mark covers only a's record: l's fsync is its own.
+        l.sync().unwrap();
+        let ops = ops_since(&fs, from);
+        assert_eq!(count(&ops, Op::Fsync), 2, "{codec:?}: {ops:?}");
+        fs.on_lock_probe(None);
+        drop((a, l));
+        assert_eq!(durable_values(&fs, codec), [1, 2, 3], "{codec:?}");
+    }
+}
+
+#[test]
+fn a_syncer_finding_the_writer_lock_free_looks_once_and_reads_shared_no_more() {
+    for codec in codecs() {
+        let fs = store_with_one(codec);
+        let a = Store::<Ledger>::open(dir(), one_shot(&fs, codec, SyncPolicy::Never)).unwrap();
+        a.append(&entry(2, 10)).unwrap();
+        let from = fs.op_log().len();
+        a.sync().unwrap();
+        let ops = ops_since(&fs, from);
+        assert_eq!(count(&ops, Op::LockProbe), 1, "{codec:?}: {ops:?}");
+        assert_eq!(count(&ops, Op::Fsync), 1, "{codec:?}: {ops:?}");
+        drop(a);
+        assert_eq!(durable_values(&fs, codec), [1, 2], "{codec:?}");
     }
 }

@@ -127,3 +127,26 @@ fn a_zero_wait_leaves_no_waiter_behind_to_hold_the_released_lock() {
         assert!(next.is_ok(), "round {round}: {:?}", next.map(|_| ()));
     }
 }
+
+/// `lock_busy`, the hint a writer about to fsync takes (FORMAT.md §5.8,
+/// step 3.5): true while another holds the lock, false when it is free or
+/// absent, and a look that found it free leaves it free.
+#[test]
+fn a_look_at_the_lock_tells_held_from_free_and_never_keeps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lock = tmp.path().join("LOCK");
+    assert!(!RealFs.lock_busy(&lock), "an absent lock file is not busy");
+    let held = match RealFs.try_lock(&lock, "holder").unwrap() {
+        LockAttempt::Acquired(g) => g,
+        LockAttempt::Busy(h) => panic!("a fresh lock is held: {h:?}"),
+    };
+    assert!(RealFs.lock_busy(&lock));
+    drop(held);
+    for _ in 0..3 {
+        assert!(!RealFs.lock_busy(&lock));
+        match RealFs.try_lock(&lock, "next").unwrap() {
+            LockAttempt::Acquired(g) => drop(g),
+            LockAttempt::Busy(h) => panic!("a look left the lock held: {h:?}"),
+        }
+    }
+}
