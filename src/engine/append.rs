@@ -260,7 +260,6 @@ impl<M: Machine> Shared<M> {
                     let target = g.live.last_seq();
                     (target, g.active.file().clone(), staged, at, taken_at, io)
                 };
-                self.group.announce(target);
                 // One write for every record staged since the last leader, then the
                 // fsync, both outside `inner`: appenders keep staging meanwhile.
                 if !staged.is_empty() {

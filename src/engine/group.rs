@@ -4,62 +4,103 @@
 //! A waiter for seq `s` returns `Ok` only once an fsync that started after `s`
 //! was written has succeeded (the watermark is the last seq written before the
 //! leader's fsync began). At most one leader runs an fsync at a time; the others
-//! wait and are woken when it ends. A failed fsync is never retried: it sets
+//! sleep and are woken when it ends. A failed fsync is never retried: it sets
 //! `failed`, which every current and later waiter returns.
 //!
-//! Waiters sleep on one of two condition variables by round parity, so that the
-//! end of a round wakes only the waiters it covers and one more to lead the next
-//! round, not every waiter: once the leader has announced what its fsync covers
-//! ([`GroupCommit::announce`]), a waiter beyond that sleeps on the next round's
-//! variable. Without an announcement every waiter sleeps on the current round's.
+//! Each sleeper is parked on its own, listed under the monitor with the seq it
+//! waits for. The end of a round unparks exactly the sleepers its fsync covered,
+//! and one more to lead the next round (first, so the next fsync starts at
+//! once). A woken sleeper reads the watermark from an atomic mirror and returns
+//! without taking the monitor's mutex: the end of a round with 64 sleepers does
+//! not hand the mutex from one to the next (a convoy of context switches, which
+//! a condition variable's `notify_all` makes).
 //!
-//! The protocol is generic over its mutex and condition variable ([`Monitor`])
-//! so that tests can run it under a randomized scheduler; the store uses
-//! [`StdMonitor`].
+//! The protocol is generic over its mutex and its threads' parking
+//! ([`Monitor`]) so that tests can run it under a randomized scheduler; the
+//! store uses [`StdMonitor`].
 
 use std::fmt;
 use std::io;
 use std::ops::DerefMut;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
-/// The protocol's shared state.
-#[derive(Debug, Default)]
-pub struct GroupState {
+/// One parked waiter.
+#[derive(Debug)]
+struct Sleeper<T> {
+    /// The seq it waits for.
+    seq: u64,
+    /// Names it in the list (a woken thread is one no longer listed).
+    ticket: u64,
+    thread: T,
+}
+
+/// The protocol's shared state, over `T`, a handle that unparks a thread.
+#[derive(Debug)]
+pub struct GroupState<T> {
     durable: u64,
     leading: bool,
     failed: Option<String>,
-    /// Rounds led so far; the current one while `leading`.
-    round: u64,
-    /// What the current round's fsync covers, once its leader has said.
-    inflight: Option<u64>,
-    /// Threads asleep on each condition variable: a notification with none
-    /// is skipped (it costs a system call even when nobody waits).
-    asleep: [u32; 2],
+    /// The parked waiters, in no particular order.
+    asleep: Vec<Sleeper<T>>,
+    next_ticket: u64,
 }
 
-impl GroupState {
-    fn any_asleep(&self, which: usize) -> bool {
-        self.asleep[which] > 0
+impl<T> GroupState<T> {
+    /// The state with everything up to `durable` durable.
+    pub fn new(durable: u64) -> Self {
+        GroupState {
+            durable,
+            leading: false,
+            failed: None,
+            asleep: Vec::new(),
+            next_ticket: 0,
+        }
+    }
+
+    /// Takes the sleepers `durable` covers and, when no leader runs, one other
+    /// sleeper to lead the next round (first in the list returned: whichever
+    /// leads, its fsync covers every seq asleep, all written before it began).
+    /// With `all`, takes every sleeper.
+    fn take_woken(&mut self, all: bool) -> Vec<T> {
+        let durable = self.durable;
+        let mut woken = Vec::new();
+        if !all
+            && !self.leading
+            && let Some(i) = self.asleep.iter().position(|s| s.seq > durable)
+        {
+            woken.push(self.asleep.remove(i).thread);
+        }
+        let mut i = 0;
+        while i < self.asleep.len() {
+            if all || self.asleep[i].seq <= durable {
+                woken.push(self.asleep.swap_remove(i).thread);
+            } else {
+                i += 1;
+            }
+        }
+        woken
     }
 }
 
-/// A mutex guarding [`GroupState`] with two condition variables (0 and 1).
+/// A mutex guarding [`GroupState`], and the parking of threads.
 pub trait Monitor: Send + Sync {
+    /// What unparks a thread.
+    type Thread: Send;
     /// The guard of a held lock.
-    type Guard<'a>: DerefMut<Target = GroupState>
+    type Guard<'a>: DerefMut<Target = GroupState<Self::Thread>>
     where
         Self: 'a;
     /// A monitor holding `state`.
-    fn new(state: GroupState) -> Self;
+    fn new(state: GroupState<Self::Thread>) -> Self;
     /// Locks.
     fn lock(&self) -> Self::Guard<'_>;
-    /// Releases the lock, waits for a notification on variable `which` (0 or 1),
-    /// locks again.
-    fn wait<'a>(&'a self, g: Self::Guard<'a>, which: usize) -> Self::Guard<'a>;
-    /// Wakes every waiter on variable `which`.
-    fn notify_all_on(&self, which: usize);
-    /// Wakes one waiter on variable `which`.
-    fn notify_one_on(&self, which: usize);
+    /// The calling thread's handle.
+    fn current() -> Self::Thread;
+    /// Parks the calling thread until it is unparked (or spuriously).
+    fn park();
+    /// Unparks `t` (its next park returns at once if it is not parked yet).
+    fn unpark(t: &Self::Thread);
     /// The guard of the fsync gate.
     type Gate<'a>
     where
@@ -68,20 +109,19 @@ pub trait Monitor: Send + Sync {
     fn gate(&self) -> Self::Gate<'_>;
 }
 
-/// [`Monitor`] over std's `Mutex` and `Condvar`.
+/// [`Monitor`] over std's `Mutex` and thread parking.
 #[derive(Debug)]
 pub struct StdMonitor {
-    m: Mutex<GroupState>,
-    cv: [Condvar; 2],
+    m: Mutex<GroupState<std::thread::Thread>>,
     gate: Mutex<()>,
 }
 
 impl Monitor for StdMonitor {
-    type Guard<'a> = MutexGuard<'a, GroupState>;
-    fn new(state: GroupState) -> Self {
+    type Thread = std::thread::Thread;
+    type Guard<'a> = MutexGuard<'a, GroupState<std::thread::Thread>>;
+    fn new(state: GroupState<std::thread::Thread>) -> Self {
         StdMonitor {
             m: Mutex::new(state),
-            cv: [Condvar::new(), Condvar::new()],
             gate: Mutex::new(()),
         }
     }
@@ -89,14 +129,14 @@ impl Monitor for StdMonitor {
         // Every update is a single assignment: a poisoned mutex holds consistent data.
         self.m.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn wait<'a>(&'a self, g: Self::Guard<'a>, which: usize) -> Self::Guard<'a> {
-        self.cv[which].wait(g).unwrap_or_else(|p| p.into_inner())
+    fn current() -> Self::Thread {
+        std::thread::current()
     }
-    fn notify_all_on(&self, which: usize) {
-        self.cv[which].notify_all()
+    fn park() {
+        std::thread::park()
     }
-    fn notify_one_on(&self, which: usize) {
-        self.cv[which].notify_one()
+    fn unpark(t: &Self::Thread) {
+        t.unpark()
     }
     type Gate<'a> = MutexGuard<'a, ()>;
     fn gate(&self) -> Self::Gate<'_> {
@@ -108,57 +148,64 @@ impl Monitor for StdMonitor {
 #[derive(Debug)]
 pub struct GroupCommit<M: Monitor = StdMonitor> {
     mon: M,
+    /// Mirrors of `durable` and of whether `failed` is set, written under the
+    /// monitor after the state they mirror: a woken sleeper, and an appender
+    /// framing its records, read them without the lock. A mirror may lag the
+    /// state, never lead it.
+    durable: AtomicU64,
+    failed: AtomicBool,
 }
 
 impl<M: Monitor> GroupCommit<M> {
     /// Everything up to `durable` is already durable.
     pub fn new(durable: u64) -> Self {
         GroupCommit {
-            mon: M::new(GroupState {
-                durable,
-                ..Default::default()
-            }),
+            mon: M::new(GroupState::new(durable)),
+            durable: AtomicU64::new(durable),
+            failed: AtomicBool::new(false),
         }
     }
 
     /// The durable watermark.
     pub fn durable(&self) -> u64 {
-        self.mon.lock().durable
+        self.durable.load(Ordering::Acquire)
+    }
+
+    /// Whether `seq` is known durable without the lock (the mirror), and no
+    /// failure is known.
+    fn covered(&self, seq: u64) -> bool {
+        !self.failed.load(Ordering::Acquire) && self.durable.load(Ordering::Acquire) >= seq
+    }
+
+    /// Sets the watermark to at least `upto` (under the lock) and its mirror.
+    fn raise(&self, s: &mut GroupState<M::Thread>, upto: u64) {
+        s.durable = s.durable.max(upto);
+        self.durable.store(s.durable, Ordering::Release);
+    }
+
+    /// Records `cause` (the first cause stays) and its mirror.
+    fn set_failed(&self, s: &mut GroupState<M::Thread>, cause: String) {
+        s.failed.get_or_insert(cause);
+        self.failed.store(true, Ordering::Release);
     }
 
     /// Records that everything up to `upto` was made durable by someone else
     /// (a rotation fsyncs the closed segment).
     pub fn advance(&self, upto: u64) {
         let mut s = self.mon.lock();
-        s.durable = s.durable.max(upto);
-        self.wake_all(&s);
-    }
-
-    /// Wakes every sleeper (called holding the monitor, so none can be
-    /// about to sleep unseen).
-    fn wake_all(&self, s: &GroupState) {
-        for which in 0..2 {
-            if s.any_asleep(which) {
-                self.mon.notify_all_on(which);
-            }
-        }
-    }
-
-    /// Says what the current round's fsync covers: every seq up to `target`. Called
-    /// by the leader's `flush` before its fsync, so that waiters beyond `target`
-    /// sleep until the next round instead of waking at the end of this one.
-    pub fn announce(&self, target: u64) {
-        let mut s = self.mon.lock();
-        if s.leading {
-            s.inflight = Some(target);
-        }
+        self.raise(&mut s, upto);
+        let woken = s.take_woken(false);
+        drop(s);
+        woken.iter().for_each(M::unpark);
     }
 
     /// Fails every current and later waiter with `cause` (the first cause stays).
     pub fn fail(&self, cause: String) {
         let mut s = self.mon.lock();
-        s.failed.get_or_insert(cause);
-        self.wake_all(&s);
+        self.set_failed(&mut s, cause);
+        let woken = s.take_woken(true);
+        drop(s);
+        woken.iter().for_each(M::unpark);
     }
 
     /// Runs one fsync of the log (`what` names it in the error). Log fsyncs are
@@ -192,6 +239,9 @@ impl<M: Monitor> GroupCommit<M> {
         seq: u64,
         mut flush: impl FnMut() -> Result<u64, String>,
     ) -> Result<(), String> {
+        if self.covered(seq) {
+            return Ok(());
+        }
         let mut s = self.mon.lock();
         loop {
             if let Some(cause) = &s.failed {
@@ -201,48 +251,55 @@ impl<M: Monitor> GroupCommit<M> {
                 return Ok(());
             }
             if s.leading {
-                // Covered by the round in flight (or not yet known): woken at its
-                // end. Beyond it: woken when the next round ends, or to lead it.
-                let round = match s.inflight {
-                    Some(t) if seq > t => s.round + 1,
-                    _ => s.round,
+                // Parked until a round's end covers `seq` or picks this thread
+                // to lead the next round (or a failure).
+                let ticket = s.next_ticket;
+                s.next_ticket += 1;
+                s.asleep.push(Sleeper {
+                    seq,
+                    ticket,
+                    thread: M::current(),
+                });
+                drop(s);
+                s = loop {
+                    M::park();
+                    if self.covered(seq) {
+                        return Ok(());
+                    }
+                    let g = self.mon.lock();
+                    // Still listed: a spurious wake-up.
+                    if !g.asleep.iter().any(|w| w.ticket == ticket) {
+                        break g;
+                    }
                 };
-                let which = (round % 2) as usize;
-                s.asleep[which] += 1;
-                s = self.mon.wait(s, which);
-                s.asleep[which] -= 1;
                 continue;
             }
             s.leading = true;
-            s.round += 1;
-            s.inflight = None;
-            let round = s.round;
             drop(s);
             // If flush panics, leading must not stay set or every waiter hangs.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&mut flush))
                 .unwrap_or_else(|_| Err("fsync leader panicked".to_string()));
             s = self.mon.lock();
             s.leading = false;
-            s.inflight = None;
-            match r {
+            let woken = match r {
                 Ok(target) => {
-                    s.durable = s.durable.max(target);
-                    // This round's waiters, and one of the next round's to lead it.
-                    let (this, next) = ((round % 2) as usize, ((round + 1) % 2) as usize);
-                    if s.any_asleep(this) {
-                        self.mon.notify_all_on(this);
-                    }
-                    if s.any_asleep(next) {
-                        self.mon.notify_one_on(next);
-                    }
+                    self.raise(&mut s, target);
+                    // This round's sleepers, and one of the next round's to lead it.
+                    s.take_woken(false)
                 }
                 // Never retried: after a failed fsync the kernel may have dropped
                 // the dirty pages, so a second "successful" fsync proves nothing.
                 Err(cause) => {
-                    s.failed.get_or_insert(cause);
-                    self.wake_all(&s);
+                    self.set_failed(&mut s, cause);
+                    s.take_woken(true)
                 }
+            };
+            drop(s);
+            woken.iter().for_each(M::unpark);
+            if self.covered(seq) {
+                return Ok(());
             }
+            s = self.mon.lock();
         }
     }
 }

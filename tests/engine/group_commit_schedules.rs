@@ -7,36 +7,35 @@
 //! file acknowledged records whose pages were dropped" (fixed by the fsync gate).
 use crate::common;
 use runlog::engine::group::{GroupCommit, GroupState, Monitor};
-use shuttle::sync::{Condvar, Mutex, MutexGuard};
+use shuttle::sync::{Mutex, MutexGuard};
 use shuttle::thread;
 use std::sync::Arc;
 
 struct ShuttleMonitor {
-    m: Mutex<GroupState>,
-    cv: [Condvar; 2],
+    m: Mutex<GroupState<thread::Thread>>,
     gate: Mutex<()>,
 }
 
 impl Monitor for ShuttleMonitor {
-    type Guard<'a> = MutexGuard<'a, GroupState>;
-    fn new(state: GroupState) -> Self {
+    type Thread = thread::Thread;
+    type Guard<'a> = MutexGuard<'a, GroupState<thread::Thread>>;
+    fn new(state: GroupState<thread::Thread>) -> Self {
         ShuttleMonitor {
             m: Mutex::new(state),
-            cv: [Condvar::new(), Condvar::new()],
             gate: Mutex::new(()),
         }
     }
     fn lock(&self) -> Self::Guard<'_> {
         self.m.lock().unwrap()
     }
-    fn wait<'a>(&'a self, g: Self::Guard<'a>, which: usize) -> Self::Guard<'a> {
-        self.cv[which].wait(g).unwrap()
+    fn current() -> Self::Thread {
+        thread::current()
     }
-    fn notify_all_on(&self, which: usize) {
-        self.cv[which].notify_all()
+    fn park() {
+        thread::park()
     }
-    fn notify_one_on(&self, which: usize) {
-        self.cv[which].notify_one()
+    fn unpark(t: &Self::Thread) {
+        t.unpark()
     }
     type Gate<'a> = MutexGuard<'a, ()>;
     fn gate(&self) -> Self::Gate<'_> {
@@ -119,9 +118,6 @@ fn scenario(writers: usize, fail_at: Option<usize>, fail_rotation: bool) {
             let r = gc.wait_durable(seq, || {
                 // As the store: capture under the append lock, fsync with no lock held.
                 let target = *inner.lock().unwrap();
-                thread::yield_now();
-                // As the store: say what this fsync will cover before issuing it.
-                gc.announce(target);
                 thread::yield_now();
                 gc.fsync("log", || {
                     let mut d = disk.lock().unwrap();

@@ -39,6 +39,7 @@ mod fsyncgate_reopen_after_failed_fsync;
 mod fuzz_corpus_replay;
 mod group_commit_rotation_writes_staged_records;
 mod group_commit_schedules;
+mod group_commit_wakeups;
 mod hardening_permissions;
 mod hardening_symlinks;
 mod integrity_errors_not_swallowed;
