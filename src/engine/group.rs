@@ -192,18 +192,29 @@ impl<M: Monitor> GroupCommit<M> {
     /// Records that everything up to `upto` was made durable by someone else
     /// (a rotation fsyncs the closed segment).
     pub fn advance(&self, upto: u64) {
-        let mut s = self.mon.lock();
-        self.raise(&mut s, upto);
-        let woken = s.take_woken(false);
-        drop(s);
-        woken.iter().for_each(M::unpark);
+        self.settle(self.mon.lock(), Ok(upto));
     }
 
     /// Fails every current and later waiter with `cause` (the first cause stays).
     pub fn fail(&self, cause: String) {
-        let mut s = self.mon.lock();
-        self.set_failed(&mut s, cause);
-        let woken = s.take_woken(true);
+        self.settle(self.mon.lock(), Err(cause));
+    }
+
+    /// Records an fsync's outcome under the held lock `s` (everything up to
+    /// the seq is durable, or the failure), lets go of the lock and unparks the
+    /// sleepers it settles: on success those it covers and, when no leader
+    /// runs, one more to lead the next round; on failure every one.
+    fn settle(&self, mut s: M::Guard<'_>, outcome: Result<u64, String>) {
+        let woken = match outcome {
+            Ok(upto) => {
+                self.raise(&mut s, upto);
+                s.take_woken(false)
+            }
+            Err(cause) => {
+                self.set_failed(&mut s, cause);
+                s.take_woken(true)
+            }
+        };
         drop(s);
         woken.iter().for_each(M::unpark);
     }
@@ -281,21 +292,10 @@ impl<M: Monitor> GroupCommit<M> {
                 .unwrap_or_else(|_| Err("fsync leader panicked".to_string()));
             s = self.mon.lock();
             s.leading = false;
-            let woken = match r {
-                Ok(target) => {
-                    self.raise(&mut s, target);
-                    // This round's sleepers, and one of the next round's to lead it.
-                    s.take_woken(false)
-                }
-                // Never retried: after a failed fsync the kernel may have dropped
-                // the dirty pages, so a second "successful" fsync proves nothing.
-                Err(cause) => {
-                    self.set_failed(&mut s, cause);
-                    s.take_woken(true)
-                }
-            };
-            drop(s);
-            woken.iter().for_each(M::unpark);
+            // This round's sleepers, and one of the next round's to lead it; a
+            // failure is never retried: after a failed fsync the kernel may have
+            // dropped the dirty pages, so a second "successful" fsync proves nothing.
+            self.settle(s, r);
             if self.covered(seq) {
                 return Ok(());
             }

@@ -3,15 +3,13 @@
 //! watermark from its mirror and returns. With a condition variable every
 //! woken waiter took the mutex again on its way out, one after another (the
 //! convoy that held 64 appender threads on 2 cores to ~7× one thread).
-use runlog::engine::group::{GroupCommit, GroupState, Monitor};
+use runlog::engine::group::{GroupCommit, GroupState, Monitor, StdMonitor};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
-/// std's mutex and parking, counting what the protocol does with them.
-struct CountingMonitor {
-    m: Mutex<GroupState<std::thread::Thread>>,
-    gate: Mutex<()>,
-}
+/// std's mutex and parking ([`StdMonitor`]), counting what the protocol does
+/// with them.
+struct CountingMonitor(StdMonitor);
 
 /// Threads registered as sleepers (each calls `current` once to do so).
 static REGISTERED: AtomicUsize = AtomicUsize::new(0);
@@ -20,33 +18,30 @@ static ROUND_ENDED: AtomicBool = AtomicBool::new(false);
 static LOCKS_AFTER_ROUND: AtomicUsize = AtomicUsize::new(0);
 
 impl Monitor for CountingMonitor {
-    type Thread = std::thread::Thread;
-    type Guard<'a> = MutexGuard<'a, GroupState<std::thread::Thread>>;
-    fn new(state: GroupState<std::thread::Thread>) -> Self {
-        CountingMonitor {
-            m: Mutex::new(state),
-            gate: Mutex::new(()),
-        }
+    type Thread = <StdMonitor as Monitor>::Thread;
+    type Guard<'a> = <StdMonitor as Monitor>::Guard<'a>;
+    fn new(state: GroupState<Self::Thread>) -> Self {
+        CountingMonitor(StdMonitor::new(state))
     }
     fn lock(&self) -> Self::Guard<'_> {
         if ROUND_ENDED.load(Ordering::SeqCst) {
             LOCKS_AFTER_ROUND.fetch_add(1, Ordering::SeqCst);
         }
-        self.m.lock().unwrap()
+        self.0.lock()
     }
     fn current() -> Self::Thread {
         REGISTERED.fetch_add(1, Ordering::SeqCst);
-        std::thread::current()
+        StdMonitor::current()
     }
     fn park() {
-        std::thread::park()
+        StdMonitor::park()
     }
     fn unpark(t: &Self::Thread) {
-        t.unpark()
+        StdMonitor::unpark(t)
     }
-    type Gate<'a> = MutexGuard<'a, ()>;
+    type Gate<'a> = <StdMonitor as Monitor>::Gate<'a>;
     fn gate(&self) -> Self::Gate<'_> {
-        self.gate.lock().unwrap()
+        self.0.gate()
     }
 }
 
