@@ -8,7 +8,7 @@
 
 use super::error::{Error, Result};
 use super::format::*;
-use super::vfs::{Vfs, VfsFile, write_all_at};
+use super::vfs::{SharedFile, Vfs, VfsFile, write_all_at, write_all_with};
 use std::io;
 use std::path::Path;
 
@@ -142,21 +142,38 @@ impl MarkWriter {
     }
 
     /// Writes `m` unless a mark at or past it was written already, by this
-    /// writer or (`on_disk`, read under the sync lock) by another.
-    pub(crate) fn write_above(&mut self, vfs: &dyn Vfs, dir: &Path, m: Mark, on_disk: Option<Mark>) {
+    /// writer or (`on_disk`, read under the sync lock) by another; through
+    /// `kept`, the file's kept-open handle that `on_disk` was read through,
+    /// when there is one and this writer has not opened the file itself (a
+    /// one-shot writer: one open of `DURABLE` instead of two).
+    pub(crate) fn write_above(
+        &mut self,
+        vfs: &dyn Vfs,
+        dir: &Path,
+        m: Mark,
+        on_disk: Option<Mark>,
+        kept: Option<&dyn SharedFile>,
+    ) {
         if let Some(d) = on_disk {
             self.written = self.written.max((d.seq, d.segment));
         }
-        self.write(vfs, dir, m);
+        self.write_through(vfs, dir, m, kept);
     }
 
     /// Writes `m` unless a mark at or past it was written already.
     pub(crate) fn write(&mut self, vfs: &dyn Vfs, dir: &Path, m: Mark) {
+        self.write_through(vfs, dir, m, None);
+    }
+
+    fn write_through(&mut self, vfs: &dyn Vfs, dir: &Path, m: Mark, kept: Option<&dyn SharedFile>) {
         if (m.seq, m.segment) <= self.written || m.segment > m.seq + 1 || m.segment == 0 {
             return;
         }
         let path = dir.join(MARK_FILE);
         let r = (|| {
+            if let (None, Some(h)) = (&self.file, kept) {
+                return write_all_with(|b, at| h.write_at(b, at), &encode_mark(&m), 0);
+            }
             if self.file.is_none() {
                 let f = match vfs.open_write(&path) {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => vfs.create_new(&path)?,

@@ -294,8 +294,10 @@ impl Vfs for RealFs {
         Err(lock_moved(path))
     }
 
-    /// Blocks in the kernel (`flock`) on a waiter thread with its own open file
-    /// description, so the lock is taken the moment its holder releases it. On
+    /// Tries the lock a few times, yielding the processor before each
+    /// ([`LOCK_SPINS`]), then blocks in the kernel (`flock`) on a waiter thread
+    /// with its own open file description, so the lock is taken the moment its
+    /// holder releases it. On
     /// timeout the waiter is told to give up: if it has the lock by then it is
     /// handed over here anyway, otherwise it drops the lock the moment it gets it
     /// (a thread left blocked until then; no signal handler, no polling).
@@ -350,6 +352,28 @@ impl RealFs {
             LockAttempt::Busy(_) => {}
         }
         let (f, meta) = open_lock(path)?;
+        // Spin, then park, as an adaptive mutex does: a writer holds the lock
+        // for a catch-up and an append, often less than a scheduling slice, so
+        // a few tries on this descriptor, each after yielding the processor
+        // (to the holder, when it waits for one), often get the lock without
+        // the waiter thread below, whose start and end cost more than such a
+        // wait (FORMAT.md §1, `LOCK`).
+        let started = std::time::Instant::now();
+        for _ in 0..LOCK_SPINS {
+            std::thread::yield_now();
+            match f.try_lock() {
+                Ok(()) => return took(f, &meta, path, holder),
+                Err(fs::TryLockError::WouldBlock) if started.elapsed() >= timeout => {
+                    return Ok(Waited::Done(LockAttempt::Busy(read_holder(&f))));
+                }
+                Err(fs::TryLockError::WouldBlock) => {}
+                Err(fs::TryLockError::Error(e)) => return Err(e),
+            }
+        }
+        let timeout = timeout.saturating_sub(started.elapsed());
+        if timeout.is_zero() {
+            return Ok(Waited::Done(LockAttempt::Busy(read_holder(&f))));
+        }
         let cancelled = Arc::new(Mutex::new(false));
         let (tx, rx) = mpsc::sync_channel::<io::Result<File>>(1);
         let flag = cancelled.clone();
@@ -376,23 +400,30 @@ impl RealFs {
             }
         };
         match got {
-            Some(r) => {
-                let f = r?;
-                // The wait is where a rename lands: the holder renamed the
-                // directory, then released the lock of the file we opened.
-                if !still_at(&meta, path)? {
-                    return Ok(Waited::Moved);
-                }
-                // The length may have changed while we waited: stat again.
-                let meta = f.metadata()?;
-                claim(&f, &meta, holder)?;
-                Ok(Waited::Done(LockAttempt::Acquired(Box::new(f))))
-            }
+            Some(r) => took(r?, &meta, path, holder),
             None => Ok(Waited::Done(LockAttempt::Busy(
                 open_lock(path).ok().and_then(|(f, _)| read_holder(&f)),
             ))),
         }
     }
+}
+
+/// Tries of a busy lock, each after yielding the processor, before a writer
+/// waits for it on a thread (`RealFs::lock_wait`).
+const LOCK_SPINS: u32 = 10;
+
+/// The lock just had on `f`, opened at `path` with the stat `meta` before the
+/// wait: the writer's, unless the file is no longer at `path`.
+fn took(f: File, meta: &fs::Metadata, path: &Path, holder: &str) -> io::Result<Waited> {
+    // The wait is where a rename lands: the holder renamed the directory, then
+    // released the lock of the file we opened.
+    if !still_at(meta, path)? {
+        return Ok(Waited::Moved);
+    }
+    // The length may have changed while we waited: stat again.
+    let meta = f.metadata()?;
+    claim(&f, &meta, holder)?;
+    Ok(Waited::Done(LockAttempt::Acquired(Box::new(f))))
 }
 
 /// Opens (or creates) a lock file, with its stat.

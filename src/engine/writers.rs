@@ -252,6 +252,11 @@ impl Writers {
         Ok(buf)
     }
 
+    /// The kept-open handle of `DURABLE`, once it exists.
+    fn kept_mark(&self, vfs: &dyn Vfs) -> Option<Arc<dyn SharedFile>> {
+        self.handle(vfs, &self.mark_file, MARK_FILE, false).ok().flatten()
+    }
+
     /// The durability mark, through the kept-open handle when there is one.
     fn read_mark(&self, vfs: &dyn Vfs) -> Option<Mark> {
         match self.handle(vfs, &self.mark_file, MARK_FILE, false) {
@@ -566,7 +571,7 @@ impl Writers {
                 // Before anything it covers is acknowledged (§5.7).
                 let marked = {
                     let mut m = lock(mark);
-                    m.write_above(vfs, &self.dir, target, on_disk);
+                    m.write_above(vfs, &self.dir, target, on_disk, self.kept_mark(vfs).as_deref());
                     m.written_seq() >= target.seq
                 };
                 state.in_flight = false;
@@ -650,7 +655,8 @@ impl Writers {
     pub(crate) fn mark(&self, vfs: &dyn Vfs, mark: &Mutex<MarkWriter>, m: Mark) {
         if let Ok(_g) = self.lock(vfs) {
             let on_disk = self.read_mark(vfs);
-            lock(mark).write_above(vfs, &self.dir, m, on_disk);
+            let kept = self.kept_mark(vfs);
+            lock(mark).write_above(vfs, &self.dir, m, on_disk, kept.as_deref());
         }
     }
 }
