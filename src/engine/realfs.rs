@@ -295,7 +295,7 @@ impl Vfs for RealFs {
     }
 
     /// Tries the lock a few times, yielding the processor before each
-    /// ([`LOCK_SPINS`]), then blocks in the kernel (`flock`) on a waiter thread
+    /// (`LOCK_SPINS`, 10), then blocks in the kernel (`flock`) on a waiter thread
     /// with its own open file description, so the lock is taken the moment its
     /// holder releases it. On
     /// timeout the waiter is told to give up: if it has the lock by then it is
