@@ -374,6 +374,8 @@ impl RealFs {
         if timeout.is_zero() {
             return Ok(Waited::Done(LockAttempt::Busy(read_holder(&f))));
         }
+        #[cfg(test)]
+        WAITERS_STARTED.with(|c| c.set(c.get() + 1));
         let cancelled = Arc::new(Mutex::new(false));
         let (tx, rx) = mpsc::sync_channel::<io::Result<File>>(1);
         let flag = cancelled.clone();
@@ -411,6 +413,13 @@ impl RealFs {
 /// Tries of a busy lock, each after yielding the processor, before a writer
 /// waits for it on a thread (`RealFs::lock_wait`).
 const LOCK_SPINS: u32 = 10;
+
+#[cfg(test)]
+thread_local! {
+    /// Waiter threads this thread has started (tests: a thread's own count,
+    /// whatever other tests run beside it).
+    static WAITERS_STARTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// The lock just had on `f`, opened at `path` with the stat `meta` before the
 /// wait: the writer's, unless the file is no longer at `path`.
@@ -478,5 +487,44 @@ fn read_sized(mut f: impl Read, len: u64) -> io::Result<Vec<u8>> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A wait that ends while the writer still tries the lock before it parks
+    /// (FORMAT.md §1, `LOCK`: spin, then park) is `Busy` and starts no waiter
+    /// thread, which would stay blocked to take the lock when its holder lets
+    /// go; a wait that outlasts the tries does park on one.
+    #[test]
+    fn a_wait_that_ends_while_spinning_starts_no_waiter_thread() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let lock = tmp.path().join("LOCK");
+        let held = match RealFs.try_lock(&lock, "holder").expect("try") {
+            LockAttempt::Acquired(g) => g,
+            LockAttempt::Busy(h) => panic!("a fresh lock is held: {h:?}"),
+        };
+        let busy = |w: io::Result<Waited>| match w.expect("wait") {
+            Waited::Done(LockAttempt::Busy(h)) => h,
+            Waited::Done(LockAttempt::Acquired(_)) => panic!("a held lock was taken"),
+            Waited::Moved => panic!("the lock file did not move"),
+        };
+        let started = || WAITERS_STARTED.with(Cell::get);
+        let before = started();
+        let h = busy(RealFs.lock_wait_once(&lock, "waiter", Duration::from_nanos(1)));
+        assert_eq!(h.as_deref(), Some("holder"));
+        assert_eq!(
+            started(),
+            before,
+            "a waiter thread was started for a wait already over"
+        );
+        // The count counts: a wait longer than the tries parks on a thread
+        // (left blocked until `held` is dropped, then it drops the lock).
+        busy(RealFs.lock_wait_once(&lock, "waiter", Duration::from_millis(20)));
+        assert_eq!(started(), before + 1);
+        drop(held);
     }
 }
