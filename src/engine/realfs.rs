@@ -363,9 +363,8 @@ impl RealFs {
             std::thread::yield_now();
             match f.try_lock() {
                 Ok(()) => return took(f, &meta, path, holder),
-                Err(fs::TryLockError::WouldBlock) if started.elapsed() >= timeout => {
-                    return Ok(Waited::Done(LockAttempt::Busy(read_holder(&f))));
-                }
+                // The wait is over: `Busy` below, without a waiter thread.
+                Err(fs::TryLockError::WouldBlock) if started.elapsed() >= timeout => break,
                 Err(fs::TryLockError::WouldBlock) => {}
                 Err(fs::TryLockError::Error(e)) => return Err(e),
             }

@@ -259,12 +259,12 @@ impl Writers {
 
     /// The durability mark, through the kept-open handle when there is one.
     fn read_mark(&self, vfs: &dyn Vfs) -> Option<Mark> {
-        match self.handle(vfs, &self.mark_file, MARK_FILE, false) {
-            Ok(Some(h)) => match Self::read_handle(h.as_ref(), MARK_LEN + 1) {
+        match self.kept_mark(vfs) {
+            Some(h) => match Self::read_handle(h.as_ref(), MARK_LEN + 1) {
                 Ok(b) => decode_mark(&b).ok(),
                 Err(_) => None,
             },
-            _ => match read_mark(vfs, &self.dir) {
+            None => match read_mark(vfs, &self.dir) {
                 Ok(MarkFound::Valid(m)) => Some(m),
                 _ => None,
             },
