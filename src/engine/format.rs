@@ -1,6 +1,8 @@
 //! On-disk constants and fixed headers. Every name here appears in FORMAT.md;
 //! offsets are derived from field sizes, never typed by hand.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 /// Which encoding a store uses for its payloads. Recorded in every file header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Codec {
@@ -78,13 +80,43 @@ pub const MAX_JSONL_HEADER_LEN: usize = 256;
 /// Added to every checksum after rotation, so an all-zero region never validates.
 pub const CRC_MASK_DELTA: u32 = 0xa282_ead8;
 
+/// How many bytes a process checksums by table before it turns to
+/// `crc32fast`. Both compute the same CRC-32 (IEEE); the split is cost only.
+/// `crc32fast` is SIMD, ≈10× the table's throughput on a 4 KiB block, but its
+/// first call in a process detects the CPU's features, and `cpuid` traps in a
+/// virtual machine: ≈47 µs here, the time the table takes for ≈110 KiB. A
+/// one-shot writer checksums a few KiB in all (docs/PERFORMANCE.md, "CPU
+/// feature detection"); a process that checksums more pays at most this
+/// budget's table time (≈13 µs) once, then the detection, as before.
+pub(crate) const CRC_TABLE_BUDGET: usize = 32 << 10;
+
+/// Bytes this process has checksummed by table so far (it stops counting
+/// once past [`CRC_TABLE_BUDGET`]: after that a checksum only reads it).
+static CRC_BY_TABLE: AtomicUsize = AtomicUsize::new(0);
+
+/// CRC-32 (IEEE) by slice-by-16 tables built at compile time: no detection.
+static CRC32_TABLE: crc::Crc<u32, crc::Table<16>> =
+    crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISO_HDLC);
+
 /// A checksum as stored on disk: crc32 (IEEE) of the covered bytes, rotated and offset.
 pub fn masked_crc(parts: &[&[u8]]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.finalize().rotate_right(15).wrapping_add(CRC_MASK_DELTA)
+    let covered: usize = parts.iter().map(|p| p.len()).sum();
+    let by_table = CRC_BY_TABLE.load(Ordering::Relaxed) < CRC_TABLE_BUDGET
+        && CRC_BY_TABLE.fetch_add(covered, Ordering::Relaxed) + covered <= CRC_TABLE_BUDGET;
+    let crc = if by_table {
+        let mut d = CRC32_TABLE.digest();
+        for p in parts {
+            d.update(p);
+        }
+        d.finalize()
+    } else {
+        let mut h = crc32fast::Hasher::new();
+        for p in parts {
+            h.update(p);
+        }
+        h.finalize()
+    };
+    crc.rotate_right(15).wrapping_add(CRC_MASK_DELTA)
 }
 
 // ---- binary segment header -------------------------------------------------
@@ -220,6 +252,41 @@ pub(crate) fn le_u64(b: &[u8], at: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table and the SIMD checksum agree on every length, the parts split
+    /// anywhere, whichever of them a call takes (the table while the budget
+    /// lasts, then the SIMD): which one checksums changes no stored checksum.
+    #[test]
+    fn the_table_crc_and_the_simd_crc_are_the_same_crc_at_every_length() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let bytes: Vec<u8> = (0..2 * CRC_TABLE_BUDGET + 4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let simd = |b: &[u8]| crc32fast::hash(b);
+        let lens = (0..=4200).chain(CRC_TABLE_BUDGET - 40..=CRC_TABLE_BUDGET + 40);
+        for n in lens {
+            let b = &bytes[..n];
+            let table = CRC32_TABLE.checksum(b);
+            assert_eq!(table, simd(b), "length {n}");
+            let want = simd(b).rotate_right(15).wrapping_add(CRC_MASK_DELTA);
+            assert_eq!(masked_crc(&[b]), want, "length {n}, one part");
+            for cut in [0, 1, n / 3, n / 2, n.saturating_sub(1), n] {
+                let (a, c) = b.split_at(cut.min(n));
+                assert_eq!(masked_crc(&[a, c]), want, "length {n}, cut at {cut}");
+            }
+        }
+        // A check value every CRC-32 (IEEE) implementation shares.
+        assert_eq!(CRC32_TABLE.checksum(b"123456789"), 0xcbf4_3926);
+        assert!(
+            CRC_BY_TABLE.load(Ordering::Relaxed) >= CRC_TABLE_BUDGET,
+            "the sweep covers more than the budget: masked_crc took the SIMD path too"
+        );
+    }
 
     #[test]
     fn layout_matches_format_md() {
