@@ -82,12 +82,13 @@ pub const CRC_MASK_DELTA: u32 = 0xa282_ead8;
 
 /// How many bytes a process checksums by table before it turns to
 /// `crc32fast`. Both compute the same CRC-32 (IEEE); the split is cost only.
-/// `crc32fast` is SIMD, ≈10× the table's throughput on a 4 KiB block, but its
+/// `crc32fast` is SIMD, ≈12× the table's throughput on a 4 KiB block, but its
 /// first call in a process detects the CPU's features, and `cpuid` traps in a
 /// virtual machine: ≈47 µs here, the time the table takes for ≈110 KiB. A
-/// one-shot writer checksums a few KiB in all (docs/PERFORMANCE.md, "CPU
-/// feature detection"); a process that checksums more pays at most this
-/// budget's table time (≈13 µs) once, then the detection, as before.
+/// one-shot writer checksums a few KiB in all (docs/PERFORMANCE.md, "What a
+/// one-shot call costs beyond the floor"); a process that checksums more
+/// pays at most this budget's table time (≈13 µs) once, then the detection,
+/// as before.
 pub(crate) const CRC_TABLE_BUDGET: usize = 32 << 10;
 
 /// Bytes this process has checksummed by table so far (it stops counting
