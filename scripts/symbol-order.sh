@@ -2,7 +2,7 @@
 # Writes link/symbol-order.txt: the functions the `runlog` binary runs for the
 # calls a pipeline makes most (`--version`, a one-shot `unit`, `status`), in
 # that order, each once. build.rs hands the file to the linker, which lays
-# those functions out together (docs/PERFORMANCE.md, "Code layout").
+# those functions out together (docs/PERFORMANCE.md, "What a one-shot call costs beyond the floor").
 #
 # The names carry hashes of the toolchain and the crate's features, so run it
 # again after a Rust update (names the file lists that a build lacks are
