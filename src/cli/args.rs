@@ -65,7 +65,8 @@ Each line gets one ack line on stdout once durable: {\"seq\":N}, or
 {\"error\":\"…\",\"code\":2} for a refused line (also written to stderr); after a
 failure (code 1) apply stops and exits 1. The full reference: docs/CLI.md.";
 
-/// Fields shared by `init` and `start`.
+// Fields shared by `init` and `start`. A plain comment: with `defer`, a doc
+// comment here would become the about of both commands.
 #[derive(Debug, Args)]
 pub struct NewRun {
     /// Units known up front, comma-separated.
@@ -87,6 +88,7 @@ pub struct NewRun {
 
 /// The commands.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Create a run (refused if a live run with that id exists; a finished one is
     /// archived first). Resume it later with `runlog start --id ID` and the same
@@ -283,11 +285,8 @@ pub enum Command {
     },
     /// List archived runs, or restore one (`start` and `init` archive the runs
     /// they replace; `gc` removes archived runs after --keep-days).
-    Archive {
-        /// What to do.
-        #[command(subcommand)]
-        action: ArchiveCommand,
-    },
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
     /// Print a shell completion script, generated from this command line:
     /// `runlog completions bash > /etc/bash_completion.d/runlog`.
     Completions {
@@ -375,8 +374,10 @@ pub enum Command {
     },
 }
 
-/// `runlog archive …`.
+// `runlog archive …`. A plain comment: with `defer`, a doc comment here would
+// replace the `archive` variant's about.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum ArchiveCommand {
     /// List archived runs, newest first, with the name `restore` takes.
     List,
@@ -428,7 +429,10 @@ pub fn command() -> clap::Command {
         // whole list per command, most of a bare `runlog --version`'s time.
         cmd = cmd.mut_subcommands(|sc| {
             let hide = hidden_in.contains(&sc.get_name());
-            sc.arg(arg.clone().hide(hide))
+            // The flag keeps the display order it has in `Cli`; the
+            // command's own arguments, added when clap builds the command
+            // (`defer` on `Command`), number from 0 as they would without it.
+            sc.arg(arg.clone().hide(hide)).next_display_order(0)
         });
     }
     cmd

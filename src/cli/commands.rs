@@ -198,12 +198,8 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             result,
         } => finalize(runs, json, &run, &status, result),
         Command::Apply { run } => super::apply::apply_stdin(runs, &run),
-        Command::Archive {
-            action: ArchiveCommand::List,
-        } => archive_list(runs, json),
-        Command::Archive {
-            action: ArchiveCommand::Restore { name },
-        } => archive_restore(runs, json, &name),
+        Command::Archive(ArchiveCommand::List) => archive_list(runs, json),
+        Command::Archive(ArchiveCommand::Restore { name }) => archive_restore(runs, json, &name),
         Command::Get { run, unit: None } => get_doc(runs, json, &run),
         Command::Get {
             run,

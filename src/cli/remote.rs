@@ -15,6 +15,7 @@ pub const WATCH_REMOTE_EVERY: Duration = Duration::from_secs(3);
 
 /// `runlog remote …`.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum RemoteCommand {
     /// Attach a remote to a run: this host claims the next epoch now, and every
     /// later writer of the run ships to it (the URL is kept in the run's REMOTE file).

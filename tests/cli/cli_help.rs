@@ -85,6 +85,48 @@ fn each_command_lists_the_flags_it_uses() {
     );
 }
 
+/// The commands' arguments are built only for the command being run (clap's
+/// `defer`, so `runlog unit` does not pay for every command's flags). What
+/// that can shift is pinned here: each command's help opens with its own about
+/// (not the doc of a struct or enum built into it), its own flags come before
+/// the shared ones, and nested commands stay in the help tree.
+#[test]
+fn deferred_commands_keep_their_about_flag_order_and_nested_help() {
+    for (args, about) in [
+        (&["init", "--help"][..], "Create a run"),
+        (&["start", "--help"], "Resume the live run"),
+        (&["archive", "--help"], "List archived runs"),
+        (&["remote", "--help"], "A run's remote"),
+        (
+            &["help", "archive", "list"],
+            "List archived runs, newest first",
+        ),
+    ] {
+        let h = help(args);
+        assert!(h.starts_with(about), "{args:?}: {h}");
+    }
+    for (cmd, own) in [
+        ("unit", "--note"),
+        ("budget", "--limit"),
+        ("gc", "--keep-days"),
+    ] {
+        let h = help(&[cmd, "--help"]);
+        let at = |flag: &str| {
+            h.find(&format!("  --{flag}"))
+                .unwrap_or_else(|| panic!("{cmd}: no {flag}: {h}"))
+        };
+        assert!(at(&own[2..]) < at("json"), "{cmd}: {h}");
+        if cmd != "gc" {
+            assert!(at(&own[2..]) < at("lock-timeout"), "{cmd}: {h}");
+        }
+    }
+    let man = help(&["man"]);
+    assert!(
+        man.contains("Create a run") && !man.contains("Fields shared"),
+        "{man}"
+    );
+}
+
 #[test]
 fn completions_and_man_page_are_generated() {
     let bash = help(&["completions", "bash"]);
