@@ -443,6 +443,9 @@ pub fn table_decode(data: &[u8]) {
         block_bytes: usize::from(data.first().copied().unwrap_or(0)),
         // An even second byte writes a delta table (FORMAT.md §14) over seq 0.
         parent: data.get(1).is_some_and(|b| b % 2 == 0).then_some(0),
+        // A third byte picks the index: unpaged (0, versions 2 and 3) or
+        // pages of 1..=7 entries (§11.8).
+        page_entries: data.get(2).map_or(64, |b| usize::from(b % 8)),
     };
     let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec.clone())
         .expect("create on the in-memory fs");

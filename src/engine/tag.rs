@@ -23,6 +23,8 @@ pub const SNAPSHOT_TAG_CONTEXT: &[u8] = b"runlog snapshot v1";
 pub const TABLE_BLOCK_TAG_CONTEXT: &[u8] = b"runlog table block v1";
 /// Prefix of every whole-table tag's input (FORMAT.md §11).
 pub const TABLE_TAG_CONTEXT: &[u8] = b"runlog table v1";
+/// Prefix of every table index page tag's input (FORMAT.md §11.8).
+pub const TABLE_PAGE_TAG_CONTEXT: &[u8] = b"runlog table page v1";
 /// The longest key file accepted: 64 hex digits and a newline (`\n` or `\r\n`).
 const MAX_KEY_FILE: usize = 2 * KEY_LEN + 2;
 
@@ -180,10 +182,21 @@ pub fn block_tag(key: &Key, id: &StoreId, seq: u64, block_no: u64, body: &[u8]) 
     truncate(&h)
 }
 
+/// The tag of index page `page_no` of a paged table (FORMAT.md §11.8): the
+/// first 16 bytes of keyed BLAKE3 over `"runlog table page v1" ‖ store id ‖
+/// seq (u64 LE) ‖ page_no (u64 LE) ‖ the page's bytes`.
+pub fn page_tag(key: &Key, id: &StoreId, seq: u64, page_no: u64, page: &[u8]) -> Tag {
+    let mut h = key.hasher(TABLE_PAGE_TAG_CONTEXT, id, seq);
+    h.update(&page_no.to_le_bytes());
+    h.update(page);
+    truncate(&h)
+}
+
 /// The tag of a whole table snapshot: the first 16 bytes of keyed BLAKE3 over
 /// `"runlog table v1" ‖ store id ‖ seq (u64 LE) ‖ parts…` where the parts are,
-/// in order, the file header, the index body, the header body and the footer
-/// fields before the tag.
+/// in order, the file header, the index body (a paged table's: its directory
+/// and page count, FORMAT.md §11.8), the header body and the footer fields
+/// before the tag.
 pub fn table_tag(key: &Key, id: &StoreId, seq: u64, parts: &[&[u8]]) -> Tag {
     let mut h = key.hasher(TABLE_TAG_CONTEXT, id, seq);
     for p in parts {

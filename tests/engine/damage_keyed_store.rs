@@ -8,9 +8,12 @@
 //! in a damaged block), or it keeps the table and then every lookup returns the model's value or a
 //! `Corrupt` error naming the table, iteration and `verify` report `Corrupt`
 //! naming it — never a missing or wrong entry. Which one is fixed by where
-//! the damage is (FORMAT.md §6): in the file header, index, header block or
-//! footer (and any cut) the open falls back; in a data block it does not,
-//! and the error names `table block <n>`.
+//! the damage is (FORMAT.md §6): in the file header, page directory, header
+//! block or footer (and any cut) the open falls back; in a data block or an
+//! index page (the paged index of table versions 4 and 5, §11.8, which this
+//! build writes) it does not, and the error names `table block <n>` or
+//! `table index page <n>`. (Before the paged index, a damaged index fell
+//! back at open like the header; it is now met by the lookup that reads it.)
 use crate::common;
 use common::keyed::{Tab, TabModel, key_of, tab_model, tab_observe};
 use common::*;
@@ -72,7 +75,8 @@ fn build(codec: Codec, tail: u64, delta: bool) -> (Vec<(String, Vec<u8>)>, TabMo
         "a keyed compaction writes a table"
     );
     let version = u16::from_le_bytes([table[8], table[9]]);
-    assert_eq!(version == 3, delta, "{newest}: table version {version}");
+    let want = if delta { 5 } else { 4 };
+    assert_eq!(version, want, "{newest}: table version {version}");
     (files, tab_model(&h), newest)
 }
 
@@ -112,9 +116,10 @@ fn check(
         Ok(s) => s,
         Err(e) => {
             // Replaying the tail looks keys up in the table: a damaged block
-            // met there fails the open (changing nothing), naming the table.
+            // or index page met there fails the open (changing nothing),
+            // naming the table.
             assert!(in_block, "{what}: damage outside the blocks refused: {e}");
-            assert!(e.to_string().contains("table block"), "{what}: {e}");
+            assert!(names_part(&e.to_string()), "{what}: {e}");
             assert!(
                 e.is_corrupt() && e.to_string().contains(&file.display().to_string()),
                 "{what}: open failed with {e}"
@@ -156,7 +161,7 @@ fn check(
                 Ok(None) => panic!("{what}: key {k} silently missing"),
                 Err(d) => {
                     assert!(names_file(&d, &file), "{what}: key {k}: {d}");
-                    assert!(d.to_string().contains("table block"), "{what}: {d}");
+                    assert!(names_part(&d.to_string()), "{what}: {d}");
                     errors += 1;
                 }
             }
@@ -192,11 +197,16 @@ fn check(
     match &verified.integrity {
         Integrity::Damaged(Error::Corrupt { path, reason, .. }) => {
             assert_eq!(path, &file, "{what}: verify");
-            assert!(reason.contains("table block"), "{what}: {reason}");
+            assert!(names_part(reason), "{what}: {reason}");
         }
         i => panic!("{what}: a lookup saw damage, verify says {i:?}"),
     }
     out.corrupt_at_lookup += 1;
+}
+
+/// The message names the damaged block or index page.
+fn names_part(msg: &str) -> bool {
+    msg.contains("table block") || msg.contains("table index page")
 }
 
 fn kind(delta: bool) -> &'static str {
@@ -239,9 +249,15 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
         let table = files.iter().find(|f| f.0 == newest).unwrap().1.clone();
         let mut out = Outcomes::default();
         // Data blocks lie from the file header (32 bytes) to the index
-        // (FORMAT.md §11: footer `index_offset`, at footer byte 24).
+        // (FORMAT.md §11: footer `index_offset`, at footer byte 24), then
+        // the index pages up to the page directory (§11.8: `page_count`
+        // × 40 bytes before the index's last 8).
         let f = table.len() - 84 + 24;
         let index_offset = u64::from_le_bytes(table[f..f + 8].try_into().unwrap()) as usize;
+        let index_len = u32::from_le_bytes(table[f + 8..f + 12].try_into().unwrap()) as usize;
+        let count_at = index_offset + index_len - 8;
+        let pages = u32::from_le_bytes(table[count_at..count_at + 4].try_into().unwrap());
+        let dir_at = count_at - pages as usize * 40;
         for bit in (0..table.len() * 8).step_by(stride()) {
             let mut d = table.clone();
             d[bit / 8] ^= 1 << (bit % 8);
@@ -250,7 +266,7 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
                 kind(delta),
                 bit / 8
             );
-            let in_block = (32..index_offset).contains(&(bit / 8));
+            let in_block = (32..dir_at).contains(&(bit / 8));
             check(
                 (&files, &model, &newest),
                 d,

@@ -347,6 +347,7 @@ fn table_seeds(out: &Path) {
             tagging: tagged.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
             block_bytes,
             parent: None,
+            page_entries: 2,
         };
         let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec).unwrap();
         for (k, v) in entries {

@@ -1,12 +1,18 @@
 //! Proves damage to a table snapshot is never silent: for every bit flipped,
 //! every truncation and appended garbage, opening fails naming the file, or
-//! every lookup and the iteration return the written values or an error (and
-//! `verify` reports it); in a tagged table a change with checksums recomputed is
-//! `Tampered`. Also reads a writer's file by FORMAT.md §11's byte map alone.
+//! every lookup and the iteration return the written values or an error naming
+//! the file and an offset (and `verify` reports it), and every lookup whose
+//! path (index pages, block) avoids the damage returns the written value; in
+//! a tagged table a change with checksums recomputed is `Tampered`. Each sweep
+//! runs on full and delta tables, with the paged index of table versions 4
+//! and 5 (FORMAT.md §11.8, pages of two entries: several pages) and with the
+//! unpaged one of versions 2 and 3. Also reads a writer's file by FORMAT.md
+//! §11's byte map alone.
 use runlog::engine::format::masked_crc;
 use runlog::engine::table::{
-    TABLE_CRC_LEN, TABLE_ENTRY_HEADER_LEN, TABLE_FOOTER_LEN, TABLE_FOOTER_MAGIC, TABLE_HEADER_LEN,
-    TABLE_INDEX_ENTRY_FIXED_LEN, TABLE_MAGIC, Table, TableSpec, TableWriter,
+    TABLE_CRC_LEN, TABLE_DIR_ENTRY_LEN, TABLE_ENTRY_HEADER_LEN, TABLE_FOOTER_LEN,
+    TABLE_FOOTER_MAGIC, TABLE_HEADER_LEN, TABLE_INDEX_ENTRY_FIXED_LEN, TABLE_MAGIC, Table,
+    TableSpec, TableWriter,
 };
 use runlog::engine::tag::{KEY_LEN, Key, StoreId};
 use runlog::engine::{Codec, Error, Vfs};
@@ -52,6 +58,7 @@ fn table_of(m: &Model, tagged: bool) -> Vec<u8> {
         tagging: tagged.then(|| (key(), STORE_ID)),
         block_bytes: 64,
         parent: delta_parent(),
+        page_entries: if paged() { PAGE_ENTRIES } else { 0 },
     };
     let mut w = TableWriter::create(vfs, Path::new("/mem"), NAME, spec).unwrap();
     for (k, v) in m {
@@ -61,24 +68,37 @@ fn table_of(m: &Model, tagged: bool) -> Vec<u8> {
     fs.get(&Path::new("/mem").join(NAME)).unwrap()
 }
 
-/// Every sweep here runs on a full table and again on a delta table (FORMAT.md
-/// §14: version 3, the delta flag and a parent seq in the file header), chosen
-/// by `RUNLOG_TABLE_DAMAGE_DELTA` for the second pass of each test.
+/// Index entries per page of the paged tables here: `model()` spans several pages.
+const PAGE_ENTRIES: usize = 2;
+
+/// Every sweep here runs on a full table and on a delta table (FORMAT.md
+/// §14: the delta flag and a parent seq in the file header), each with a
+/// paged index (§11.8, versions 4 and 5) and an unpaged one (versions 2 and
+/// 3), chosen by these thread-locals for each pass of each test.
 fn delta_parent() -> Option<u64> {
     DELTA.with(|d| d.get()).then_some(SEQ - 4)
 }
 
-thread_local! {
-    static DELTA: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+fn paged() -> bool {
+    PAGED.with(|d| d.get())
 }
 
-/// Runs `f` on a full table, then on a delta.
+thread_local! {
+    static DELTA: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static PAGED: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Runs `f` on full and delta tables, paged and unpaged.
 fn full_and_delta(f: impl Fn()) {
-    for delta in [false, true] {
-        DELTA.with(|d| d.set(delta));
-        f();
+    for paged in [true, false] {
+        for delta in [false, true] {
+            DELTA.with(|d| d.set(delta));
+            PAGED.with(|d| d.set(paged));
+            f();
+        }
     }
     DELTA.with(|d| d.set(false));
+    PAGED.with(|d| d.set(true));
 }
 
 fn path() -> PathBuf {
@@ -100,6 +120,84 @@ fn assert_damage(e: &Error, what: &str) {
     }
 }
 
+/// Damage met after the open (a page or a block): the file and an offset.
+fn assert_damage_at(e: &Error, what: &str) {
+    assert_damage(e, what);
+    match e {
+        Error::Corrupt { offset, .. } | Error::Tampered { offset, .. } => {
+            assert!(offset.is_some(), "{what}: no offset: {e}")
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// Where the clean table's parts are, by FORMAT.md's byte map: per block its
+/// (offset, len) and last key; per page (paged tables) its file byte range and
+/// the blocks it lists.
+#[derive(Debug, Clone)]
+struct Map {
+    blocks: Vec<(usize, usize)>,
+    last_keys: Vec<Vec<u8>>,
+    pages: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl Map {
+    /// The block holding `key` (the first whose last key is `key` or after).
+    fn block_of(&self, key: &[u8]) -> Option<usize> {
+        self.last_keys.iter().position(|l| l.as_slice() >= key)
+    }
+
+    /// The pages a lookup of `key` reads: the binary search's probes, the
+    /// page found, and the previous page when its block is a page's first
+    /// (the block check reads the previous block's last key).
+    fn pages_read(&self, key: &[u8]) -> Vec<usize> {
+        if self.pages.is_empty() {
+            return Vec::new();
+        }
+        let last = |p: usize| &self.last_keys[self.pages[p].1.end - 1];
+        let (mut lo, mut hi, mut out) = (0, self.pages.len(), Vec::new());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            out.push(mid);
+            if last(mid).as_slice() < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if let Some(b) = self.block_of(key) {
+            out.push(lo);
+            if b > 0 && self.pages[lo].1.start == b {
+                out.push(lo - 1);
+            }
+        }
+        out
+    }
+
+    /// True when a lookup of `key` reads no byte of `damaged` (a file range).
+    fn lookup_avoids(&self, key: &[u8], damaged: usize) -> bool {
+        let hit = |r: &std::ops::Range<usize>| r.contains(&damaged);
+        if self.pages_read(key).iter().any(|&p| hit(&self.pages[p].0)) {
+            return false;
+        }
+        match self.block_of(key) {
+            Some(b) => {
+                let (off, len) = self.blocks[b];
+                !(off..off + len).contains(&damaged)
+            }
+            None => true,
+        }
+    }
+
+    /// True when `damaged` is inside a data block or an index page.
+    fn lazily_checked(&self, damaged: usize) -> bool {
+        self.blocks
+            .iter()
+            .any(|&(o, l)| (o..o + l).contains(&damaged))
+            || self.pages.iter().any(|p| p.0.contains(&damaged))
+    }
+}
+
 /// What one damaged file did: refused at open, or opened and then refused by
 /// `verify` (with every lookup and the iteration right or an error).
 #[derive(Debug, Default)]
@@ -109,31 +207,57 @@ struct Outcomes {
     lookups_failed: usize,
 }
 
-fn check_damaged(bytes: Vec<u8>, tagged: bool, what: &str, out: &mut Outcomes) {
+/// `damaged`: the flipped byte's offset and the clean table's map, when
+/// lookups that avoid it must succeed.
+fn check_damaged(
+    bytes: Vec<u8>,
+    tagged: bool,
+    what: &str,
+    out: &mut Outcomes,
+    damaged: Option<(usize, &Map)>,
+) {
     let t = match open(bytes, tagged) {
         Err(e) => {
             assert_damage(&e, what);
+            if let Some((at, map)) = damaged {
+                assert!(
+                    !map.lazily_checked(at),
+                    "{what}: damage in a page or block refused at open: {e}"
+                );
+            }
             out.refused_at_open += 1;
             return;
         }
         Ok(t) => t,
     };
     let m = model();
+    let absent: [&[u8]; 4] = [b"unit-", b"unit-05x", b"zzz", b""];
     for (k, v) in &m {
         match t.get(k) {
             Ok(Some(got)) => assert_eq!(got, v.as_slice(), "{what}: wrong value for {k:?}"),
             Ok(None) => panic!("{what}: key {k:?} silently missing"),
             Err(e) => {
-                assert_damage(&e, what);
+                assert_damage_at(&e, what);
+                if let Some((at, map)) = damaged {
+                    assert!(!map.lookup_avoids(k, at), "{what}: untouched {k:?}: {e}");
+                }
                 out.lookups_failed += 1;
             }
         }
     }
-    for absent in [&b"unit-"[..], b"unit-05x", b"zzz", b""] {
+    for absent in absent {
         match t.get(absent) {
             Ok(None) => {}
             Ok(Some(v)) => panic!("{what}: absent key {absent:?} found with {v:?}"),
-            Err(e) => assert_damage(&e, what),
+            Err(e) => {
+                assert_damage_at(&e, what);
+                if let Some((at, map)) = damaged {
+                    assert!(
+                        !map.lookup_avoids(absent, at),
+                        "{what}: untouched {absent:?}: {e}"
+                    );
+                }
+            }
         }
     }
     let mut want = m.iter();
@@ -147,7 +271,7 @@ fn check_damaged(bytes: Vec<u8>, tagged: bool, what: &str, out: &mut Outcomes) {
                 assert_eq!((k, v), (wk.as_slice(), wv.as_slice()), "{what}: iter");
             }
             Err(e) => {
-                assert_damage(&e, what);
+                assert_damage_at(&e, what);
                 errors += 1;
             }
         }
@@ -161,7 +285,7 @@ fn check_damaged(bytes: Vec<u8>, tagged: bool, what: &str, out: &mut Outcomes) {
     }
     // Every byte is covered by a checksum: the damage is found somewhere.
     let e = t.verify().expect_err(what);
-    assert_damage(&e, what);
+    assert_damage_at(&e, what);
     out.refused_later += 1;
 }
 
@@ -172,6 +296,10 @@ fn every_bit_flipped_is_detected() {
             let clean = table_bytes(tagged);
             let t = open(clean.clone(), tagged).unwrap();
             assert!(t.blocks() >= 4, "{} blocks", t.blocks());
+            let map = parse_by_the_document(&clean, tagged);
+            if paged() {
+                assert!(t.index_pages() >= 3, "{} pages", t.index_pages());
+            }
             let mut out = Outcomes::default();
             for i in 0..clean.len() {
                 for bit in 0..8 {
@@ -180,8 +308,13 @@ fn every_bit_flipped_is_detected() {
                     check_damaged(
                         b,
                         tagged,
-                        &format!("tagged={tagged} byte {i} bit {bit}"),
+                        &format!(
+                            "paged={} delta={:?} tagged={tagged} byte {i} bit {bit}",
+                            paged(),
+                            delta_parent()
+                        ),
                         &mut out,
+                        Some((i, &map)),
                     );
                 }
             }
@@ -244,11 +377,17 @@ fn u64_at(b: &[u8], at: usize) -> usize {
     u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize
 }
 
-/// The file read with only FORMAT.md §11's byte map: (block offset, block len) per block.
-fn parse_by_the_document(b: &[u8], tagged: bool) -> Vec<(usize, usize)> {
+/// The file read with only FORMAT.md §11's byte map (§11.8 for a paged index).
+fn parse_by_the_document(b: &[u8], tagged: bool) -> Map {
+    let version = match (paged(), delta_parent()) {
+        (false, None) => 2,
+        (false, Some(_)) => 3,
+        (true, None) => 4,
+        (true, Some(_)) => 5,
+    };
     assert_eq!(b[..8], TABLE_MAGIC);
-    assert_eq!(u16_at(b, 8), 2);
-    assert_eq!(b[11], u8::from(tagged));
+    assert_eq!(u16_at(b, 8), version);
+    assert_eq!(b[11] & 1, u8::from(tagged));
     assert_eq!(u64_at(b, 12), SEQ as usize);
     assert_eq!(u32_at(b, 28) as u32, masked_crc(&[&b[..28]]));
     let f = b.len() - TABLE_FOOTER_LEN;
@@ -262,56 +401,98 @@ fn parse_by_the_document(b: &[u8], tagged: bool) -> Vec<(usize, usize)> {
         b"the machine's header"
     );
     assert_eq!(header_at + header_len, f);
-    let index = &b[index_at..index_at + index_len - TABLE_CRC_LEN];
-    assert_eq!(
-        u32_at(b, index_at + index.len()) as u32,
-        masked_crc(&[index])
-    );
-    let (mut pos, mut out, mut n) = (0, Vec::new(), 0);
-    let mut all = Model::new();
-    while pos < index.len() {
-        let (off, len, cnt) = (
-            u64_at(index, pos),
-            u32_at(index, pos + 8),
-            u32_at(index, pos + 12),
+    let index_end = index_at + index_len;
+    // Per page: its position in the index and its entries; an unpaged index
+    // is one run of entries.
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
+    if paged() {
+        let count = u32_at(b, index_end - 8);
+        let dlen = TABLE_DIR_ENTRY_LEN + if tagged { 16 } else { 0 };
+        let dir_at = index_end - 8 - count * dlen;
+        assert_eq!(
+            u32_at(b, index_end - 4) as u32,
+            masked_crc(&[&b[dir_at..index_end - 4]])
         );
-        let klen = u16_at(index, pos + 16);
-        let last = &index[pos + TABLE_INDEX_ENTRY_FIXED_LEN..][..klen];
-        pos += TABLE_INDEX_ENTRY_FIXED_LEN + klen + if tagged { 16 } else { 0 };
-        let body = &b[off..off + len - 4];
-        assert_eq!(u32_at(b, off + len - 4) as u32, masked_crc(&[body]));
-        let (mut at, mut k) = (0, 0);
-        let mut last_seen = Vec::new();
-        while at < body.len() {
-            let (kl, vl) = (u16_at(body, at), u32_at(body, at + 2));
-            let e = at + TABLE_ENTRY_HEADER_LEN;
-            last_seen = body[e..e + kl].to_vec();
-            all.insert(last_seen.clone(), body[e + kl..e + kl + vl].to_vec());
-            at = e + kl + vl;
-            k += 1;
+        for p in 0..count {
+            let d = &b[dir_at + p * dlen..][..dlen];
+            let at = u32_at(d, 0);
+            let end = if p + 1 < count {
+                u32_at(b, dir_at + (p + 1) * dlen)
+            } else {
+                dir_at - index_at
+            };
+            let page = &b[index_at + at..index_at + end];
+            assert_eq!(u32_at(d, 12) as u32, masked_crc(&[page]), "page {p} crc");
+            runs.push((at, end, u32_at(d, 8)));
         }
-        assert_eq!((k, last_seen.as_slice()), (cnt, last));
-        out.push((off, len));
-        n += cnt;
+    } else {
+        let body = &b[index_at..index_end - TABLE_CRC_LEN];
+        assert_eq!(u32_at(b, index_end - 4) as u32, masked_crc(&[body]));
+        runs.push((0, body.len(), usize::MAX));
+    }
+    let (mut out, mut n, mut last_keys, mut pages) = (Vec::new(), 0, Vec::new(), Vec::new());
+    let mut all = Model::new();
+    for (start, end, count) in runs {
+        let index = &b[index_at + start..index_at + end];
+        let first = out.len();
+        let mut pos = 0;
+        while pos < index.len() {
+            let (off, len, cnt) = (
+                u64_at(index, pos),
+                u32_at(index, pos + 8),
+                u32_at(index, pos + 12),
+            );
+            let klen = u16_at(index, pos + 16);
+            let last = &index[pos + TABLE_INDEX_ENTRY_FIXED_LEN..][..klen];
+            pos += TABLE_INDEX_ENTRY_FIXED_LEN + klen + if tagged { 16 } else { 0 };
+            let body = &b[off..off + len - 4];
+            assert_eq!(u32_at(b, off + len - 4) as u32, masked_crc(&[body]));
+            let (mut at, mut k) = (0, 0);
+            let mut last_seen = Vec::new();
+            while at < body.len() {
+                let (kl, vl) = (u16_at(body, at), u32_at(body, at + 2));
+                let e = at + TABLE_ENTRY_HEADER_LEN;
+                last_seen = body[e..e + kl].to_vec();
+                all.insert(last_seen.clone(), body[e + kl..e + kl + vl].to_vec());
+                at = e + kl + vl;
+                k += 1;
+            }
+            assert_eq!((k, last_seen.as_slice()), (cnt, last));
+            out.push((off, len));
+            last_keys.push(last.to_vec());
+            n += cnt;
+        }
+        if count != usize::MAX {
+            assert_eq!(out.len() - first, count);
+            pages.push((index_at + start..index_at + end, first..out.len()));
+        }
     }
     assert_eq!((n, out.len()), (entries, blocks));
     assert_eq!(all, model());
     assert_eq!(out[0].0, TABLE_HEADER_LEN);
-    out
+    Map {
+        blocks: out,
+        last_keys,
+        pages,
+    }
 }
 
 #[test]
 fn the_byte_map_in_format_md_reads_a_writers_file() {
-    for tagged in [false, true] {
-        let b = table_bytes(tagged);
-        assert!(parse_by_the_document(&b, tagged).len() >= 4);
-    }
+    full_and_delta(|| {
+        for tagged in [false, true] {
+            let b = table_bytes(tagged);
+            let map = parse_by_the_document(&b, tagged);
+            assert!(map.blocks.len() >= 4);
+            assert_eq!(map.pages.len() >= 3, paged());
+        }
+    });
 }
 
 #[test]
 fn tagged_changes_with_checksums_recomputed_are_tampering() {
     let clean = table_bytes(true);
-    let blocks = parse_by_the_document(&clean, true);
+    let blocks = parse_by_the_document(&clean, true).blocks;
     // A value byte of block 1, its checksum recomputed: found at lookup.
     let (off, len) = blocks[1];
     let mut b = clean.clone();
@@ -387,7 +568,7 @@ fn tagged_blocks_swapped_are_tampering() {
 #[test]
 fn damage_names_the_part() {
     let clean = table_bytes(false);
-    let blocks = parse_by_the_document(&clean, false);
+    let blocks = parse_by_the_document(&clean, false).blocks;
     let (off, len) = blocks[2];
     let mut b = clean.clone();
     b[off + 1] ^= 0x80;

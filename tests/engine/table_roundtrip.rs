@@ -35,6 +35,8 @@ fn spec(tagged: bool, block_bytes: usize) -> TableSpec {
         tagging: tagged.then(|| (key(), STORE_ID)),
         block_bytes,
         parent: None,
+        // Small pages: most tables here span several (FORMAT.md §11.8).
+        page_entries: 3,
     }
 }
 

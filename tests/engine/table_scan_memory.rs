@@ -36,6 +36,7 @@ fn a_full_scan_keeps_a_window_of_the_mapped_table_resident() {
         tagging: None,
         block_bytes: 4096,
         parent: None,
+        page_entries: runlog::engine::table::TABLE_PAGE_ENTRIES,
     };
     // About 48 MiB: six times the release step.
     let value = vec![0x5au8; 500];

@@ -14,6 +14,10 @@ pub const TABLE_FORMAT_VERSION: u16 = 2;
 /// The format version of a delta table (format v3, FORMAT.md §14): a table that
 /// holds only what changed since its parent snapshot.
 pub const TABLE_DELTA_VERSION: u16 = 3;
+/// The format version of a full table with a paged index (FORMAT.md §11.8).
+pub const TABLE_PAGED_VERSION: u16 = 4;
+/// The format version of a delta table with a paged index (FORMAT.md §11.8, §14).
+pub const TABLE_PAGED_DELTA_VERSION: u16 = 5;
 /// File header flag: the table is tagged (block tags in the index, a table tag in the footer).
 pub const TABLE_FLAG_TAGGED: u8 = 1;
 /// File header flag: the table is a delta (version 3 only); bytes 20..28 hold
@@ -30,8 +34,12 @@ pub const MAX_TABLE_KEY_LEN: usize = 1024;
 pub const MAX_TABLE_VALUE_LEN: usize = 1 << 20;
 /// Largest caller header (the header block's body).
 pub const MAX_TABLE_HEADER_LEN: usize = 16 << 20;
-/// Largest index body.
+/// Largest index body (a paged index: its pages and directory together).
 pub const MAX_TABLE_INDEX_LEN: usize = 1 << 30;
+/// Default index entries per index page of a paged table (FORMAT.md §11.8).
+pub const TABLE_PAGE_ENTRIES: usize = 64;
+/// Most index entries in one index page, on write and on read.
+pub const MAX_TABLE_PAGE_ENTRIES: usize = 1024;
 
 // ---- file header (32 bytes at offset 0) ---------------------------------------
 // magic | version u16 | codec u8 | flags u8 | seq u64 | reserved [8] (a delta's
@@ -84,6 +92,67 @@ pub(crate) const TF_CRC_AT: usize = TF_TAG_AT + TAG_LEN;
 /// Length of a table's footer.
 pub const TABLE_FOOTER_LEN: usize = TF_CRC_AT + size_of::<u32>();
 
+// ---- page directory (paged index, FORMAT.md §11.8) ------------------------------
+// at u32 | last_at u32 | blocks u32 | crc u32 | first_block u64 | first_offset u64
+// | entries u64 | tag [16] (tagged)
+pub(crate) const PD_LAST_AT: usize = size_of::<u32>();
+pub(crate) const PD_BLOCKS_AT: usize = PD_LAST_AT + size_of::<u32>();
+pub(crate) const PD_CRC_AT: usize = PD_BLOCKS_AT + size_of::<u32>();
+pub(crate) const PD_FIRST_BLOCK_AT: usize = PD_CRC_AT + size_of::<u32>();
+pub(crate) const PD_FIRST_OFFSET_AT: usize = PD_FIRST_BLOCK_AT + size_of::<u64>();
+pub(crate) const PD_ENTRIES_AT: usize = PD_FIRST_OFFSET_AT + size_of::<u64>();
+/// Bytes of a directory entry of an untagged table (a tagged one adds its tag).
+pub const TABLE_DIR_ENTRY_LEN: usize = PD_ENTRIES_AT + size_of::<u64>();
+/// Bytes after the directory: the page count (`u32`) and the masked CRC of
+/// the directory and the count.
+pub const TABLE_DIR_TRAILER_LEN: usize = size_of::<u32>() + TABLE_CRC_LEN;
+
+/// Bytes of a directory entry.
+pub(crate) fn dir_entry_len(tagged: bool) -> usize {
+    TABLE_DIR_ENTRY_LEN + if tagged { TAG_LEN } else { 0 }
+}
+
+/// One decoded directory entry (page); `tag` borrows the directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirEntry<'a> {
+    pub at: u32,
+    pub last_at: u32,
+    pub blocks: u32,
+    pub crc: u32,
+    pub first_block: u64,
+    pub first_offset: u64,
+    pub entries: u64,
+    pub tag: Option<&'a [u8]>,
+}
+
+/// Decodes the directory entry at the start of `b` (`None`: too short).
+pub(crate) fn decode_dir_entry(b: &[u8], tagged: bool) -> Option<DirEntry<'_>> {
+    let e = b.get(..dir_entry_len(tagged))?;
+    Some(DirEntry {
+        at: le_u32(e, 0),
+        last_at: le_u32(e, PD_LAST_AT),
+        blocks: le_u32(e, PD_BLOCKS_AT),
+        crc: le_u32(e, PD_CRC_AT),
+        first_block: le_u64(e, PD_FIRST_BLOCK_AT),
+        first_offset: le_u64(e, PD_FIRST_OFFSET_AT),
+        entries: le_u64(e, PD_ENTRIES_AT),
+        tag: tagged.then(|| &e[TABLE_DIR_ENTRY_LEN..]),
+    })
+}
+
+pub(crate) fn encode_dir_entry(out: &mut Vec<u8>, d: &DirEntry<'_>) {
+    out.extend_from_slice(&d.at.to_le_bytes());
+    out.extend_from_slice(&d.last_at.to_le_bytes());
+    out.extend_from_slice(&d.blocks.to_le_bytes());
+    out.extend_from_slice(&d.crc.to_le_bytes());
+    out.extend_from_slice(&d.first_block.to_le_bytes());
+    out.extend_from_slice(&d.first_offset.to_le_bytes());
+    out.extend_from_slice(&d.entries.to_le_bytes());
+    if let Some(t) = d.tag {
+        out.extend_from_slice(t);
+    }
+}
+
 /// The decoded fixed file header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FileHeader {
@@ -93,20 +162,26 @@ pub(crate) struct FileHeader {
     pub seq: u64,
     /// A delta's parent seq (`None`: a full table).
     pub parent: Option<u64>,
+    /// A paged index (versions 4 and 5, FORMAT.md §11.8).
+    pub paged: bool,
 }
 
-/// A full table's file header (version 2), or with `parent` a delta's
-/// (version 3, the delta flag set, the parent's seq in bytes 20..28).
+/// A full table's file header (version 2, or 4 when `paged`), or with
+/// `parent` a delta's (version 3 or 5, the delta flag set, the parent's seq in
+/// bytes 20..28).
 pub(crate) fn encode_file_header(
     codec: u8,
     flags: u8,
     seq: u64,
     parent: Option<u64>,
+    paged: bool,
 ) -> [u8; TABLE_HEADER_LEN] {
     let mut h = [0u8; TABLE_HEADER_LEN];
-    let (version, flags) = match parent {
-        None => (TABLE_FORMAT_VERSION, flags),
-        Some(_) => (TABLE_DELTA_VERSION, flags | TABLE_FLAG_DELTA),
+    let (version, flags) = match (parent, paged) {
+        (None, false) => (TABLE_FORMAT_VERSION, flags),
+        (None, true) => (TABLE_PAGED_VERSION, flags),
+        (Some(_), false) => (TABLE_DELTA_VERSION, flags | TABLE_FLAG_DELTA),
+        (Some(_), true) => (TABLE_PAGED_DELTA_VERSION, flags | TABLE_FLAG_DELTA),
     };
     h[..TH_VERSION_AT].copy_from_slice(&TABLE_MAGIC);
     h[TH_VERSION_AT..TH_CODEC_AT].copy_from_slice(&version.to_le_bytes());
@@ -138,9 +213,10 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
         flags: h[TH_FLAGS_AT],
         seq: le_u64(h, TH_SEQ_AT),
         parent: None,
+        paged: v_paged(le_u16(h, TH_VERSION_AT)) == Some(true),
     };
     match v.version {
-        TABLE_FORMAT_VERSION => {
+        TABLE_FORMAT_VERSION | TABLE_PAGED_VERSION => {
             if v.flags & !TABLE_FLAG_TAGGED != 0 {
                 return Err(format!("unknown flags {:#04x}", v.flags));
             }
@@ -148,12 +224,15 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
                 return Err("reserved bytes are not zero".into());
             }
         }
-        TABLE_DELTA_VERSION => {
+        TABLE_DELTA_VERSION | TABLE_PAGED_DELTA_VERSION => {
             if v.flags & !(TABLE_FLAG_TAGGED | TABLE_FLAG_DELTA) != 0 {
                 return Err(format!("unknown flags {:#04x}", v.flags));
             }
             if v.flags & TABLE_FLAG_DELTA == 0 {
-                return Err("a version 3 table without the delta flag".into());
+                return Err(format!(
+                    "a version {} table without the delta flag",
+                    v.version
+                ));
             }
             let parent = le_u64(h, TH_RESERVED_AT);
             if parent >= v.seq {
@@ -166,11 +245,20 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
         }
         other => {
             return Err(format!(
-                "format version {other} is not supported (this build reads table versions {TABLE_FORMAT_VERSION} and {TABLE_DELTA_VERSION})"
+                "format version {other} is not supported (this build reads table versions {TABLE_FORMAT_VERSION} to {TABLE_PAGED_DELTA_VERSION})"
             ));
         }
     }
     Ok(v)
+}
+
+/// Whether a known table version has a paged index (`None`: unknown version).
+fn v_paged(version: u16) -> Option<bool> {
+    match version {
+        TABLE_FORMAT_VERSION | TABLE_DELTA_VERSION => Some(false),
+        TABLE_PAGED_VERSION | TABLE_PAGED_DELTA_VERSION => Some(true),
+        _ => None,
+    }
 }
 
 /// The parent a table's file header names, if it decodes as a delta's.
@@ -354,33 +442,53 @@ mod tests {
         assert_eq!(TABLE_INDEX_ENTRY_FIXED_LEN, 18);
         assert_eq!(TABLE_FOOTER_LEN, 84);
         assert_eq!((TF_STORE_ID_AT, TF_TAG_AT, TF_CRC_AT), (48, 64, 80));
+        assert_eq!(
+            (PD_LAST_AT, PD_BLOCKS_AT, PD_CRC_AT, PD_FIRST_BLOCK_AT, PD_FIRST_OFFSET_AT, PD_ENTRIES_AT),
+            (4, 8, 12, 16, 24, 32)
+        );
+        assert_eq!((TABLE_DIR_ENTRY_LEN, dir_entry_len(true), TABLE_DIR_TRAILER_LEN), (40, 56, 8));
         assert!(MAX_TABLE_KEY_LEN <= usize::from(u16::MAX));
         assert!(MAX_TABLE_BLOCK_LEN <= u32::MAX as usize);
     }
 
     #[test]
     fn header_and_footer_round_trip() {
-        let h = encode_file_header(1, TABLE_FLAG_TAGGED, 77, None);
-        let d = decode_file_header(&h).unwrap();
-        assert_eq!((d.codec, d.flags, d.seq, d.parent), (1, TABLE_FLAG_TAGGED, 77, None));
-        let h = encode_file_header(1, TABLE_FLAG_TAGGED, 77, Some(70));
-        let d = decode_file_header(&h).unwrap();
-        assert_eq!(
-            (d.version, d.flags, d.seq, d.parent),
-            (TABLE_DELTA_VERSION, TABLE_FLAG_TAGGED | TABLE_FLAG_DELTA, 77, Some(70))
-        );
+        for paged in [false, true] {
+            let h = encode_file_header(1, TABLE_FLAG_TAGGED, 77, None, paged);
+            let d = decode_file_header(&h).unwrap();
+            assert_eq!(
+                (d.codec, d.flags, d.seq, d.parent, d.paged),
+                (1, TABLE_FLAG_TAGGED, 77, None, paged)
+            );
+            let h = encode_file_header(1, TABLE_FLAG_TAGGED, 77, Some(70), paged);
+            let d = decode_file_header(&h).unwrap();
+            let version = if paged {
+                TABLE_PAGED_DELTA_VERSION
+            } else {
+                TABLE_DELTA_VERSION
+            };
+            assert_eq!(
+                (d.version, d.flags, d.seq, d.parent, d.paged),
+                (version, TABLE_FLAG_TAGGED | TABLE_FLAG_DELTA, 77, Some(70), paged)
+            );
+        }
+        let mut h = encode_file_header(1, 0, 77, None, true);
+        h[TH_VERSION_AT..TH_CODEC_AT].copy_from_slice(&6u16.to_le_bytes());
+        let crc = masked_crc(&[&h[..TH_CRC_AT]]);
+        h[TH_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
+        assert!(decode_file_header(&h).unwrap_err().contains("version 6 is not supported"));
     }
 
     #[test]
     fn a_delta_header_must_name_an_earlier_parent_and_carry_its_flag() {
-        let mut h = encode_file_header(1, 0, 77, Some(77));
+        let mut h = encode_file_header(1, 0, 77, Some(77), false);
         assert!(decode_file_header(&h).unwrap_err().contains("not an earlier one"));
-        h = encode_file_header(1, 0, 77, Some(3));
+        h = encode_file_header(1, 0, 77, Some(3), true);
         h[TH_FLAGS_AT] = 0;
         let crc = masked_crc(&[&h[..TH_CRC_AT]]);
         h[TH_CRC_AT..].copy_from_slice(&crc.to_le_bytes());
         assert!(decode_file_header(&h).unwrap_err().contains("without the delta flag"));
-        h = encode_file_header(1, 0, 77, None);
+        h = encode_file_header(1, 0, 77, None, false);
         h[TH_FLAGS_AT] = TABLE_FLAG_DELTA;
         let crc = masked_crc(&[&h[..TH_CRC_AT]]);
         h[TH_CRC_AT..].copy_from_slice(&crc.to_le_bytes());

@@ -7,8 +7,9 @@
 //! order, each with its own masked CRC (and, in a tagged store, a tag held
 //! in the index); an index with each block's offset, length, entry count and
 //! last key; the caller's header block; a fixed footer at the end. Opening reads
-//! the footer, index and header only; a lookup binary-searches the index and
-//! checks one block before trusting a byte of it.
+//! the footer, index and header only (a paged index, FORMAT.md §11.8: its
+//! page directory, not its pages); a lookup binary-searches the index and
+//! checks one block (and the index pages it reads) before trusting a byte of it.
 //!
 //! Why hand-written rather than the `fst` crate: an fst maps keys to `u64`
 //! only (values would need a second file or an offset scheme of our own), and
@@ -28,6 +29,8 @@ pub use format::{
     MAX_TABLE_KEY_LEN, MAX_TABLE_VALUE_LEN, MIN_TABLE_BLOCK_LEN, TABLE_BLOCK_BYTES, TABLE_CRC_LEN,
     TABLE_DELTA_VERSION, TABLE_ENTRY_HEADER_LEN, TABLE_FLAG_DELTA, TABLE_FLAG_TAGGED, TABLE_FOOTER_LEN, TABLE_FOOTER_MAGIC,
     TABLE_FORMAT_VERSION, TABLE_HEADER_LEN, TABLE_INDEX_ENTRY_FIXED_LEN, TABLE_MAGIC,
+    MAX_TABLE_PAGE_ENTRIES, TABLE_DIR_ENTRY_LEN, TABLE_DIR_TRAILER_LEN, TABLE_PAGE_ENTRIES,
+    TABLE_PAGED_DELTA_VERSION, TABLE_PAGED_VERSION,
 };
 #[cfg(any(test, feature = "sim"))]
 pub use read::RELEASE_EVERY;

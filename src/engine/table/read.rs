@@ -1,12 +1,15 @@
-//! The table reader: opening validates the file header, footer, index and
-//! header block (never a data block); a lookup is a binary search of the index
-//! and one block, checked before its first use. Everything here is pure over
-//! the file's bytes except [`Table::open`].
+//! The table reader: opening validates the file header, footer, index (a
+//! paged table's: its page directory only, FORMAT.md §11.8) and header block
+//! (never a data block); a lookup is a binary search of the index and one
+//! block, each page and block checked before its first use. Everything here
+//! is pure over the file's bytes except [`Table::open`].
 
 use super::format::*;
 use crate::engine::error::{Error, Result};
 use crate::engine::format::{Codec, le_u16, le_u32, masked_crc};
-use crate::engine::tag::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag, tags_equal};
+use crate::engine::tag::{
+    Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, page_tag, table_tag, tags_equal,
+};
 use crate::engine::vfs::{FileBytes, Vfs};
 use std::cmp::Ordering;
 use std::fmt;
@@ -14,7 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 /// An open table snapshot. Holds the file's bytes (a memory map on `RealFs`)
-/// and, per data block, the position of its index entry.
+/// and what locates an index entry: per data block, its position (versions
+/// 2 and 3), or the page directory's place (paged, versions 4 and 5).
 pub struct Table {
     path: PathBuf,
     bytes: FileBytes,
@@ -25,14 +29,15 @@ pub struct Table {
     /// A tagged table's key and store id.
     tagging: Option<(Key, StoreId)>,
     entries: u64,
-    /// The index body's byte range in the file.
+    /// The index body's byte range in the file (a paged index: its pages).
     index_at: usize,
     index_end: usize,
-    /// Per block, its index entry's offset within the index body.
-    blocks: Vec<u32>,
+    index: Index,
+    /// The number of data blocks.
+    nblocks: usize,
     /// One bit per block: set once the block passed its check (see
     /// [`Table::block`]), so later lookups into it skip the CRC and the walk.
-    checked: Box<[AtomicU64]>,
+    checked: Bits,
     /// The header body's byte range in the file.
     header_at: usize,
     header_end: usize,
@@ -46,9 +51,72 @@ impl fmt::Debug for Table {
             .field("codec", &self.codec)
             .field("tagged", &self.tagging.is_some())
             .field("entries", &self.entries)
-            .field("blocks", &self.blocks.len())
+            .field("blocks", &self.nblocks)
             .field("size", &self.size())
             .finish()
+    }
+}
+
+/// How index entries are found.
+enum Index {
+    /// Versions 2 and 3: the index walked at open; per block, its entry's
+    /// position in the index body.
+    Flat(Vec<u32>),
+    /// Versions 4 and 5 (FORMAT.md §11.8): `pages` directory entries at file
+    /// offset `dir_at` (checked at open); a page is checked on first use.
+    Paged {
+        dir_at: usize,
+        pages: usize,
+        checked: Bits,
+    },
+}
+
+/// One bit per item, set once it passed its check. The file never changes
+/// once renamed into place, so a check holds for every later use.
+struct Bits(Box<[AtomicU64]>);
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        Bits((0..n.div_ceil(64)).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    fn get(&self, i: usize) -> bool {
+        self.0
+            .get(i / 64)
+            .is_some_and(|w| w.load(AtomicOrdering::Relaxed) & (1 << (i % 64)) != 0)
+    }
+
+    fn set(&self, i: usize) {
+        if let Some(w) = self.0.get(i / 64) {
+            w.fetch_or(1 << (i % 64), AtomicOrdering::Relaxed);
+        }
+    }
+}
+
+/// An index page checked against its CRC, tag and directory entry.
+#[derive(Clone, Copy)]
+struct Page<'a> {
+    bytes: &'a [u8],
+    dir: DirEntry<'a>,
+}
+
+impl<'a> Page<'a> {
+    /// The page's entries in order; the page was checked whole, so each decodes.
+    fn entries(&self) -> impl Iterator<Item = IndexEntry<'a>> + 'a {
+        let (bytes, tagged) = (self.bytes, self.dir.tag.is_some());
+        let mut pos = 0;
+        std::iter::from_fn(move || {
+            let e = decode_index_entry(bytes.get(pos..)?, tagged)?;
+            pos += e.size;
+            Some(e)
+        })
+    }
+
+    fn last(&self) -> Option<IndexEntry<'a>> {
+        decode_index_entry(
+            self.bytes.get(self.dir.last_at as usize..)?,
+            self.dir.tag.is_some(),
+        )
     }
 }
 
@@ -169,10 +237,16 @@ impl Table {
         // Layout: blocks | index | header | footer, nothing between or after.
         let index_len = f.index_len as usize;
         let header_len = f.header_len as usize;
-        if !(TABLE_CRC_LEN..=MAX_TABLE_INDEX_LEN + TABLE_CRC_LEN).contains(&index_len) {
+        // What follows an index body: its CRC, or a paged index's page count and CRC.
+        let trailer = if fh.paged {
+            TABLE_DIR_TRAILER_LEN
+        } else {
+            TABLE_CRC_LEN
+        };
+        if !(trailer..=MAX_TABLE_INDEX_LEN + trailer).contains(&index_len) {
             return Err(bad_footer(format!(
-                "index length {index_len} outside {TABLE_CRC_LEN}..={}",
-                MAX_TABLE_INDEX_LEN + TABLE_CRC_LEN
+                "index length {index_len} outside {trailer}..={}",
+                MAX_TABLE_INDEX_LEN + trailer
             )));
         }
         if !(TABLE_CRC_LEN..=MAX_TABLE_HEADER_LEN + TABLE_CRC_LEN).contains(&header_len) {
@@ -195,15 +269,40 @@ impl Table {
                 f.index_offset, f.index_len
             )));
         }
-        let index_end = index_at + index_len - TABLE_CRC_LEN;
+        let crc_at = index_at + index_len - TABLE_CRC_LEN;
         let header_end = header_at + header_len - TABLE_CRC_LEN;
-        let index = &b[index_at..index_end];
-        if le_u32(b, index_end) != masked_crc(&[index]) {
-            return Err(corrupt(
-                index_at,
-                seq,
-                format!("table index (offset {index_at}, {index_len} bytes): checksum mismatch"),
-            ));
+        // The bytes the index CRC and the table tag cover: the index body, or
+        // a paged index's directory and page count (§11.8).
+        let (covered_at, index_end, pages) = if fh.paged {
+            let dlen = dir_entry_len(tagged);
+            let pages = le_u32(b, crc_at - size_of::<u32>()) as usize;
+            let room = (index_len - TABLE_DIR_TRAILER_LEN) / dlen;
+            if pages > room {
+                return Err(corrupt(
+                    crc_at - size_of::<u32>(),
+                    seq,
+                    format!(
+                        "table page directory: {pages} pages do not fit the {index_len}-byte index"
+                    ),
+                ));
+            }
+            let dir_at = crc_at - size_of::<u32>() - pages * dlen;
+            (dir_at, dir_at, Some(pages))
+        } else {
+            (index_at, crc_at, None)
+        };
+        let covered = &b[covered_at..crc_at];
+        if le_u32(b, crc_at) != masked_crc(&[covered]) {
+            let what = match pages {
+                Some(_) => format!(
+                    "table page directory (offset {covered_at}, {} bytes): checksum mismatch",
+                    covered.len() + TABLE_CRC_LEN
+                ),
+                None => {
+                    format!("table index (offset {index_at}, {index_len} bytes): checksum mismatch")
+                }
+            };
+            return Err(corrupt(covered_at, seq, what));
         }
         let header = &b[header_at..header_end];
         if le_u32(b, header_end) != masked_crc(&[header]) {
@@ -224,15 +323,21 @@ impl Table {
                     key,
                     &f.store_id,
                     fh.seq,
-                    &[&b[..TABLE_HEADER_LEN], index, header, prefix],
+                    &[&b[..TABLE_HEADER_LEN], covered, header, prefix],
                 );
                 if !tags_equal(&want, &f.tag) {
                     return Err(Error::Tampered {
                         path,
                         offset: None,
                         seq,
-                        what: "table tag mismatch (file header, index, header block or footer)"
-                            .into(),
+                        what: format!(
+                            "table tag mismatch (file header, {}, header block or footer)",
+                            if pages.is_some() {
+                                "page directory"
+                            } else {
+                                "index"
+                            }
+                        ),
                     });
                 }
                 Some((key.clone(), f.store_id))
@@ -246,16 +351,43 @@ impl Table {
                 None
             }
         };
-        let blocks = walk_index(index, tagged, index_at, &f).map_err(|(at, r)| {
-            corrupt(
-                index_at + at,
-                seq,
-                format!("table index (offset {index_at}, {index_len} bytes): {r}"),
-            )
-        })?;
-        let checked = (0..blocks.len().div_ceil(64))
-            .map(|_| AtomicU64::new(0))
-            .collect();
+        let (index, nblocks) = match pages {
+            None => {
+                let body = &b[index_at..index_end];
+                let blocks = walk_index(body, tagged, index_at, &f).map_err(|(at, r)| {
+                    corrupt(
+                        index_at + at,
+                        seq,
+                        format!("table index (offset {index_at}, {index_len} bytes): {r}"),
+                    )
+                })?;
+                let n = blocks.len();
+                (Index::Flat(blocks), n)
+            }
+            Some(pages) => {
+                let dir = &b[index_end..index_end + pages * dir_entry_len(tagged)];
+                walk_directory(dir, pages, tagged, index_end - index_at, index_at, &f).map_err(
+                    |(at, r)| {
+                        corrupt(
+                            index_end + at,
+                            seq,
+                            format!(
+                                "table page directory (offset {index_end}, {} bytes): {r}",
+                                covered.len() + TABLE_CRC_LEN
+                            ),
+                        )
+                    },
+                )?;
+                let index = Index::Paged {
+                    dir_at: index_end,
+                    pages,
+                    checked: Bits::new(pages),
+                };
+                // The directory's block counts sum to the footer's (checked).
+                (index, f.blocks as usize)
+            }
+        };
+        let checked = Bits::new(nblocks);
         Ok(Table {
             path,
             bytes,
@@ -266,7 +398,8 @@ impl Table {
             entries: f.entries,
             index_at,
             index_end,
-            blocks,
+            index,
+            nblocks,
             checked,
             header_at,
             header_end,
@@ -320,7 +453,15 @@ impl Table {
 
     /// The number of data blocks.
     pub fn blocks(&self) -> u64 {
-        self.blocks.len() as u64
+        self.nblocks as u64
+    }
+
+    /// The number of index pages (0 for an unpaged table, versions 2 and 3).
+    pub fn index_pages(&self) -> u64 {
+        match &self.index {
+            Index::Flat(_) => 0,
+            Index::Paged { pages, .. } => *pages as u64,
+        }
     }
 
     /// The path the table was read from.
@@ -335,11 +476,12 @@ impl Table {
             .unwrap_or_default()
     }
 
-    /// The value of `key`: a binary search of the index, then one block, whose
+    /// The value of `key`: a binary search of the index (a paged index: of
+    /// its pages, each checked before its first use), then one block, whose
     /// checksum (and tag) is checked before its first use by this reader.
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
-        let i = self.block_for(key);
-        if i == self.blocks.len() {
+        let i = self.block_for(key)?;
+        if i == self.nblocks {
             return Ok(None);
         }
         Ok(self.block(i)?.find(key))
@@ -355,28 +497,53 @@ impl Table {
             block: None,
             pos: 0,
             start: None,
+            failed: None,
             done: false,
         }
     }
 
     /// The entries whose key is `start` or after, in key order.
     pub fn iter_from(&self, start: &[u8]) -> TableIter<'_> {
+        let (next_block, failed) = match self.block_for(start) {
+            Ok(i) => (i, None),
+            Err(e) => (self.nblocks, Some(e)),
+        };
         TableIter {
             table: self,
             released: 0,
-            next_block: self.block_for(start),
+            next_block,
             block: None,
             pos: 0,
             start: Some(start.to_vec()),
+            failed,
             done: false,
         }
     }
 
-    /// Checks every data block: checksum, tag, entry lengths, key order within
-    /// and across blocks, and counts against the index and the footer.
+    /// Checks every index page (a paged table) and every data block:
+    /// checksum, tag, entry lengths, key order within and across pages and
+    /// blocks, and counts against the index and the footer.
     pub fn verify(&self) -> Result<()> {
+        if let Index::Paged { pages, checked, .. } = &self.index {
+            let mut prev_last: Option<&[u8]> = None;
+            for p in 0..*pages {
+                let page = self.check_page(p)?;
+                checked.set(p);
+                let first = page.entries().next().map(|e| e.last_key);
+                if let (Some(prev), Some(first)) = (prev_last, first)
+                    && cmp_key(first, prev) != Ordering::Greater
+                {
+                    return Err(self.page_damaged(
+                        p,
+                        &page,
+                        "its first last key is not after the previous page's last key".into(),
+                    ));
+                }
+                prev_last = page.last().map(|e| e.last_key);
+            }
+        }
         let mut n = 0u64;
-        for i in 0..self.blocks.len() {
+        for i in 0..self.nblocks {
             self.check_block(i)?;
             n += u64::from(self.index_entry(i)?.entries);
         }
@@ -405,33 +572,210 @@ impl Table {
         }
     }
 
-    /// The index entry of block `i` (checked at open, so an error is unreachable).
+    /// The index entry of block `i`: unpaged, checked at open (so an error is
+    /// unreachable); paged, from its page, checked first if this reader has
+    /// not entered it yet (an error is that page's damage).
     fn index_entry(&self, i: usize) -> Result<IndexEntry<'_>> {
         let index = self
             .file()
             .get(self.index_at..self.index_end)
             .unwrap_or_default();
-        self.blocks
-            .get(i)
-            .and_then(|&at| index.get(at as usize..))
-            .and_then(|b| decode_index_entry(b, self.tagging.is_some()))
+        let unreadable = || {
+            self.corrupt(
+                self.index_at as u64,
+                format!("table index: entry of block {i} unreadable"),
+            )
+        };
+        match &self.index {
+            Index::Flat(blocks) => blocks
+                .get(i)
+                .and_then(|&at| index.get(at as usize..))
+                .and_then(|b| decode_index_entry(b, self.tagging.is_some()))
+                .ok_or_else(unreadable),
+            Index::Paged { pages, .. } => {
+                let p = partition(*pages, |p| {
+                    self.dir_entry(p)
+                        .is_some_and(|d| d.first_block + u64::from(d.blocks) <= i as u64)
+                });
+                let page = self.page(p)?;
+                let j = (i as u64).checked_sub(page.dir.first_block);
+                j.and_then(|j| page.entries().nth(j as usize))
+                    .ok_or_else(unreadable)
+            }
+        }
+    }
+
+    /// Directory entry `p` (checked at open).
+    fn dir_entry(&self, p: usize) -> Option<DirEntry<'_>> {
+        let Index::Paged { dir_at, pages, .. } = &self.index else {
+            return None;
+        };
+        if p >= *pages {
+            return None;
+        }
+        let tagged = self.tagging.is_some();
+        let len = dir_entry_len(tagged);
+        decode_dir_entry(self.file().get(dir_at + p * len..)?, tagged)
+    }
+
+    /// Page `p`'s bytes and the file offset where its blocks end (the next
+    /// page's first block, or the index for the last page).
+    fn page_bytes(&self, p: usize, d: &DirEntry<'_>) -> Option<(&[u8], u64)> {
+        let (end, blocks_end) = match self.dir_entry(p + 1) {
+            Some(n) => (n.at as usize, n.first_offset),
+            None => (self.index_end - self.index_at, self.index_at as u64),
+        };
+        let pages = self.file().get(self.index_at..self.index_end)?;
+        Some((pages.get(d.at as usize..end)?, blocks_end))
+    }
+
+    /// Page `p`, checked before its first use by this reader (its bit), as
+    /// [`Table::check_page`] does.
+    fn page(&self, p: usize) -> Result<Page<'_>> {
+        if let Index::Paged { checked, .. } = &self.index
+            && checked.get(p)
+            && let Some(dir) = self.dir_entry(p)
+            && let Some((bytes, _)) = self.page_bytes(p, &dir)
+        {
+            return Ok(Page { bytes, dir });
+        }
+        let page = self.check_page(p)?;
+        if let Index::Paged { checked, .. } = &self.index {
+            checked.set(p);
+        }
+        Ok(page)
+    }
+
+    fn page_damaged(&self, p: usize, page: &Page<'_>, reason: String) -> Error {
+        let at = self.index_at as u64 + u64::from(page.dir.at);
+        self.corrupt(
+            at,
+            format!(
+                "table index page {p} (offset {at}, {} bytes): {reason}",
+                page.bytes.len()
+            ),
+        )
+    }
+
+    /// Page `p`, checked whole (FORMAT.md §11.8): CRC, tag, then every entry
+    /// as the open of an unpaged table checks them, against the directory.
+    fn check_page(&self, p: usize) -> Result<Page<'_>> {
+        let (dir, (bytes, blocks_end)) = self
+            .dir_entry(p)
+            .and_then(|d| Some((d, self.page_bytes(p, &d)?)))
             .ok_or_else(|| {
                 self.corrupt(
-                    self.index_at as u64,
-                    format!("table index: entry of block {i} unreadable"),
+                    self.index_end as u64,
+                    format!("table page directory: no page {p}"),
                 )
-            })
+            })?;
+        let page = Page { bytes, dir };
+        let damaged = |reason: String| self.page_damaged(p, &page, reason);
+        if masked_crc(&[bytes]) != dir.crc {
+            return Err(damaged("checksum mismatch".into()));
+        }
+        if let (Some((key, id)), Some(tag)) = (&self.tagging, dir.tag) {
+            let want = page_tag(key, id, self.seq, p as u64, bytes);
+            if !tags_equal(&want, tag.try_into().unwrap_or(&[0; TAG_LEN])) {
+                let at = self.index_at as u64 + u64::from(dir.at);
+                return Err(Error::Tampered {
+                    path: self.path.clone(),
+                    offset: Some(at),
+                    seq: Some(self.seq),
+                    what: format!(
+                        "table index page {p} (offset {at}, {} bytes): page tag mismatch",
+                        bytes.len()
+                    ),
+                });
+            }
+        }
+        let first = dir.first_block;
+        let (mut pos, mut n, mut entries) = (0usize, 0u32, 0u64);
+        let mut next_block = dir.first_offset;
+        let mut prev: Option<&[u8]> = None;
+        let mut last_at = None;
+        while pos < bytes.len() {
+            let i = first + u64::from(n);
+            let e = decode_index_entry(&bytes[pos..], self.tagging.is_some()).ok_or_else(|| {
+                damaged(format!(
+                    "entry of block {i} at page offset {pos} runs past the page end or its key is over {MAX_TABLE_KEY_LEN} bytes"
+                ))
+            })?;
+            check_index_entry(&e, i, next_block, prev)
+                .map_err(|r| damaged(format!("at page offset {pos}: {r}")))?;
+            prev = Some(e.last_key);
+            next_block += u64::from(e.len);
+            entries += u64::from(e.entries);
+            last_at = Some(pos);
+            n += 1;
+            pos += e.size;
+        }
+        if n != dir.blocks || last_at != Some(dir.last_at as usize) {
+            return Err(damaged(format!(
+                "holds {n} entries, the last at {last_at:?}; the directory says {} entries, the last at {}",
+                dir.blocks, dir.last_at
+            )));
+        }
+        if next_block != blocks_end {
+            return Err(damaged(format!(
+                "its blocks end at offset {next_block}, the next ones start at {blocks_end}"
+            )));
+        }
+        if entries != dir.entries {
+            return Err(damaged(format!(
+                "its blocks hold {entries} entries, the directory says {}",
+                dir.entries
+            )));
+        }
+        Ok(page)
     }
 
-    fn last_key(&self, i: usize) -> &[u8] {
-        self.index_entry(i).map(|e| e.last_key).unwrap_or_default()
-    }
-
-    /// The first block whose last key is `key` or after (`blocks.len()` if none).
-    fn block_for(&self, key: &[u8]) -> usize {
-        partition(self.blocks.len(), |i| {
-            cmp_key(self.last_key(i), key) == Ordering::Less
-        })
+    /// The first block whose last key is `key` or after (`nblocks` if none).
+    fn block_for(&self, key: &[u8]) -> Result<usize> {
+        let pages = match &self.index {
+            Index::Flat(blocks) => {
+                let last_key = |i: usize| {
+                    blocks
+                        .get(i)
+                        .and_then(|&at| {
+                            let index = self.file().get(self.index_at..self.index_end)?;
+                            decode_index_entry(index.get(at as usize..)?, self.tagging.is_some())
+                        })
+                        .map(|e| e.last_key)
+                        .unwrap_or_default()
+                };
+                return Ok(partition(blocks.len(), |i| {
+                    cmp_key(last_key(i), key) == Ordering::Less
+                }));
+            }
+            Index::Paged { pages, .. } => *pages,
+        };
+        // A binary search over the pages' last keys, each read from a checked
+        // page. When it ends at `p`, page `p - 1` was probed and its last key
+        // is below `key`, and page `p` was probed and its last key is `key`
+        // or after (when they exist): the answer is confirmed by checked
+        // neighbours even though key order across pages is checked only by
+        // `verify` (FORMAT.md §11.8).
+        let (mut lo, mut hi) = (0, pages);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let page = self.page(mid)?;
+            let last = page.last().map(|e| e.last_key).unwrap_or_default();
+            if cmp_key(last, key) == Ordering::Less {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == pages {
+            return Ok(self.nblocks);
+        }
+        let page = self.page(lo)?;
+        let j = page
+            .entries()
+            .position(|e| cmp_key(e.last_key, key) != Ordering::Less)
+            .ok_or_else(|| self.page_damaged(lo, &page, "no entry for its last key".into()))?;
+        Ok((page.dir.first_block + j as u64) as usize)
     }
 
     /// Block `i`, checked before its first use by this reader (its bit in
@@ -440,12 +784,7 @@ impl Table {
     /// into place (FORMAT.md §11.6), so one check per open table holds for
     /// every later lookup, as a block cache's decoded blocks do.
     fn block(&self, i: usize) -> Result<Block<'_>> {
-        let (word, bit) = (i / 64, 1u64 << (i % 64));
-        let done = self
-            .checked
-            .get(word)
-            .is_some_and(|w| w.load(AtomicOrdering::Relaxed) & bit != 0);
-        if done {
+        if self.checked.get(i) {
             let ix = self.index_entry(i)?;
             let (at, len) = (ix.offset as usize, ix.len as usize);
             // Within the file: checked at open, and again by the first check.
@@ -454,9 +793,7 @@ impl Table {
             }
         }
         let b = self.check_block(i)?;
-        if let Some(w) = self.checked.get(word) {
-            w.fetch_or(bit, AtomicOrdering::Relaxed);
-        }
+        self.checked.set(i);
         Ok(b)
     }
 
@@ -564,41 +901,9 @@ fn walk_index(
                 format!("entry of block {i} runs past the index end or its key is over {MAX_TABLE_KEY_LEN} bytes"),
             )
         })?;
-        let len = e.len as usize;
-        if e.offset != next_block {
-            return Err((
-                pos,
-                format!(
-                    "block {i} at offset {}, expected {next_block} (blocks are back to back)",
-                    e.offset
-                ),
-            ));
-        }
-        if !(MIN_TABLE_BLOCK_LEN..=MAX_TABLE_BLOCK_LEN).contains(&len) {
-            return Err((
-                pos,
-                format!(
-                    "block {i} length {len} outside {MIN_TABLE_BLOCK_LEN}..={MAX_TABLE_BLOCK_LEN}"
-                ),
-            ));
-        }
-        let most = (len - TABLE_CRC_LEN) / TABLE_ENTRY_HEADER_LEN;
-        if e.entries == 0 || e.entries as usize > most {
-            return Err((
-                pos,
-                format!(
-                    "block {i} of {len} bytes claims {} entries (1..={most} fit)",
-                    e.entries
-                ),
-            ));
-        }
-        if let Some(p) = prev
-            && cmp_key(e.last_key, p) != Ordering::Greater
-        {
-            return Err((pos, format!("block {i}: last key out of order")));
-        }
+        check_index_entry(&e, i as u64, next_block, prev).map_err(|r| (pos, r))?;
         prev = Some(e.last_key);
-        next_block += len as u64;
+        next_block += u64::from(e.len);
         entries += u64::from(e.entries);
         out.push(pos as u32);
         pos += e.size;
@@ -624,6 +929,159 @@ fn walk_index(
     Ok(out)
 }
 
+/// One index entry against the layout: block `i` starts at `next_block`, its
+/// length within the limits, its entry count between 1 and what fits, its last
+/// key after `prev` (the previous entry's).
+fn check_index_entry(
+    e: &IndexEntry<'_>,
+    i: u64,
+    next_block: u64,
+    prev: Option<&[u8]>,
+) -> std::result::Result<(), String> {
+    let len = e.len as usize;
+    if e.offset != next_block {
+        return Err(format!(
+            "block {i} at offset {}, expected {next_block} (blocks are back to back)",
+            e.offset
+        ));
+    }
+    if !(MIN_TABLE_BLOCK_LEN..=MAX_TABLE_BLOCK_LEN).contains(&len) {
+        return Err(format!(
+            "block {i} length {len} outside {MIN_TABLE_BLOCK_LEN}..={MAX_TABLE_BLOCK_LEN}"
+        ));
+    }
+    let most = (len - TABLE_CRC_LEN) / TABLE_ENTRY_HEADER_LEN;
+    if e.entries == 0 || e.entries as usize > most {
+        return Err(format!(
+            "block {i} of {len} bytes claims {} entries (1..={most} fit)",
+            e.entries
+        ));
+    }
+    if let Some(p) = prev
+        && cmp_key(e.last_key, p) != Ordering::Greater
+    {
+        return Err(format!("block {i}: last key out of order"));
+    }
+    Ok(())
+}
+
+/// Walks a paged index's directory (FORMAT.md §11.8, open step 5): pages back
+/// to back in `0..pages_len`, each of a length its entry count allows, block
+/// numbers and offsets consistent from page to page and with the index's
+/// offset, the sums equal to the footer's counts. Reads no page. Returns the
+/// offset within the directory and what is wrong.
+fn walk_directory(
+    dir: &[u8],
+    pages: usize,
+    tagged: bool,
+    pages_len: usize,
+    index_at: usize,
+    f: &Footer,
+) -> std::result::Result<(), (usize, String)> {
+    let dlen = dir_entry_len(tagged);
+    let ix_min = TABLE_INDEX_ENTRY_FIXED_LEN + if tagged { TAG_LEN } else { 0 };
+    let ix_max = ix_min + MAX_TABLE_KEY_LEN;
+    let (mut blocks, mut entries) = (0u64, 0u64);
+    let mut prev: Option<DirEntry<'_>> = None;
+    // Page p - 1 is checked against page p's start (or, for the last page,
+    // the directory's and the index's).
+    let close = |d: &DirEntry<'_>, p: usize, end_at: u64, end_offset: u64| {
+        let n = u64::from(d.blocks);
+        let len = end_at.checked_sub(u64::from(d.at)).unwrap_or(0);
+        if end_at <= u64::from(d.at) || !(n * ix_min as u64..=n * ix_max as u64).contains(&len)
+        {
+            return Err((
+                p * dlen,
+                format!(
+                    "page {p} of {len} bytes cannot hold {n} index entries ({ix_min}..={ix_max} bytes each)"
+                ),
+            ));
+        }
+        if u64::from(d.last_at) + ix_min as u64 > len {
+            return Err((
+                p * dlen,
+                format!("page {p}: its last entry at {} is past its end", d.last_at),
+            ));
+        }
+        let span = end_offset.checked_sub(d.first_offset).unwrap_or(0);
+        let (lo, hi) = (n * MIN_TABLE_BLOCK_LEN as u64, n * MAX_TABLE_BLOCK_LEN as u64);
+        if end_offset < d.first_offset || !(lo..=hi).contains(&span) {
+            return Err((
+                p * dlen,
+                format!(
+                    "page {p}: {n} blocks from offset {} cannot end at {end_offset}",
+                    d.first_offset
+                ),
+            ));
+        }
+        Ok(())
+    };
+    for p in 0..pages {
+        let d = decode_dir_entry(&dir[p * dlen..], tagged)
+            .ok_or_else(|| (p * dlen, format!("entry of page {p} runs past the directory")))?;
+        if !(1..=MAX_TABLE_PAGE_ENTRIES as u32).contains(&d.blocks) {
+            return Err((
+                p * dlen,
+                format!(
+                    "page {p} claims {} index entries (1..={MAX_TABLE_PAGE_ENTRIES})",
+                    d.blocks
+                ),
+            ));
+        }
+        if d.first_block != blocks {
+            return Err((
+                p * dlen,
+                format!("page {p} starts at block {}, expected {blocks}", d.first_block),
+            ));
+        }
+        if d.entries < u64::from(d.blocks) {
+            return Err((
+                p * dlen,
+                format!(
+                    "page {p}: {} blocks cannot hold {} entries",
+                    d.blocks, d.entries
+                ),
+            ));
+        }
+        match &prev {
+            None if d.at != 0 || d.first_offset != TABLE_HEADER_LEN as u64 => {
+                return Err((
+                    0,
+                    format!(
+                        "page 0 at index position {} with its first block at {}, expected 0 and {TABLE_HEADER_LEN}",
+                        d.at, d.first_offset
+                    ),
+                ));
+            }
+            None => {}
+            Some(q) => close(q, p - 1, u64::from(d.at), d.first_offset)?,
+        }
+        blocks += u64::from(d.blocks);
+        entries = entries.saturating_add(d.entries);
+        prev = Some(d);
+    }
+    match &prev {
+        Some(q) => close(q, pages - 1, pages_len as u64, index_at as u64)?,
+        None if pages_len != 0 || index_at != TABLE_HEADER_LEN => {
+            return Err((
+                0,
+                format!("no page, but {pages_len} bytes of pages and blocks up to offset {index_at}"),
+            ));
+        }
+        None => {}
+    }
+    if blocks != f.blocks {
+        return Err((0, format!("{blocks} blocks, the footer says {}", f.blocks)));
+    }
+    if entries != f.entries {
+        return Err((
+            0,
+            format!("{entries} entries, the footer says {}", f.entries),
+        ));
+    }
+    Ok(())
+}
+
 /// Entries of a [`Table`] in key order (see [`Table::iter`]).
 pub struct TableIter<'a> {
     table: &'a Table,
@@ -633,6 +1091,8 @@ pub struct TableIter<'a> {
     block: Option<Block<'a>>,
     pos: usize,
     start: Option<Vec<u8>>,
+    /// An error finding where `iter_from` starts, yielded first.
+    failed: Option<Error>,
     done: bool,
 }
 
@@ -671,6 +1131,10 @@ impl<'a> Iterator for TableIter<'a> {
     type Item = Result<(&'a [u8], &'a [u8])>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
         loop {
             if self.done {
                 return None;
@@ -688,7 +1152,7 @@ impl<'a> Iterator for TableIter<'a> {
                 }
                 self.block = None;
             }
-            if self.next_block >= self.table.blocks.len() {
+            if self.next_block >= self.table.nblocks {
                 self.done = true;
                 return None;
             }

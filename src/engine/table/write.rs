@@ -6,7 +6,7 @@
 use super::format::*;
 use crate::engine::error::{Error, Result};
 use crate::engine::format::{Codec, TEMP_MARKER, masked_crc};
-use crate::engine::tag::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, table_tag};
+use crate::engine::tag::{Key, STORE_ID_LEN, StoreId, TAG_LEN, block_tag, page_tag, table_tag};
 use crate::engine::files::random_suffix;
 use crate::engine::vfs::{Vfs, VfsFile, retry_interrupted, write_all_at};
 use std::fmt;
@@ -32,6 +32,12 @@ pub struct TableSpec {
     /// A delta table's parent seq (FORMAT.md §14): the table then holds only
     /// the entries written after it. `None` (the default): a full table.
     pub parent: Option<u64>,
+    /// Index entries per index page (FORMAT.md §11.8): `TABLE_PAGE_ENTRIES`,
+    /// 64, by default, at most `MAX_TABLE_PAGE_ENTRIES`, 1024, else
+    /// `Error::TooLarge`. 0 writes the unpaged index of table versions 2 and 3
+    /// (§11.3), which a build before version 4 reads; tests use it to keep
+    /// both readers covered.
+    pub page_entries: usize,
 }
 
 impl TableSpec {
@@ -43,6 +49,7 @@ impl TableSpec {
             tagging,
             block_bytes: TABLE_BLOCK_BYTES,
             parent: None,
+            page_entries: TABLE_PAGE_ENTRIES,
         }
     }
 }
@@ -64,13 +71,31 @@ pub struct TableWriter {
     block: Vec<u8>,
     block_entries: u32,
     blocks: u64,
+    /// The index body (unpaged), or the pages written so far (paged).
     index: Vec<u8>,
+    /// Paged: the open page and the directory of the closed ones.
+    page: OpenPage,
+    directory: Vec<u8>,
+    pages: u32,
     last_key: Option<Vec<u8>>,
     entries: u64,
     /// Set once a write failed: nothing more is accepted.
     failed: bool,
     /// Set once installed: the temp file is gone.
     done: bool,
+}
+
+/// The index page being filled (paged index, FORMAT.md §11.8).
+#[derive(Debug, Default)]
+struct OpenPage {
+    /// Where it starts in `index`.
+    start: usize,
+    /// Its last entry's position, from `start`.
+    last_at: u32,
+    blocks: u32,
+    first_block: u64,
+    first_offset: u64,
+    entries: u64,
 }
 
 impl fmt::Debug for TableWriter {
@@ -102,6 +127,13 @@ impl TableWriter {
                 max: MAX_TABLE_BLOCK_BYTES as u64,
             });
         }
+        if spec.page_entries > MAX_TABLE_PAGE_ENTRIES {
+            return Err(Error::TooLarge {
+                what: "table index page entries",
+                len: spec.page_entries as u64,
+                max: MAX_TABLE_PAGE_ENTRIES as u64,
+            });
+        }
         let file = vfs
             .create_new(&temp)
             .map_err(|e| Error::io("create table temp file", &temp, e))?;
@@ -110,7 +142,13 @@ impl TableWriter {
         } else {
             0
         };
-        let file_header = encode_file_header(spec.codec.id(), flags, spec.seq, spec.parent);
+        let file_header = encode_file_header(
+            spec.codec.id(),
+            flags,
+            spec.seq,
+            spec.parent,
+            spec.page_entries > 0,
+        );
         let mut buf = Vec::with_capacity(WRITE_BUFFER_BYTES);
         buf.extend_from_slice(&file_header);
         Ok(TableWriter {
@@ -127,6 +165,9 @@ impl TableWriter {
             block_entries: 0,
             blocks: 0,
             index: Vec::new(),
+            page: OpenPage::default(),
+            directory: Vec::new(),
+            pages: 0,
             last_key: None,
             entries: 0,
             failed: false,
@@ -211,10 +252,25 @@ impl TableWriter {
         if self.block_entries > 0 {
             self.close_block()?;
         }
+        let paged = self.spec.page_entries > 0;
+        if paged && self.page.blocks > 0 {
+            self.close_page();
+        }
         let index_offset = self.offset();
         let index = std::mem::take(&mut self.index);
         self.push(&index)?;
-        self.push(&masked_crc(&[&index]).to_le_bytes())?;
+        // What the index's CRC (and the table tag) covers: the unpaged index
+        // body, or a paged index's directory and page count (§11.8).
+        let covered = if paged {
+            let mut d = std::mem::take(&mut self.directory);
+            d.extend_from_slice(&self.pages.to_le_bytes());
+            self.push(&d)?;
+            d
+        } else {
+            index
+        };
+        self.push(&masked_crc(&[&covered]).to_le_bytes())?;
+        let index_len = self.offset() - index_offset;
         let header_offset = self.offset();
         self.push(header)?;
         self.push(&masked_crc(&[header]).to_le_bytes())?;
@@ -222,8 +278,9 @@ impl TableWriter {
             entries: self.entries,
             blocks: self.blocks,
             index_offset,
-            // Both bounded by their MAX_* (under 4 GiB) plus a checksum.
-            index_len: (index.len() + TABLE_CRC_LEN) as u32,
+            // Both bounded by their MAX_* (under 4 GiB) plus a checksum (and
+            // a paged index's page count).
+            index_len: index_len as u32,
             header_offset,
             header_len: (header.len() + TABLE_CRC_LEN) as u32,
             store_id: [0; STORE_ID_LEN],
@@ -236,7 +293,7 @@ impl TableWriter {
                 key,
                 id,
                 self.spec.seq,
-                &[&self.file_header, &index, header, &prefix[..TF_TAG_AT]],
+                &[&self.file_header, &covered, header, &prefix[..TF_TAG_AT]],
             );
         }
         self.push(&encode_footer(&footer))?;
@@ -289,14 +346,39 @@ impl TableWriter {
             last_key,
             tag.as_ref(),
         );
-        if self.index.len() > MAX_TABLE_INDEX_LEN {
-            let len = self.index.len() as u64;
+        let paged = self.spec.page_entries > 0;
+        // A paged index also holds the directory, one more entry at most for
+        // the open page, and its trailer.
+        let total = self.index.len()
+            + if paged {
+                self.directory.len()
+                    + dir_entry_len(self.spec.tagging.is_some())
+                    + TABLE_DIR_TRAILER_LEN
+            } else {
+                0
+            };
+        if total > MAX_TABLE_INDEX_LEN {
             self.index.truncate(before);
             return Err(Error::TooLarge {
                 what: "table index",
-                len,
+                len: total as u64,
                 max: MAX_TABLE_INDEX_LEN as u64,
             });
+        }
+        if paged {
+            let p = &mut self.page;
+            if p.blocks == 0 {
+                *p = OpenPage {
+                    start: before,
+                    first_block: self.blocks,
+                    first_offset: offset,
+                    ..OpenPage::default()
+                };
+            }
+            // A page is at most MAX_TABLE_PAGE_ENTRIES entries of bounded size.
+            p.last_at = (before - p.start) as u32;
+            p.blocks += 1;
+            p.entries += u64::from(self.block_entries);
         }
         let block = std::mem::take(&mut self.block);
         let r = self
@@ -306,7 +388,36 @@ impl TableWriter {
         self.block.clear();
         self.block_entries = 0;
         self.blocks += 1;
+        if paged && self.page.blocks as usize >= self.spec.page_entries {
+            self.close_page();
+        }
         r
+    }
+
+    /// Ends the open page: its directory entry (CRC, tag) goes into `dir`.
+    fn close_page(&mut self) {
+        let p = std::mem::take(&mut self.page);
+        let bytes = &self.index[p.start..];
+        let tag = self
+            .spec
+            .tagging
+            .as_ref()
+            .map(|(key, id)| page_tag(key, id, self.spec.seq, u64::from(self.pages), bytes));
+        encode_dir_entry(
+            &mut self.directory,
+            &DirEntry {
+                // Pages lie within the index, under MAX_TABLE_INDEX_LEN.
+                at: p.start as u32,
+                last_at: p.last_at,
+                blocks: p.blocks,
+                crc: masked_crc(&[bytes]),
+                first_block: p.first_block,
+                first_offset: p.first_offset,
+                entries: p.entries,
+                tag: tag.as_ref().map(|t| &t[..]),
+            },
+        );
+        self.pages += 1;
     }
 
     fn push(&mut self, bytes: &[u8]) -> Result<()> {
