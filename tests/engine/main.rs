@@ -60,6 +60,7 @@ mod readers_records_after;
 mod realfs_reads;
 mod recovery_partial_unlinks_after_compaction;
 mod table_damage;
+mod table_paged_open;
 mod table_roundtrip;
 mod table_scan_memory;
 mod tamper_tagged_store;
