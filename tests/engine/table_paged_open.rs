@@ -243,7 +243,7 @@ fn flip_keeping_crc(b: &mut [u8], bit: usize, window: usize) {
         }
         if v != 0 {
             basis.push((v, m));
-            basis.sort_by(|a, b| b.0.cmp(&a.0));
+            basis.sort_by_key(|b| std::cmp::Reverse(b.0));
         }
     }
     let (mut t, mut mask) = (target, 0u32);

@@ -987,7 +987,7 @@ fn walk_directory(
     // the directory's and the index's).
     let close = |d: &DirEntry<'_>, p: usize, end_at: u64, end_offset: u64| {
         let n = u64::from(d.blocks);
-        let len = end_at.checked_sub(u64::from(d.at)).unwrap_or(0);
+        let len = end_at.saturating_sub(u64::from(d.at));
         if end_at <= u64::from(d.at) || !(n * ix_min as u64..=n * ix_max as u64).contains(&len)
         {
             return Err((
@@ -1003,7 +1003,7 @@ fn walk_directory(
                 format!("page {p}: its last entry at {} is past its end", d.last_at),
             ));
         }
-        let span = end_offset.checked_sub(d.first_offset).unwrap_or(0);
+        let span = end_offset.saturating_sub(d.first_offset);
         let (lo, hi) = (n * MIN_TABLE_BLOCK_LEN as u64, n * MAX_TABLE_BLOCK_LEN as u64);
         if end_offset < d.first_offset || !(lo..=hi).contains(&span) {
             return Err((
