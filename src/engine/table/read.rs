@@ -671,6 +671,17 @@ impl Table {
             })?;
         let page = Page { bytes, dir };
         let damaged = |reason: String| self.page_damaged(p, &page, reason);
+        let tagged = self.tagging.is_some();
+        // Bounds the work of this check before the CRC reads the page.
+        let most = dir.blocks as usize
+            * (TABLE_INDEX_ENTRY_FIXED_LEN + MAX_TABLE_KEY_LEN + if tagged { TAG_LEN } else { 0 });
+        if bytes.len() > most {
+            return Err(damaged(format!(
+                "{} bytes cannot be {} index entries (at most {most} bytes)",
+                bytes.len(),
+                dir.blocks
+            )));
+        }
         if masked_crc(&[bytes]) != dir.crc {
             return Err(damaged("checksum mismatch".into()));
         }
@@ -694,9 +705,9 @@ impl Table {
         let mut next_block = dir.first_offset;
         let mut prev: Option<&[u8]> = None;
         let mut last_at = None;
-        while pos < bytes.len() {
+        while pos < bytes.len() && n < dir.blocks {
             let i = first + u64::from(n);
-            let e = decode_index_entry(&bytes[pos..], self.tagging.is_some()).ok_or_else(|| {
+            let e = decode_index_entry(&bytes[pos..], tagged).ok_or_else(|| {
                 damaged(format!(
                     "entry of block {i} at page offset {pos} runs past the page end or its key is over {MAX_TABLE_KEY_LEN} bytes"
                 ))
@@ -710,10 +721,12 @@ impl Table {
             n += 1;
             pos += e.size;
         }
-        if n != dir.blocks || last_at != Some(dir.last_at as usize) {
+        if n != dir.blocks || pos != bytes.len() || last_at != Some(dir.last_at as usize) {
             return Err(damaged(format!(
-                "holds {n} entries, the last at {last_at:?}; the directory says {} entries, the last at {}",
-                dir.blocks, dir.last_at
+                "{n} entries end at page offset {pos} of {}, the last at {last_at:?}; the directory says {} entries, the last at {}",
+                bytes.len(),
+                dir.blocks,
+                dir.last_at
             )));
         }
         if next_block != blocks_end {
@@ -965,11 +978,14 @@ fn check_index_entry(
     Ok(())
 }
 
-/// Walks a paged index's directory (FORMAT.md §11.8, open step 5): pages back
-/// to back in `0..pages_len`, each of a length its entry count allows, block
-/// numbers and offsets consistent from page to page and with the index's
-/// offset, the sums equal to the footer's counts. Reads no page. Returns the
-/// offset within the directory and what is wrong.
+/// Walks a paged index's directory (FORMAT.md §11.8, open step 5): pages in
+/// order within `0..pages_len`, their blocks numbered and placed in order
+/// from the file header to the index, each page's counts within limits, the
+/// sums equal to the footer's counts. Reads no page: what a page's bytes must
+/// agree with (its length, its blocks' lengths and where they end) is checked
+/// by the page check on first use. One pass over fixed-size entries, about a
+/// dozen comparisons each; returns the offset within the directory and what
+/// is wrong.
 fn walk_directory(
     dir: &[u8],
     pages: usize,
@@ -979,49 +995,17 @@ fn walk_directory(
     f: &Footer,
 ) -> std::result::Result<(), (usize, String)> {
     let dlen = dir_entry_len(tagged);
-    let ix_min = TABLE_INDEX_ENTRY_FIXED_LEN + if tagged { TAG_LEN } else { 0 };
-    let ix_max = ix_min + MAX_TABLE_KEY_LEN;
     let (mut blocks, mut entries) = (0u64, 0u64);
-    let mut prev: Option<DirEntry<'_>> = None;
-    // Page p - 1 is checked against page p's start (or, for the last page,
-    // the directory's and the index's).
-    let close = |d: &DirEntry<'_>, p: usize, end_at: u64, end_offset: u64| {
-        let n = u64::from(d.blocks);
-        let len = end_at.saturating_sub(u64::from(d.at));
-        if end_at <= u64::from(d.at) || !(n * ix_min as u64..=n * ix_max as u64).contains(&len)
-        {
-            return Err((
-                p * dlen,
-                format!(
-                    "page {p} of {len} bytes cannot hold {n} index entries ({ix_min}..={ix_max} bytes each)"
-                ),
-            ));
-        }
-        if u64::from(d.last_at) + ix_min as u64 > len {
-            return Err((
-                p * dlen,
-                format!("page {p}: its last entry at {} is past its end", d.last_at),
-            ));
-        }
-        let span = end_offset.saturating_sub(d.first_offset);
-        let (lo, hi) = (n * MIN_TABLE_BLOCK_LEN as u64, n * MAX_TABLE_BLOCK_LEN as u64);
-        if end_offset < d.first_offset || !(lo..=hi).contains(&span) {
-            return Err((
-                p * dlen,
-                format!(
-                    "page {p}: {n} blocks from offset {} cannot end at {end_offset}",
-                    d.first_offset
-                ),
-            ));
-        }
-        Ok(())
-    };
-    for p in 0..pages {
-        let d = decode_dir_entry(&dir[p * dlen..], tagged)
-            .ok_or_else(|| (p * dlen, format!("entry of page {p} runs past the directory")))?;
+    // The previous page's position and first block offset: the next page's
+    // are strictly greater (every page holds an entry, every block a byte).
+    let mut prev: Option<(u32, u64)> = None;
+    for (p, e) in dir.chunks_exact(dlen).take(pages).enumerate() {
+        let at = p * dlen;
+        let d = decode_dir_entry(e, tagged)
+            .ok_or_else(|| (at, format!("entry of page {p} runs past the directory")))?;
         if !(1..=MAX_TABLE_PAGE_ENTRIES as u32).contains(&d.blocks) {
             return Err((
-                p * dlen,
+                at,
                 format!(
                     "page {p} claims {} index entries (1..={MAX_TABLE_PAGE_ENTRIES})",
                     d.blocks
@@ -1030,45 +1014,38 @@ fn walk_directory(
         }
         if d.first_block != blocks {
             return Err((
-                p * dlen,
+                at,
                 format!("page {p} starts at block {}, expected {blocks}", d.first_block),
             ));
         }
         if d.entries < u64::from(d.blocks) {
             return Err((
-                p * dlen,
+                at,
+                format!("page {p}: {} blocks cannot hold {} entries", d.blocks, d.entries),
+            ));
+        }
+        let in_order = match prev {
+            None => d.at == 0 && d.first_offset == TABLE_HEADER_LEN as u64,
+            Some((pat, poff)) => d.at > pat && d.first_offset > poff,
+        };
+        if !in_order || d.at as usize >= pages_len || d.first_offset >= index_at as u64 {
+            return Err((
+                at,
                 format!(
-                    "page {p}: {} blocks cannot hold {} entries",
-                    d.blocks, d.entries
+                    "page {p} at index position {} with its first block at offset {}: out of order (page 0 at 0 and {TABLE_HEADER_LEN}, then increasing, within {pages_len} bytes of pages and blocks before {index_at})",
+                    d.at, d.first_offset
                 ),
             ));
         }
-        match &prev {
-            None if d.at != 0 || d.first_offset != TABLE_HEADER_LEN as u64 => {
-                return Err((
-                    0,
-                    format!(
-                        "page 0 at index position {} with its first block at {}, expected 0 and {TABLE_HEADER_LEN}",
-                        d.at, d.first_offset
-                    ),
-                ));
-            }
-            None => {}
-            Some(q) => close(q, p - 1, u64::from(d.at), d.first_offset)?,
-        }
         blocks += u64::from(d.blocks);
         entries = entries.saturating_add(d.entries);
-        prev = Some(d);
+        prev = Some((d.at, d.first_offset));
     }
-    match &prev {
-        Some(q) => close(q, pages - 1, pages_len as u64, index_at as u64)?,
-        None if pages_len != 0 || index_at != TABLE_HEADER_LEN => {
-            return Err((
-                0,
-                format!("no page, but {pages_len} bytes of pages and blocks up to offset {index_at}"),
-            ));
-        }
-        None => {}
+    if prev.is_none() && (pages_len != 0 || index_at != TABLE_HEADER_LEN) {
+        return Err((
+            0,
+            format!("no page, but {pages_len} bytes of pages and blocks up to offset {index_at}"),
+        ));
     }
     if blocks != f.blocks {
         return Err((0, format!("{blocks} blocks, the footer says {}", f.blocks)));
