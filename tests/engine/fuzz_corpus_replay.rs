@@ -340,14 +340,17 @@ fn table_seeds(out: &Path) {
     use std::sync::Arc;
     let fs = mem_fs();
     let dir = Path::new("/mem");
-    let table = |tagged: bool, entries: &[(Vec<u8>, Vec<u8>)], block_bytes: usize| {
+    // `paged` 0: the unpaged index of table versions 2 and 3 (the seeds
+    // committed before the paged index); else pages of that many entries
+    // (FORMAT.md §11.8).
+    let table_of = |tagged: bool, entries: &[(Vec<u8>, Vec<u8>)], block_bytes: usize, paged| {
         let spec = TableSpec {
             codec: Codec::Binary,
             seq: 9,
             tagging: tagged.then(|| (Key::from_bytes(checks::TABLE_FUZZ_KEY), [7; 16])),
             block_bytes,
             parent: None,
-            page_entries: 2,
+            page_entries: paged,
         };
         let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "t", spec).unwrap();
         for (k, v) in entries {
@@ -364,6 +367,9 @@ fn table_seeds(out: &Path) {
             )
         })
         .collect();
+    let table = |tagged, entries: &[(Vec<u8>, Vec<u8>)], block_bytes| {
+        table_of(tagged, entries, block_bytes, 0)
+    };
     let plain = table(false, &units, 64);
     write(out, "table_decode", "untagged_blocks", &plain);
     write(
@@ -388,6 +394,36 @@ fn table_seeds(out: &Path) {
         "untagged_truncated",
         &plain[..plain.len() - 1],
     );
+    // Paged tables (versions 4 and 5): pages of two index entries.
+    let paged = table_of(false, &units, 64, 2);
+    write(out, "table_decode", "paged_untagged", &paged);
+    write(
+        out,
+        "table_decode",
+        "paged_tagged",
+        &table_of(true, &units, 64, 2),
+    );
+    let mut delta = TableSpec::new(Codec::Binary, 9, None);
+    delta.parent = Some(4);
+    delta.block_bytes = 64;
+    delta.page_entries = 3;
+    let mut w = TableWriter::create(Arc::new(fs.clone()), dir, "d", delta).unwrap();
+    for (k, v) in &units {
+        w.add(k, v).unwrap();
+    }
+    w.finish(b"hdr").unwrap();
+    write(
+        out,
+        "table_decode",
+        "paged_delta",
+        &fs.get(&dir.join("d")).unwrap(),
+    );
+    // A byte of index page 1 flipped (the index starts at footer bytes 24..32).
+    let f = paged.len() - 84;
+    let index_at = u64::from_le_bytes(paged[f + 24..f + 32].try_into().unwrap()) as usize;
+    let mut flipped = paged.clone();
+    flipped[index_at + 70] ^= 0x04;
+    write(out, "table_decode", "paged_flipped_page", &flipped);
 }
 
 #[test]
