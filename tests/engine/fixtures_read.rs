@@ -9,8 +9,9 @@
 //! directory, and a plain `cargo test` runs them into a temp directory and reads
 //! what they wrote with the same checks as the committed stores (readability,
 //! not bytes). For a NEW format version, `RUNLOG_FIXTURES_OUT=DIR cargo test
-//! --test engine -- --ignored fixtures_read::generate_fixtures` writes DIR/v1 and DIR/v2
-//! (DIR must not exist); copy the new version's directory in by hand.
+//! --test engine -- --ignored fixtures_read::generate_fixtures` writes DIR/v1,
+//! DIR/v3 and DIR/v4 (DIR must not exist); copy the new version's directory in
+//! by hand.
 //!
 //! Format v2 (keyed state in a table snapshot, FORMAT.md §11): the committed
 //! stores in tests/fixtures/v2/{binary,jsonl}/{clean,damaged_block,tagged_digest}
@@ -20,6 +21,10 @@
 //! another it is `Tampered`); the damaged-block one (a byte of table block 0
 //! flipped) is refused at the open — the tail's replay looks keys up in it —
 //! and by `verify`, both naming the table and the block's offset.
+//!
+//! Format v4 (paged table indexes, FORMAT.md §11.8): tests/fixtures/v4 holds
+//! the v2 stores and v3's delta store written by a build with paged tables
+//! (table versions 4 and 5), read with the same checks.
 use crate::common;
 use common::*;
 use runlog::engine::{Codec, Error, Integrity, Reader, RealFs, Store};
@@ -28,6 +33,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 const SNAP_AT: u64 = 6;
+/// The table versions of v3_delta's store written with paged tables: a full
+/// table (4) and two deltas (5).
+const PAGED_VERSIONS: (u16, u16, u16) = (4, 5, 5);
 const RECORDS: u64 = 12;
 /// The record whose middle byte `corrupt_mid` flips (it has valid successors).
 const DAMAGED: u64 = 9;
@@ -115,15 +123,18 @@ fn generated_fixtures_read_like_the_committed_ones() {
     check_clean_v1(&root);
     check_torn_tail_v1(&root);
     check_corrupt_mid_v1(&root);
-    v2::generate(&root);
-    v2::check_clean(&root);
-    v2::check_tagged_digest(&root);
-    v2::check_damaged_block(&root);
+    // The keyed-store generators write this build's tables: paged (table
+    // versions 4 and 5, FORMAT.md §11.8), so into v4.
+    let v4 = root.join("v4");
+    v2::generate(&v4);
+    v2::check_clean(&v4);
+    v2::check_tagged_digest(&v4);
+    v2::check_damaged_block(&v4);
     v3::generate(&root);
     v3::check_clean(&root);
     v3::check_flipped_last(&root);
-    v3_delta::generate(&root);
-    v3_delta::check(&root);
+    v3_delta::generate(&v4);
+    v3_delta::check(&v4, PAGED_VERSIONS);
     // Nothing was written under the committed fixtures.
     assert!(!committed().join("generated").exists());
 }
@@ -147,9 +158,9 @@ fn generate_fixtures() {
         "the generator never writes under tests/fixtures"
     );
     generate_v1(&out);
-    v2::generate(&out);
+    v2::generate(&out.join("v4"));
     v3::generate(&out);
-    v3_delta::generate(&out);
+    v3_delta::generate(&out.join("v4"));
     eprintln!("fixtures written under {}", out.display());
 }
 
@@ -312,8 +323,10 @@ mod v2 {
         tab_model(&h)
     }
 
+    /// `root`: the version's directory (`tests/fixtures/v2`, or `v4` for the
+    /// same stores written with paged tables).
     fn fixture(root: &Path, codec: Codec, case: &str) -> PathBuf {
-        root.join("v2").join(codec.name()).join(case)
+        root.join(codec.name()).join(case)
     }
 
     fn copy(root: &Path, codec: Codec, case: &str) -> (tempfile::TempDir, PathBuf) {
@@ -324,17 +337,34 @@ mod v2 {
 
     #[test]
     fn clean_v2_keyed_store_opens_to_the_model_by_lookup_and_iteration() {
-        check_clean(&committed());
+        check_clean(&committed().join("v2"));
     }
 
     #[test]
     fn tagged_digest_v2_store_opens_only_with_its_key() {
-        check_tagged_digest(&committed());
+        check_tagged_digest(&committed().join("v2"));
     }
 
     #[test]
     fn damaged_block_v2_store_is_refused_naming_the_table_and_block() {
-        check_damaged_block(&committed());
+        check_damaged_block(&committed().join("v2"));
+    }
+
+    /// The same stores with paged tables (table version 4, FORMAT.md §11.8),
+    /// committed in tests/fixtures/v4.
+    #[test]
+    fn clean_v4_keyed_store_with_a_paged_table_opens_to_the_model() {
+        check_clean(&committed().join("v4"));
+    }
+
+    #[test]
+    fn tagged_digest_v4_store_with_a_paged_table_opens_only_with_its_key() {
+        check_tagged_digest(&committed().join("v4"));
+    }
+
+    #[test]
+    fn damaged_block_v4_store_with_a_paged_table_is_refused_naming_the_block() {
+        check_damaged_block(&committed().join("v4"));
     }
 
     pub(super) fn check_clean(root: &Path) {
@@ -423,7 +453,8 @@ mod v2 {
         }
     }
 
-    /// Writes the v2 stores under `root/v2` (new directories only).
+    /// Writes the stores under `root` (new directories only): `v2`'s layout,
+    /// with this build's tables.
     pub(super) fn generate(root: &Path) {
         for codec in codecs() {
             for tagged in [false, true] {
@@ -606,8 +637,10 @@ mod v3_delta {
         tab_model(&h)
     }
 
+    /// `root`: the version's directory (`tests/fixtures/v3`, or `v4` for the
+    /// same store written with paged tables).
     fn fixture(root: &Path, codec: Codec) -> PathBuf {
-        root.join("v3").join(codec.name()).join("delta")
+        root.join(codec.name()).join("delta")
     }
 
     pub fn generate(root: &Path) {
@@ -635,14 +668,15 @@ mod v3_delta {
         }
     }
 
-    pub fn check(root: &Path) {
+    /// `versions`: the table versions of the full table and the two deltas.
+    pub fn check(root: &Path, versions: (u16, u16, u16)) {
         for codec in codecs() {
             let (_t, dir) = copy_store(&fixture(root, codec));
             let version = |seq: u64| {
                 let b = std::fs::read(dir.join(format!("snap-{seq:020}.snap"))).unwrap();
                 u16::from_le_bytes([b[8], b[9]])
             };
-            assert_eq!((version(30), version(50), version(70)), (2, 3, 3));
+            assert_eq!((version(30), version(50), version(70)), versions);
             let b = std::fs::read(dir.join(format!("snap-{:020}.snap", 70))).unwrap();
             assert_eq!(u64::from_le_bytes(b[20..28].try_into().unwrap()), 30);
             assert!(
@@ -665,6 +699,13 @@ mod v3_delta {
 
     #[test]
     fn v3_store_with_delta_tables_opens_to_the_model_reading_only_its_tail() {
-        check(&committed());
+        check(&committed().join("v3"), (2, 3, 3));
+    }
+
+    /// The same store with paged tables (versions 4 and 5, FORMAT.md §11.8),
+    /// committed in tests/fixtures/v4.
+    #[test]
+    fn v4_store_with_paged_delta_tables_opens_to_the_model_reading_only_its_tail() {
+        check(&committed().join("v4"), super::PAGED_VERSIONS);
     }
 }
