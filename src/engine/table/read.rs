@@ -184,7 +184,10 @@ fn be_u64(c: &[u8]) -> u64 {
 impl Table {
     /// Validates the file header, footer, index and header block (checksums,
     /// limits, layout, and the table tag when tagged); reads no data block.
-    /// Memory: one `u32` per block.
+    /// A paged table (versions 4 and 5, FORMAT.md §11.8): the page directory
+    /// in place of the index, so no index page is read either. Memory: one
+    /// bit per block, and one `u32` per block for an unpaged table (versions
+    /// 2 and 3, whose index is walked here) or one bit per page for a paged one.
     pub fn from_bytes(path: PathBuf, bytes: FileBytes, key: Option<&Key>) -> Result<Table> {
         let b: &[u8] = (*bytes).as_ref();
         let file_len = b.len();
