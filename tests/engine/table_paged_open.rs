@@ -6,7 +6,8 @@
 //! `verify` report `Corrupt` (`Tampered` for a tagged table's page tag) naming
 //! the file, `table index page <n>` and its offset. The same damage in an
 //! unpaged table (versions 2 and 3, whose open walks the whole index) fails
-//! the open.
+//! the open. Every bit of the directory flipped with its CRC recomputed is
+//! loud (refused at open, or reported by the page check that meets it).
 use runlog::engine::format::masked_crc;
 use runlog::engine::table::{
     TABLE_DIR_ENTRY_LEN, TABLE_FOOTER_LEN, TABLE_INDEX_ENTRY_FIXED_LEN, TABLE_PAGE_ENTRIES, Table,
@@ -290,4 +291,78 @@ fn a_tagged_page_forged_to_keep_its_crc_is_tampering_at_lookup() {
         "{e}"
     );
     assert!(matches!(t.verify().unwrap_err(), Error::Tampered { .. }));
+}
+
+/// Every bit of a paged table's directory and page count flipped, and the
+/// directory's CRC recomputed (so that only the open's walk and the page
+/// checks can tell): the open refuses the directory, or every lookup returns
+/// the written value or `Corrupt` naming the file and an offset, and `verify`
+/// reports it. The directory's fields are each checked somewhere: never a
+/// silently wrong or missing entry.
+#[test]
+fn every_directory_bit_flipped_with_its_crc_recomputed_is_loud() {
+    let n = 300;
+    let fs = mem_fs();
+    let vfs: Arc<dyn Vfs> = Arc::new(fs.clone());
+    let spec = TableSpec {
+        block_bytes: 128,
+        page_entries: 4,
+        ..TableSpec::new(Codec::Binary, 9, None)
+    };
+    let mut w = TableWriter::create(vfs, Path::new("/mem"), NAME, spec).unwrap();
+    for i in 0..n {
+        let (k, v) = entry(i);
+        w.add(&k, &v).unwrap();
+    }
+    w.finish(b"hdr").unwrap();
+    let clean = fs.get(&path()).unwrap();
+    let pages = pages(&clean, false);
+    assert!(pages.len() >= 8, "{} pages", pages.len());
+    let f = clean.len() - TABLE_FOOTER_LEN;
+    let index_at = u64::from_le_bytes(clean[f + 24..f + 32].try_into().unwrap()) as usize;
+    let index_end = index_at + u32_at(&clean, f + 32);
+    let dir_at = index_end - 8 - pages.len() * TABLE_DIR_ENTRY_LEN;
+    let (mut at_open, mut later) = (0, 0);
+    for bit in dir_at * 8..(index_end - 4) * 8 {
+        let what = format!("directory bit {bit} (byte {})", bit / 8);
+        let mut b = clean.clone();
+        b[bit / 8] ^= 1 << (bit % 8);
+        let crc = masked_crc(&[&b[dir_at..index_end - 4]]);
+        b[index_end - 4..index_end].copy_from_slice(&crc.to_le_bytes());
+        let t = match open(b, false) {
+            Err(Error::Corrupt { path: p, .. }) if p == path() => {
+                at_open += 1;
+                continue;
+            }
+            Err(e) => panic!("{what}: {e}"),
+            Ok(t) => t,
+        };
+        for i in 0..n {
+            let (k, v) = entry(i);
+            match t.get(&k) {
+                Ok(Some(got)) => assert_eq!(got, v.as_slice(), "{what}: {i}"),
+                Ok(None) => panic!("{what}: {i} silently missing"),
+                Err(Error::Corrupt {
+                    path: p,
+                    offset: Some(_),
+                    ..
+                }) if p == path() => {}
+                Err(e) => panic!("{what}: {i}: {e}"),
+            }
+        }
+        assert!(
+            matches!(
+                t.verify(),
+                Err(Error::Corrupt {
+                    offset: Some(_),
+                    ..
+                })
+            ),
+            "{what}: verify passed"
+        );
+        later += 1;
+    }
+    // Both: the open's walk checks order and counts, a page check the rest
+    // (a page's CRC, its length, where its last entry is).
+    assert!(at_open > 0 && later > 0, "{at_open} at open, {later} later");
 }

@@ -50,8 +50,10 @@ fn snapshot_kinds(dir: &std::path::Path) -> (usize, usize) {
         let n = e.unwrap().file_name().to_string_lossy().into_owned();
         if n.starts_with("snap-") && n.ends_with(".snap") {
             let b = std::fs::read(dir.join(&n)).unwrap();
+            // Deltas are table versions 3 and 5 (the latter with a paged
+            // index, FORMAT.md §11.8, §14).
             match u16::from_le_bytes([b[8], b[9]]) {
-                3 => kinds.1 += 1,
+                3 | 5 => kinds.1 += 1,
                 _ => kinds.0 += 1,
             }
         }
