@@ -213,7 +213,7 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
         flags: h[TH_FLAGS_AT],
         seq: le_u64(h, TH_SEQ_AT),
         parent: None,
-        paged: v_paged(le_u16(h, TH_VERSION_AT)) == Some(true),
+        paged: is_paged(le_u16(h, TH_VERSION_AT)),
     };
     match v.version {
         TABLE_FORMAT_VERSION | TABLE_PAGED_VERSION => {
@@ -252,13 +252,10 @@ pub(crate) fn decode_file_header(b: &[u8]) -> Result<FileHeader, String> {
     Ok(v)
 }
 
-/// Whether a known table version has a paged index (`None`: unknown version).
-fn v_paged(version: u16) -> Option<bool> {
-    match version {
-        TABLE_FORMAT_VERSION | TABLE_DELTA_VERSION => Some(false),
-        TABLE_PAGED_VERSION | TABLE_PAGED_DELTA_VERSION => Some(true),
-        _ => None,
-    }
+/// Whether a table version has a paged index (an unknown one is refused by
+/// `decode_file_header` whatever this says).
+fn is_paged(version: u16) -> bool {
+    matches!(version, TABLE_PAGED_VERSION | TABLE_PAGED_DELTA_VERSION)
 }
 
 /// The parent a table's file header names, if it decodes as a delta's.

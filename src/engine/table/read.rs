@@ -750,16 +750,8 @@ impl Table {
     fn block_for(&self, key: &[u8]) -> Result<usize> {
         let pages = match &self.index {
             Index::Flat(blocks) => {
-                let last_key = |i: usize| {
-                    blocks
-                        .get(i)
-                        .and_then(|&at| {
-                            let index = self.file().get(self.index_at..self.index_end)?;
-                            decode_index_entry(index.get(at as usize..)?, self.tagging.is_some())
-                        })
-                        .map(|e| e.last_key)
-                        .unwrap_or_default()
-                };
+                // Every entry was checked at open: `index_entry` cannot fail here.
+                let last_key = |i| self.index_entry(i).map(|e| e.last_key).unwrap_or_default();
                 return Ok(partition(blocks.len(), |i| {
                     cmp_key(last_key(i), key) == Ordering::Less
                 }));
