@@ -93,6 +93,15 @@ impl Bits {
     }
 }
 
+/// A scan's place in a paged index: block `block`'s index entry is at byte
+/// `pos` of page `page`.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    block: usize,
+    page: usize,
+    pos: usize,
+}
+
 /// An index page checked against its CRC, tag and directory entry.
 #[derive(Clone, Copy)]
 struct Page<'a> {
@@ -501,6 +510,8 @@ impl Table {
             pos: 0,
             start: None,
             failed: None,
+            cursor: None,
+            prev_last: None,
             done: false,
         }
     }
@@ -519,6 +530,8 @@ impl Table {
             pos: 0,
             start: Some(start.to_vec()),
             failed,
+            cursor: None,
+            prev_last: None,
             done: false,
         }
     }
@@ -595,17 +608,76 @@ impl Table {
                 .and_then(|&at| index.get(at as usize..))
                 .and_then(|b| decode_index_entry(b, self.tagging.is_some()))
                 .ok_or_else(unreadable),
-            Index::Paged { pages, .. } => {
-                let p = partition(*pages, |p| {
-                    self.dir_entry(p)
-                        .is_some_and(|d| d.first_block + u64::from(d.blocks) <= i as u64)
-                });
-                let page = self.page(p)?;
+            Index::Paged { .. } => {
+                let page = self.page(self.page_of_block(i))?;
                 let j = (i as u64).checked_sub(page.dir.first_block);
                 j.and_then(|j| page.entries().nth(j as usize))
                     .ok_or_else(unreadable)
             }
         }
+    }
+
+    /// Block `i`'s index entry for a reader going block by block: read at
+    /// `cur` when it points at block `i` (a paged index's entries are found
+    /// by walking their page, so a scan keeps its place rather than walking
+    /// from the page's start for every block), else as [`Table::index_entry`];
+    /// `cur` then points at block `i + 1`.
+    fn index_entry_seq(&self, i: usize, cur: &mut Option<Cursor>) -> Result<IndexEntry<'_>> {
+        if matches!(self.index, Index::Flat(_)) {
+            return self.index_entry(i);
+        }
+        let unreadable = || {
+            self.corrupt(
+                self.index_at as u64,
+                format!("table index: entry of block {i} unreadable"),
+            )
+        };
+        let (p, pos) = match cur.filter(|c| c.block == i) {
+            Some(c) => (c.page, c.pos),
+            None => {
+                // Walk block i's page to its entry, once for the scan.
+                let p = self.page_of_block(i);
+                let page = self.page(p)?;
+                let j = (i as u64)
+                    .checked_sub(page.dir.first_block)
+                    .ok_or_else(unreadable)?;
+                let pos = page.entries().take(j as usize).map(|e| e.size).sum();
+                (p, pos)
+            }
+        };
+        let page = self.page(p)?;
+        let e = page
+            .bytes
+            .get(pos..)
+            .and_then(|b| decode_index_entry(b, self.tagging.is_some()))
+            .ok_or_else(unreadable)?;
+        let next = pos + e.size;
+        *cur = Some(if next >= page.bytes.len() {
+            Cursor {
+                block: i + 1,
+                page: p + 1,
+                pos: 0,
+            }
+        } else {
+            Cursor {
+                block: i + 1,
+                page: p,
+                pos: next,
+            }
+        });
+        Ok(e)
+    }
+
+    /// The page listing block `i` (a paged index; from the directory).
+    fn page_of_block(&self, i: usize) -> usize {
+        let pages = match &self.index {
+            Index::Paged { pages, .. } => *pages,
+            Index::Flat(_) => 0,
+        };
+        partition(pages, |p| {
+            self.dir_entry(p)
+                .is_some_and(|d| d.first_block + u64::from(d.blocks) <= i as u64)
+        })
     }
 
     /// Directory entry `p` (checked at open).
@@ -792,15 +864,30 @@ impl Table {
     /// into place (FORMAT.md §11.6), so one check per open table holds for
     /// every later lookup, as a block cache's decoded blocks do.
     fn block(&self, i: usize) -> Result<Block<'_>> {
+        self.block_with(i, self.index_entry(i)?, None)
+    }
+
+    /// [`Table::block`] given block `i`'s index entry and, when the caller
+    /// has it (a scan), the previous block's last key.
+    fn block_with<'t>(
+        &'t self,
+        i: usize,
+        ix: IndexEntry<'t>,
+        prev_last: Option<&'t [u8]>,
+    ) -> Result<Block<'t>> {
         if self.checked.get(i) {
-            let ix = self.index_entry(i)?;
             let (at, len) = (ix.offset as usize, ix.len as usize);
             // Within the file: checked at open, and again by the first check.
             if let Some(bytes) = self.file().get(at..at + len - TABLE_CRC_LEN) {
                 return Ok(Block { body: bytes });
             }
         }
-        let b = self.check_block(i)?;
+        let prev = match (i, prev_last) {
+            (0, _) => None,
+            (_, Some(k)) => Some(k),
+            (_, None) => Some(self.index_entry(i - 1)?.last_key),
+        };
+        let b = self.check_block_with(i, ix, prev)?;
         self.checked.set(i);
         Ok(b)
     }
@@ -810,6 +897,21 @@ impl Table {
     /// last key, the entry count and last key as the index says.
     fn check_block(&self, i: usize) -> Result<Block<'_>> {
         let ix = self.index_entry(i)?;
+        let prev = match i {
+            0 => None,
+            _ => Some(self.index_entry(i - 1)?.last_key),
+        };
+        self.check_block_with(i, ix, prev)
+    }
+
+    /// [`Table::check_block`] given block `i`'s index entry and the previous
+    /// block's last key (`None` for block 0).
+    fn check_block_with<'t>(
+        &'t self,
+        i: usize,
+        ix: IndexEntry<'t>,
+        mut prev: Option<&'t [u8]>,
+    ) -> Result<Block<'t>> {
         let (at, len) = (ix.offset as usize, ix.len as usize);
         let damaged = |reason: String| {
             self.corrupt(
@@ -838,10 +940,6 @@ impl Table {
                 });
             }
         }
-        let mut prev: Option<&[u8]> = match i {
-            0 => None,
-            _ => Some(self.index_entry(i - 1)?.last_key),
-        };
         let (mut pos, mut n) = (0usize, 0u32);
         while pos < body.len() {
             let e = decode_entry(&body[pos..])
@@ -1065,6 +1163,10 @@ pub struct TableIter<'a> {
     start: Option<Vec<u8>>,
     /// An error finding where `iter_from` starts, yielded first.
     failed: Option<Error>,
+    /// Where the next block's index entry is, and the last key of the block
+    /// the scan entered before it.
+    cursor: Option<Cursor>,
+    prev_last: Option<&'a [u8]>,
     done: bool,
 }
 
@@ -1085,13 +1187,9 @@ impl fmt::Debug for TableIter<'_> {
 pub const RELEASE_EVERY: usize = 8 << 20;
 
 impl TableIter<'_> {
-    /// Releases the bytes from `released` to the start of the next block
-    /// once they reach [`RELEASE_EVERY`].
-    fn release_behind(&mut self) {
-        let Ok(ix) = self.table.index_entry(self.next_block) else {
-            return;
-        };
-        let at = ix.offset as usize;
+    /// Releases the bytes from `released` to `at`, the start of the next
+    /// block, once they reach [`RELEASE_EVERY`].
+    fn release_behind(&mut self, at: usize) {
         if at >= self.released + RELEASE_EVERY {
             self.table.bytes.release(self.released..at);
             self.released = at;
@@ -1128,12 +1226,19 @@ impl<'a> Iterator for TableIter<'a> {
                 self.done = true;
                 return None;
             }
-            self.release_behind();
-            match self.table.block(self.next_block) {
-                Ok(b) => {
+            let i = self.next_block;
+            let table = self.table;
+            let found = table.index_entry_seq(i, &mut self.cursor).and_then(|ix| {
+                self.release_behind(ix.offset as usize);
+                let prev = self.prev_last.take();
+                Ok((ix, table.block_with(i, ix, prev)?))
+            });
+            match found {
+                Ok((ix, b)) => {
                     self.block = Some(b);
                     self.pos = 0;
                     self.next_block += 1;
+                    self.prev_last = Some(ix.last_key);
                 }
                 Err(e) => {
                     self.done = true;
