@@ -492,11 +492,10 @@ impl Table {
     /// its pages, each checked before its first use), then one block, whose
     /// checksum (and tag) is checked before its first use by this reader.
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
-        let i = self.block_for(key)?;
-        if i == self.nblocks {
+        let Some((i, ix)) = self.locate(key)? else {
             return Ok(None);
-        }
-        Ok(self.block(i)?.find(key))
+        };
+        Ok(self.block_with(i, ix, None)?.find(key))
     }
 
     /// All entries in key order; each block is checked when first entered. An
@@ -820,13 +819,24 @@ impl Table {
 
     /// The first block whose last key is `key` or after (`nblocks` if none).
     fn block_for(&self, key: &[u8]) -> Result<usize> {
+        Ok(self.locate(key)?.map_or(self.nblocks, |(i, _)| i))
+    }
+
+    /// The first block whose last key is `key` or after, with its index
+    /// entry (`None` if every key is before `key`): the entry the search
+    /// ends on, so a lookup does not find it a second time.
+    fn locate(&self, key: &[u8]) -> Result<Option<(usize, IndexEntry<'_>)>> {
         let pages = match &self.index {
             Index::Flat(blocks) => {
                 // Every entry was checked at open: `index_entry` cannot fail here.
                 let last_key = |i| self.index_entry(i).map(|e| e.last_key).unwrap_or_default();
-                return Ok(partition(blocks.len(), |i| {
+                let i = partition(blocks.len(), |i| {
                     cmp_key(last_key(i), key) == Ordering::Less
-                }));
+                });
+                if i == blocks.len() {
+                    return Ok(None);
+                }
+                return Ok(Some((i, self.index_entry(i)?)));
             }
             Index::Paged { pages, .. } => *pages,
         };
@@ -848,27 +858,24 @@ impl Table {
             }
         }
         if lo == pages {
-            return Ok(self.nblocks);
+            return Ok(None);
         }
         let page = self.page(lo)?;
-        let j = page
+        let (j, e) = page
             .entries()
-            .position(|e| cmp_key(e.last_key, key) != Ordering::Less)
+            .enumerate()
+            .find(|(_, e)| cmp_key(e.last_key, key) != Ordering::Less)
             .ok_or_else(|| self.page_damaged(lo, &page, "no entry for its last key".into()))?;
-        Ok((page.dir.first_block + j as u64) as usize)
+        Ok(Some(((page.dir.first_block + j as u64) as usize, e)))
     }
 
-    /// Block `i`, checked before its first use by this reader (its bit in
-    /// `checked`), as [`Table::check_block`] does; a block already checked is
-    /// sliced without checking again. The file never changes once renamed
-    /// into place (FORMAT.md §11.6), so one check per open table holds for
-    /// every later lookup, as a block cache's decoded blocks do.
-    fn block(&self, i: usize) -> Result<Block<'_>> {
-        self.block_with(i, self.index_entry(i)?, None)
-    }
-
-    /// [`Table::block`] given block `i`'s index entry and, when the caller
-    /// has it (a scan), the previous block's last key.
+    /// Block `i`, given its index entry `ix` and, when the caller has it (a
+    /// scan), the previous block's last key: checked before its first use by
+    /// this reader (its bit in `checked`), as [`Table::check_block`] does; a
+    /// block already checked is sliced without checking again. The file never
+    /// changes once renamed into place (FORMAT.md §11.6), so one check per
+    /// open table holds for every later lookup, as a block cache's decoded
+    /// blocks do.
     fn block_with<'t>(
         &'t self,
         i: usize,
