@@ -85,6 +85,9 @@ fn regular_meta(f: File, path: &Path) -> io::Result<(File, fs::Metadata)> {
     }
 }
 
+/// Files up to this size are read into memory by `read_mapped`, not mapped.
+const READ_NOT_MAP: usize = 64 << 10;
+
 /// A read-only memory map of a file.
 struct Mapped(memmap2::Mmap);
 
@@ -236,6 +239,18 @@ impl Vfs for RealFs {
             return Ok(Box::new(Vec::new()));
         }
         let len = usize::try_from(len).map_err(io::Error::other)?;
+        if len <= READ_NOT_MAP {
+            // A small file costs less to read than to map: one read against
+            // a map, its page faults and its unmap (about 10 us a file here,
+            // scripts/syscall-time.sh). A one-shot call opens a delta table
+            // or two of a few KiB. The file is complete before it is renamed
+            // into place and never written again: no read for what follows.
+            let mut f = f;
+            let mut v = vec![0u8; len];
+            let got = read_full_with(|b, _| f.read(b), &mut v, 0)?;
+            v.truncate(got);
+            return Ok(Box::new(v));
+        }
         // SAFETY: a map is undefined behaviour only if the file shrinks under it.
         // The engine maps a segment only while holding the writer lock, and
         // nothing in runlog truncates a file without that lock; bytes past the
@@ -493,6 +508,33 @@ fn read_sized(mut f: impl Read, len: u64) -> io::Result<Vec<u8>> {
 mod tests {
     use super::*;
     use std::cell::Cell;
+
+    /// A file of at most `READ_NOT_MAP` bytes is read into memory, a larger
+    /// one mapped (the process's maps name the one and not the other), and
+    /// both give the file's bytes.
+    #[test]
+    fn a_small_file_is_read_and_a_large_one_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let maps = || fs::read_to_string("/proc/self/maps").unwrap();
+        for (name, len, mapped) in [
+            ("small.snap", 4096, false),
+            ("edge.snap", READ_NOT_MAP, false),
+            ("large.snap", READ_NOT_MAP + 1, true),
+        ] {
+            let path = dir.path().join(name);
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            fs::write(&path, &bytes).unwrap();
+            let got = RealFs.read_mapped(&path).unwrap();
+            assert_eq!((*got).as_ref(), &bytes[..], "{name}");
+            let listed = maps().contains(&path.display().to_string());
+            assert_eq!(listed, mapped, "{name} of {len} bytes: mapped {listed}");
+            drop(got);
+            assert!(
+                !maps().contains(&path.display().to_string()),
+                "{name} unmapped"
+            );
+        }
+    }
 
     /// A wait that ends while the writer still tries the lock before it parks
     /// (FORMAT.md §1, `LOCK`: spin, then park) is `Busy` and starts no waiter

@@ -83,9 +83,10 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
     /// Reads a whole regular file (never through a symlink).
     fn read(&self, path: &Path) -> io::Result<FileBytes>;
-    /// Reads a whole file by memory map where available: a segment only while
-    /// holding the writer lock (nothing truncates under it), a snapshot at any
-    /// time (never written after its rename).
+    /// Reads a whole file by memory map where available (a small file may be
+    /// read instead): a segment only while holding the writer lock (nothing
+    /// truncates under it), a snapshot at any time (never written after its
+    /// rename).
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
         self.read(path)
     }
