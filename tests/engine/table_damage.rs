@@ -599,10 +599,16 @@ fn verify_rechecks_blocks_that_lookups_already_checked() {
     use std::os::unix::fs::FileExt;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join(NAME);
-    std::fs::write(&file, table_bytes(false)).unwrap();
+    // Large enough to be mapped: RealFs reads a file of at most 64 KiB into
+    // memory, where a change to the file after the open cannot reach it.
+    let m: Model = (0u32..2000)
+        .map(|i| (format!("unit-{i:05}").into_bytes(), vec![i as u8; 40]))
+        .collect();
+    let bytes = table_of(&m, false);
+    assert!(bytes.len() > 64 << 10, "{} bytes: mapped", bytes.len());
+    std::fs::write(&file, bytes).unwrap();
     let t = Table::open(&runlog::engine::RealFs, &file, None).unwrap();
     assert!(t.blocks() > 2, "the model spans several blocks");
-    let m = model();
     for (k, v) in &m {
         assert_eq!(t.get(k).unwrap(), Some(v.as_slice()));
     }
