@@ -245,10 +245,9 @@ impl Vfs for RealFs {
             // scripts/syscall-time.sh). A one-shot call opens a delta table
             // or two of a few KiB. The file is complete before it is renamed
             // into place and never written again: no read for what follows.
-            let mut f = f;
-            let mut v = vec![0u8; len];
-            let got = read_full_with(|b, _| f.read(b), &mut v, 0)?;
-            v.truncate(got);
+            // Into capacity not zeroed first: `read_to_end` fills it in place.
+            let mut v = Vec::with_capacity(len);
+            f.take(len as u64).read_to_end(&mut v)?;
             return Ok(Box::new(v));
         }
         // SAFETY: a map is undefined behaviour only if the file shrinks under it.
