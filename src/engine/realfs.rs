@@ -240,12 +240,12 @@ impl Vfs for RealFs {
         }
         let len = usize::try_from(len).map_err(io::Error::other)?;
         if len <= READ_NOT_MAP {
-            // A small file costs less to read than to map: one read against
-            // a map, its page faults and its unmap (about 10 us a file here,
-            // scripts/syscall-time.sh). A one-shot call opens a delta table
-            // or two of a few KiB. The file is complete before it is renamed
-            // into place and never written again: no read for what follows.
-            // Into capacity not zeroed first: `read_to_end` fills it in place.
+            // A small file costs less to read than to map, its page faults
+            // and its unmap (about 10 us a file here, scripts/syscall-time.sh);
+            // a one-shot call opens a delta table or two of a few KiB. The
+            // file is complete before it is renamed into place and never
+            // written again, so it is read up to its length and no further,
+            // into capacity not zeroed first (`read_to_end` fills it in place).
             let mut v = Vec::with_capacity(len);
             f.take(len as u64).read_to_end(&mut v)?;
             return Ok(Box::new(v));

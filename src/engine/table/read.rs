@@ -631,8 +631,8 @@ impl Table {
                 format!("table index: entry of block {i} unreadable"),
             )
         };
-        let (p, pos) = match cur.filter(|c| c.block == i) {
-            Some(c) => (c.page, c.pos),
+        let (p, page, pos) = match cur.filter(|c| c.block == i) {
+            Some(c) => (c.page, self.page(c.page)?, c.pos),
             None => {
                 // Walk block i's page to its entry, once for the scan.
                 let p = self.page_of_block(i);
@@ -641,10 +641,9 @@ impl Table {
                     .checked_sub(page.dir.first_block)
                     .ok_or_else(unreadable)?;
                 let pos = page.entries().take(j as usize).map(|e| e.size).sum();
-                (p, pos)
+                (p, page, pos)
             }
         };
-        let page = self.page(p)?;
         let e = page
             .bytes
             .get(pos..)
@@ -889,12 +888,7 @@ impl Table {
                 return Ok(Block { body: bytes });
             }
         }
-        let prev = match (i, prev_last) {
-            (0, _) => None,
-            (_, Some(k)) => Some(k),
-            (_, None) => Some(self.index_entry(i - 1)?.last_key),
-        };
-        let b = self.check_block_with(i, ix, prev)?;
+        let b = self.check_block_with(i, ix, prev_last)?;
         self.checked.set(i);
         Ok(b)
     }
@@ -903,22 +897,23 @@ impl Table {
     /// and the block, keys strictly increasing and after the previous block's
     /// last key, the entry count and last key as the index says.
     fn check_block(&self, i: usize) -> Result<Block<'_>> {
-        let ix = self.index_entry(i)?;
-        let prev = match i {
-            0 => None,
-            _ => Some(self.index_entry(i - 1)?.last_key),
-        };
-        self.check_block_with(i, ix, prev)
+        self.check_block_with(i, self.index_entry(i)?, None)
     }
 
-    /// [`Table::check_block`] given block `i`'s index entry and the previous
-    /// block's last key (`None` for block 0).
+    /// [`Table::check_block`] given block `i`'s index entry and, when the
+    /// caller has it (a scan), the previous block's last key; otherwise that
+    /// key is read from the index (none for block 0).
     fn check_block_with<'t>(
         &'t self,
         i: usize,
         ix: IndexEntry<'t>,
-        mut prev: Option<&'t [u8]>,
+        prev_last: Option<&'t [u8]>,
     ) -> Result<Block<'t>> {
+        let mut prev = match (i, prev_last) {
+            (0, _) => None,
+            (_, Some(k)) => Some(k),
+            (_, None) => Some(self.index_entry(i - 1)?.last_key),
+        };
         let (at, len) = (ix.offset as usize, ix.len as usize);
         let damaged = |reason: String| {
             self.corrupt(
