@@ -7,13 +7,12 @@
 
 use super::Machine;
 use super::error::{Error, Result};
-use super::format::*;
 use super::frame::{Frame, decode_record};
 use super::load::{Listing, Loaded, list_store, record_payload, replay_one};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::tag::Key;
-use super::vfs::Vfs;
+use super::vfs::{Vfs, VfsFile};
 use std::io;
 use std::path::Path;
 
@@ -21,23 +20,30 @@ use std::path::Path;
 /// segment holds at most `Options::segment_bytes`, 64 MiB by default).
 const MAX_CATCH_UP: usize = 256 << 20;
 
+/// The last segment, open for writing since the catch-up read it: the
+/// append goes through it (one open of the segment under the lock, not two).
+pub(crate) struct CaughtUp {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) file: Box<dyn VfsFile>,
+}
+
 /// Brings `l`, loaded without the writer lock, up to the log as it is now,
-/// under the lock. `Ok(false)`: the log changed in a way only a full load
+/// under the lock. `Ok(None)`: the log changed in a way only a full load
 /// reads, and `l` is to be thrown away (it may be half caught up).
 pub(crate) fn catch_up<M: Machine>(
     vfs: &dyn Vfs,
     dir: &Path,
     key: Option<&Key>,
     l: &mut Loaded<M::State>,
-) -> Result<bool> {
+) -> Result<Option<CaughtUp>> {
     if !matches!(l.verdict, Verdict::Clean) {
-        return Ok(false);
+        return Ok(None);
     }
     let (Some(scan), Some(named)) = (l.scans.last(), l.listing.segments.last()) else {
-        return Ok(false);
+        return Ok(None);
     };
     if scan.first_seq != Some(named.0) || scan.next_seq != l.next_seq {
-        return Ok(false);
+        return Ok(None);
     }
     // A compaction since the load. It rotates the log before it renames its
     // snapshot into place, so the lock-free listing may have held its new
@@ -46,22 +52,26 @@ pub(crate) fn catch_up<M: Machine>(
     // would choose its delta's parent and the files it deletes from that
     // stale chain, deleting a table a newer delta stands on. Under the writer
     // lock no compaction runs, so one listing now settles it (a failed one is
-    // left to the full load, which reports it).
+    // left to the full load, which reports it). The same listing shows a
+    // rotation since the load: a segment after the one the replay ended in
+    // (only a holder of the writer lock creates one, so none appears while
+    // this writer holds it).
     let newest = |l: &Listing| l.snapshots.last().map(|s| s.0);
     match list_store(vfs, dir) {
-        Ok(now) if newest(&now) == newest(&l.listing) => {}
-        _ => return Ok(false),
+        Ok(now) if newest(&now) == newest(&l.listing) && now.segments.last() == Some(named) => {}
+        _ => return Ok(None),
     }
     let path = dir.join(&named.1);
-    // From where the replay ended: what other writers appended since.
+    // From where the replay ended: what other writers appended since, read
+    // through the descriptor the append writes through next.
     let base = scan.valid_len;
-    let bytes = match vfs.read_from(&path, base, MAX_CATCH_UP) {
+    let (file, bytes) = match vfs.open_write_read_from(&path, base, MAX_CATCH_UP) {
         Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("read segment", &path, e)),
     };
     if bytes.len() >= MAX_CATCH_UP {
-        return Ok(false);
+        return Ok(None);
     }
     let tagging = key.zip(l.store_id.as_ref());
     let mut at = 0usize;
@@ -92,7 +102,7 @@ pub(crate) fn catch_up<M: Machine>(
                 })?;
                 if replay_one::<M>(&mut l.state, l.codec, body).is_err() {
                     // Damage, or a record this build refuses: the full load says which.
-                    return Ok(false);
+                    return Ok(None);
                 }
                 last_synced = Some(synced);
                 seq += 1;
@@ -105,19 +115,10 @@ pub(crate) fn catch_up<M: Machine>(
                 };
             }
             // A torn or damaged frame, or a seq out of order.
-            _ => return Ok(false),
+            _ => return Ok(None),
         }
     };
     let first = named.0;
-    // A rotation since the load: the history goes on in another segment
-    // (one named for the next seq; the last segment is that one when it
-    // holds no record yet).
-    if seq > first {
-        match vfs.read_head(&dir.join(segment_name(seq)), 1) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            _ => return Ok(false),
-        }
-    }
     // A last segment still without a record whose header the load's mark
     // does not prove: the compaction that made it rotated (and raised the
     // mark) after the load read the mark, before its listing. The open would
@@ -125,7 +126,7 @@ pub(crate) fn catch_up<M: Machine>(
     // whose fdatasync is still to come, though the rotation's fsync covered
     // their records; the full load under the lock reads the mark as it is.
     if seq == first && l.mark.is_none_or(|m| m.segment < first) {
-        return Ok(false);
+        return Ok(None);
     }
     // Otherwise the mark other writers raised since is not taken up here: what
     // the lock-free load proved stays the proof, and the records above it are
@@ -146,5 +147,5 @@ pub(crate) fn catch_up<M: Machine>(
     l.report.bytes_scanned += grew;
     l.report.last_seq = seq - 1;
     l.report.records_caught_up = caught;
-    Ok(true)
+    Ok(Some(CaughtUp { path, file }))
 }

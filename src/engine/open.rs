@@ -6,7 +6,7 @@
 use super::Machine;
 use super::active::{Active, ActiveSegment};
 use super::book::Book;
-use super::catchup::catch_up;
+use super::catchup::{CaughtUp, catch_up};
 use super::dir::{check_dir, create_dir_durable};
 use super::error::{Error, Result};
 use super::format::*;
@@ -141,11 +141,12 @@ impl<M: Machine> Store<M> {
         };
         let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
         let writers = Writers::new(vfs.as_ref(), &dir);
-        let current = match early {
-            Some(mut l) => {
-                catch_up::<M>(vfs.as_ref(), &dir, opts.key.as_ref(), &mut l)?.then_some(l)
-            }
-            None => None,
+        let (current, caught) = match early {
+            Some(mut l) => match catch_up::<M>(vfs.as_ref(), &dir, opts.key.as_ref(), &mut l)? {
+                Some(c) => (Some(l), Some(c)),
+                None => (None, None),
+            },
+            None => (None, None),
         };
         let loaded = match current {
             Some(l) => Some(l),
@@ -200,7 +201,7 @@ impl<M: Machine> Store<M> {
                 }
                 let id = l.store_id;
                 let vouch = |last| writers.vouches(vfs.as_ref(), last);
-                let r = Self::resume(&dir, l, &vouch)?;
+                let r = Self::resume(&dir, l, &vouch, caught)?;
                 (r.inner, r.codec, id, r.report, r.durable, r.mark)
             }
         };
@@ -283,11 +284,13 @@ impl<M: Machine> Store<M> {
     ///
     /// `vouch(last)` says whether records above the durable watermark that end
     /// the log at `last` (seq, segment, end) may stay as they are, to be made
-    /// durable by the next fsync (FORMAT.md §5.8) instead of copied.
+    /// durable by the next fsync (FORMAT.md §5.8) instead of copied. `caught`:
+    /// the last segment as a catch-up left it open for writing.
     fn resume(
         dir: &Path,
         l: Loaded<M::State>,
         vouch: &dyn Fn((u64, u64, u64)) -> bool,
+        caught: Option<CaughtUp>,
     ) -> Result<Resumed<M>> {
         let Loaded {
             state,
@@ -348,8 +351,10 @@ impl<M: Machine> Store<M> {
                 // fsyncs failed: the next fsync makes them durable.
                 let vouched =
                     above && records > 0 && continues && vouch((next_seq - 1, first, end));
+                let path = dir.join(segment_name(first));
                 Some(LastSegment {
-                    path: dir.join(segment_name(first)),
+                    opened: caught.filter(|c| c.path == path).map(|c| c.file),
+                    path,
                     first_seq: first,
                     end,
                     alloc,

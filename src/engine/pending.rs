@@ -1,6 +1,7 @@
 //! The plan a writer's open leaves for its first write (FORMAT.md §5.5 steps
 //! 3–5): plain data, made by `open.rs` and carried out by `repair.rs`.
 
+use super::vfs::VfsFile;
 use std::path::PathBuf;
 
 /// What a writer's open leaves for `Shared::prepare` (in `repair.rs`), done before the first
@@ -26,6 +27,9 @@ pub(crate) struct TornPlan {
 /// The last surviving segment, as the open found it.
 pub(crate) struct LastSegment {
     pub(crate) path: PathBuf,
+    /// The segment, open for writing since a one-shot writer's catch-up read
+    /// it under the writer lock (held since): the append writes through it.
+    pub(crate) opened: Option<Box<dyn VfsFile>>,
     pub(crate) first_seq: u64,
     /// Where its valid records end (after a torn tail is cut).
     pub(crate) end: u64,

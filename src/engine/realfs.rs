@@ -203,16 +203,19 @@ impl Vfs for RealFs {
     }
 
     fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
-        use std::io::{Seek, SeekFrom};
-        let (mut f, len) = regular_len(nofollow().read(true).open(path)?, path)?;
-        // Sized from the file's length, so that the read is one call into a
-        // buffer allocated once, not a probe and a doubling per step (a
-        // preallocated segment's catch-up reads up to its 1 MiB of zeros).
-        let len = len.saturating_sub(offset).min(max as u64);
-        f.seek(SeekFrom::Start(offset))?;
-        // Then whatever the file gained since its length was read (normally
-        // one read that returns nothing), up to `max` in all.
-        read_sized(f.take(max as u64), len)
+        let (f, len) = regular_len(nofollow().read(true).open(path)?, path)?;
+        read_tail(&f, len, offset, max)
+    }
+
+    fn open_write_read_from(
+        &self,
+        path: &Path,
+        offset: u64,
+        max: usize,
+    ) -> io::Result<(Box<dyn VfsFile>, Vec<u8>)> {
+        let (f, len) = regular_len(nofollow().read(true).write(true).open(path)?, path)?;
+        let bytes = read_tail(&f, len, offset, max)?;
+        Ok((Box::new(RealFile(f)), bytes))
     }
 
     fn open_shared(&self, path: &Path, create: bool) -> Option<io::Result<Box<dyn SharedFile>>> {
@@ -482,6 +485,20 @@ fn read_holder(f: &File) -> Option<String> {
     let _ = f.take(256).read_to_string(&mut s);
     let s = s.trim().to_string();
     (!s.is_empty()).then_some(s)
+}
+
+/// `f` (of length `len` when its size was read) from `offset` to its end, at
+/// most `max` bytes.
+fn read_tail(mut f: &File, len: u64, offset: u64, max: usize) -> io::Result<Vec<u8>> {
+    use std::io::{Seek, SeekFrom};
+    // Sized from the file's length, so that the read is one call into a
+    // buffer allocated once, not a probe and a doubling per step (a
+    // preallocated segment's catch-up reads up to its 1 MiB of zeros).
+    let len = len.saturating_sub(offset).min(max as u64);
+    f.seek(SeekFrom::Start(offset))?;
+    // Then whatever the file gained since its length was read (normally
+    // one read that returns nothing), up to `max` in all.
+    read_sized(f.take(max as u64), len)
 }
 
 /// Reads `f` to its end, `len` bytes by its stat: one read into a buffer of

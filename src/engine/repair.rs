@@ -121,9 +121,12 @@ impl<M: Machine> Shared<M> {
                 let (file, alloc) = if l.unproven {
                     (self.replace_with_sync_lock(&l, p.next_seq)?, l.end)
                 } else {
-                    let file = vfs
-                        .open_write(&l.path)
-                        .map_err(|e| Error::io("open segment for append", &l.path, e))?;
+                    let file = match l.opened {
+                        Some(f) => f,
+                        None => vfs
+                            .open_write(&l.path)
+                            .map_err(|e| Error::io("open segment for append", &l.path, e))?,
+                    };
                     if l.alloc == l.end && self.codec == Codec::Binary {
                         // No zeros in the cache: cut to the records anyway (a no-op
                         // there; JSONL segments are never preallocated). A rotation

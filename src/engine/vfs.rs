@@ -106,6 +106,19 @@ pub trait Vfs: Send + Sync + fmt::Debug {
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
         Ok(b[start..b.len().min(start.saturating_add(max))].to_vec())
     }
+    /// [`Vfs::read_from`], and the file opened for writing as
+    /// [`Vfs::open_write`]: a one-shot writer's catch-up, which appends to the
+    /// segment it read next (FORMAT.md §5.8), through one open where the
+    /// filesystem can (the default opens twice).
+    fn open_write_read_from(
+        &self,
+        path: &Path,
+        offset: u64,
+        max: usize,
+    ) -> io::Result<(Box<dyn VfsFile>, Vec<u8>)> {
+        let bytes = self.read_from(path, offset, max)?;
+        Ok((self.open_write(path)?, bytes))
+    }
     /// Atomically renames `from` over `to` (a file over a file; a directory to a
     /// new name, possibly in another directory of the same filesystem).
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;

@@ -62,6 +62,15 @@ pub trait Hooks: Clone + fmt::Debug + Send + Sync + 'static {
     fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
         RealFs.read_from(path, offset, max)
     }
+    /// The file is wrapped by [`HookedFs`] after this returns it.
+    fn open_write_read_from(
+        &self,
+        path: &Path,
+        offset: u64,
+        max: usize,
+    ) -> io::Result<(Box<dyn VfsFile>, Vec<u8>)> {
+        RealFs.open_write_read_from(path, offset, max)
+    }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         RealFs.rename(from, to)
     }
@@ -148,6 +157,15 @@ impl<H: Hooks> Vfs for HookedFs<H> {
     }
     fn read_from(&self, path: &Path, offset: u64, max: usize) -> io::Result<Vec<u8>> {
         self.0.read_from(path, offset, max)
+    }
+    fn open_write_read_from(
+        &self,
+        path: &Path,
+        offset: u64,
+        max: usize,
+    ) -> io::Result<(Box<dyn VfsFile>, Vec<u8>)> {
+        let (f, bytes) = self.0.open_write_read_from(path, offset, max)?;
+        Ok((self.wrap(path, f), bytes))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.0.rename(from, to)

@@ -1,6 +1,7 @@
 //! Proves that a one-shot `Runs::change` on a run whose last session ended
-//! cleanly replays the run once and fsyncs once (one fdatasync, no directory
-//! fsync) and never writes over a record, that a refused change fsyncs nothing
+//! cleanly replays the run once, opens its segment once under the lock and
+//! fsyncs once (one fdatasync, no directory fsync) and never writes over a
+//! record, that a refused change fsyncs nothing
 //! and writes no segment or snapshot, and documents the one case that needs
 //! more: a last segment without records whose durability mark was lost is
 //! copied to a new file first.
@@ -74,6 +75,20 @@ fn an_accepted_one_shot_change_replays_once_and_fsyncs_once() {
             assert_eq!(seg_writes.len(), 1, "{codec:?}: {seg_writes:?}");
         }
         assert!(c.creates.is_empty() && c.removes.is_empty(), "{codec:?}");
+        // Under the lock the segment is opened once: the catch-up reads what
+        // was appended since the replay through the descriptor the append
+        // then writes through (FORMAT.md §5.8 step 1).
+        let seg = |v: &[std::path::PathBuf]| {
+            v.iter()
+                .filter(|p| p.to_string_lossy().contains("seg-"))
+                .count()
+        };
+        let caught: Vec<_> = c.tails_for_write.iter().map(|(p, _)| p.clone()).collect();
+        assert_eq!(
+            (seg(&caught), c.tails.len(), seg(&c.write_opens)),
+            (1, 0, 0),
+            "{codec:?}: one open of the segment for the catch-up and the append: {c:?}"
+        );
         let doc = runs.read("r").unwrap();
         assert_eq!(doc.open_units().len(), 97, "{codec:?}");
     }

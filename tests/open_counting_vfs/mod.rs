@@ -31,6 +31,11 @@ pub struct Counts {
     /// (file, bytes) of every read from an offset to the end (a one-shot
     /// writer's catch-up, FORMAT.md §5.8).
     pub tails: Vec<(PathBuf, usize)>,
+    /// (file, bytes) of every read from an offset to the end through a
+    /// descriptor then kept for writing (the catch-up before an append).
+    pub tails_for_write: Vec<(PathBuf, usize)>,
+    /// Every file opened for writing by `open_write`.
+    pub write_opens: Vec<PathBuf>,
     pub creates: Vec<PathBuf>,
     pub removes: Vec<PathBuf>,
     pub renames: u64,
@@ -138,6 +143,20 @@ impl Hooks for Counter {
         let b = RealFs.read_from(path, offset, max)?;
         self.with(|c| c.tails.push((path.to_path_buf(), b.len())));
         Ok(b)
+    }
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+        self.with(|c| c.write_opens.push(path.to_path_buf()));
+        RealFs.open_write(path)
+    }
+    fn open_write_read_from(
+        &self,
+        path: &Path,
+        offset: u64,
+        max: usize,
+    ) -> io::Result<(Box<dyn VfsFile>, Vec<u8>)> {
+        let (f, b) = RealFs.open_write_read_from(path, offset, max)?;
+        self.with(|c| c.tails_for_write.push((path.to_path_buf(), b.len())));
+        Ok((f, b))
     }
     fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
         let b = RealFs.read_mapped(path)?;
