@@ -29,6 +29,7 @@ fn seg_bytes_read(fs: &CountingFs) -> u64 {
     c.reads
         .iter()
         .chain(&c.tails)
+        .chain(&c.tails_for_write)
         .filter(|(p, _)| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
         .map(|(_, n)| *n as u64)
         .sum()
