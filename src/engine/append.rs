@@ -15,6 +15,7 @@ use super::options::SyncPolicy;
 use super::shared::{Inner, Shared};
 use super::store::Store;
 use super::tag::{Key, StoreId, TAG_LEN, record_tag};
+use super::tailcache::write_tail_cache;
 use super::vfs::{retry_interrupted, write_all_at};
 use std::sync::atomic::Ordering;
 
@@ -103,6 +104,15 @@ impl<M: Machine> Store<M> {
                 // its fsync runs, and share it (FORMAT.md §5.8).
                 let (seq, a) = (g.live.last_seq(), g.active.first_seq());
                 s.writers.publish(s.vfs.as_ref(), seq, a, g.active.end());
+                // The state the open built, for the next process (FORMAT.md
+                // §15): under the writer lock, so no compaction changes the
+                // snapshot it stands on meanwhile. Never needed: a failure is
+                // counted, not returned.
+                if let Some(bytes) = lock(&s.tail_cache).take()
+                    && write_tail_cache(s.vfs.as_ref(), &s.dir, &bytes).is_err()
+                {
+                    s.stats.tail_cache_failures.fetch_add(1, Ordering::Relaxed);
+                }
                 s.writer_lock.release();
             }
             (last, want_compact)

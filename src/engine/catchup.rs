@@ -12,6 +12,7 @@ use super::load::{Listing, Loaded, list_store, record_payload, replay_one};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::tag::Key;
+use super::tailcache::fold;
 use super::vfs::{Vfs, VfsFile};
 use std::io;
 use std::path::Path;
@@ -103,6 +104,11 @@ pub(crate) fn catch_up<M: Machine>(
                 if replay_one::<M>(&mut l.state, l.codec, body).is_err() {
                     // Damage, or a record this build refuses: the full load says which.
                     return Ok(None);
+                }
+                if let Some(t) = l.tail.as_mut() {
+                    t.digest = fold(t.digest, s, body);
+                    t.last_seq = s;
+                    t.applied += 1;
                 }
                 last_synced = Some(synced);
                 seq += 1;

@@ -151,6 +151,7 @@ fn rebuild<M: Machine>(shared: &Shared<M>, k: u64) -> Result<M::State> {
             apply: &mut apply,
             progress: None,
             key: shared.opts.key.as_ref(),
+            decode_tail: None,
         },
     )?;
     if loaded.next_seq != k + 1 || !matches!(loaded.verdict, Verdict::Clean) {

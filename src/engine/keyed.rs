@@ -504,6 +504,53 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
         state.tail_copy()
     }
 
+    fn encode_tail(state: &KeyedState<M>) -> Option<Vec<u8>> {
+        if state.overlay.len() > MAX_TAIL_COPY {
+            return None;
+        }
+        // FORMAT.md §15: the entry count, the seq, the header, then the
+        // overlay in key order (each key, the seq that wrote it, its value).
+        let overlay: Vec<(&str, u64, &M::Value)> = state
+            .overlay
+            .iter()
+            .map(|(k, w)| (k.as_str(), w.seq, &w.value))
+            .collect();
+        let mut out = Vec::new();
+        let tail = (state.len, state.seq, &state.header, overlay);
+        encode_binary(&tail, state.seq, &mut out).ok()?;
+        Some(out)
+    }
+
+    fn decode_tail(state: &mut KeyedState<M>, bytes: &[u8]) -> std::result::Result<(), String> {
+        type Tail<M> = (
+            u64,
+            u64,
+            <M as KeyedMachine>::Header,
+            Vec<(String, u64, <M as KeyedMachine>::Value)>,
+        );
+        let (len, seq, header, entries): Tail<M> = decode_payload(Codec::Binary, bytes)?;
+        if seq <= state.seq {
+            return Err(format!(
+                "cache at seq {seq}, not after the snapshot's {}",
+                state.seq
+            ));
+        }
+        let mut overlay = BTreeMap::new();
+        for (k, wseq, value) in entries {
+            if wseq <= state.seq || wseq > seq {
+                return Err(format!(
+                    "entry {k:?} written at seq {wseq}, outside the cache's records"
+                ));
+            }
+            overlay.insert(k, Written { seq: wseq, value });
+        }
+        state.header = header;
+        state.overlay = overlay;
+        state.len = len;
+        state.seq = seq;
+        Ok(())
+    }
+
     fn snapshot_installed(state: &mut KeyedState<M>, seq: u64, snapshot: SnapshotData<'_>) {
         if let SnapshotData::Table(t) = snapshot {
             // The table (with the tables under it, for a delta) holds every

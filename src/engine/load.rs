@@ -17,6 +17,7 @@ use super::snapfile::decode_snapshot;
 use super::snapshot::{SnapshotData, is_table};
 use super::table::Table;
 use super::tag::{Key, StoreId, id_mismatch, snapshot_tag, tags_equal};
+use super::tailcache::{TailCache, fold, read_tail_cache};
 use super::vfs::{FileBytes, Vfs};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -113,6 +114,12 @@ pub struct RecoveryReport {
     /// Why the durability mark was not used, when a `DURABLE` file was found
     /// that is not a valid mark (a torn write of it: it proves nothing).
     pub mark_unreadable: Option<String>,
+    /// Records above the snapshot whose effect the tail cache (FORMAT.md §15)
+    /// supplied: checked, not decoded or applied (0: no cache used).
+    pub records_from_tail_cache: u64,
+    /// Why a `TAIL` file found was not used (a cache is never needed; this
+    /// only says why the open replayed instead).
+    pub tail_cache_ignored: Option<String>,
 }
 
 /// A torn tail found at the end of the log.
@@ -145,6 +152,10 @@ pub type DecodeState<'a, S> =
 pub type ApplyRecord<'a, S> =
     dyn FnMut(&mut S, Codec, &[u8]) -> std::result::Result<(), String> + 'a;
 
+/// Makes a state, as its snapshot chain left it, the state a tail cache
+/// holds (`Machine::decode_tail`).
+pub type DecodeTail<S> = fn(&mut S, &[u8]) -> std::result::Result<(), String>;
+
 /// Knobs of one load.
 pub struct LoadSpec<'a, S> {
     /// Read files by memory map (only while holding the writer lock).
@@ -160,6 +171,11 @@ pub struct LoadSpec<'a, S> {
     /// The key of a tagged store: every record's and the base snapshot's tag is
     /// checked. Must be given for a tagged store and only for one.
     pub key: Option<&'a Key>,
+    /// Reads the tail cache (FORMAT.md §15) with it, and keeps the digest of
+    /// the records replayed for a writer to leave one: `None` for a machine
+    /// that keeps none. Never used by a load of every segment, one up to a
+    /// cut, or one of a tagged store.
+    pub decode_tail: Option<DecodeTail<S>>,
 }
 
 impl<'a, S> LoadSpec<'a, S> {
@@ -170,6 +186,7 @@ impl<'a, S> LoadSpec<'a, S> {
         decode_state: &'a mut DecodeState<'a, S>,
         apply: &'a mut ApplyRecord<'a, S>,
         key: Option<&'a Key>,
+        decode_tail: Option<DecodeTail<S>>,
     ) -> Self {
         LoadSpec {
             mapped: false,
@@ -178,6 +195,7 @@ impl<'a, S> LoadSpec<'a, S> {
             apply,
             progress: None,
             key,
+            decode_tail,
         }
     }
 }
@@ -211,6 +229,22 @@ pub struct Loaded<S> {
     /// The seq the next record gets.
     pub next_seq: u64,
     pub report: RecoveryReport,
+    /// The digest of the records above the base (FORMAT.md §15), when the
+    /// load kept one.
+    pub tail: Option<TailDigest>,
+}
+
+/// The records above a load's base, as a tail cache names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailDigest {
+    /// The base snapshot's seq (0: none).
+    pub base_seq: u64,
+    /// The last record folded (`base_seq` when none).
+    pub last_seq: u64,
+    /// `tailcache::fold` over `base_seq + 1 ..= last_seq`.
+    pub digest: u64,
+    /// Of those, the records decoded and applied (not supplied by a cache).
+    pub applied: u64,
 }
 
 const PROGRESS_EVERY: u64 = 65_536;
@@ -591,6 +625,12 @@ struct Replayed {
     scans: Vec<SegmentScan>,
     unsynced: Option<UnsyncedTail>,
     records: u64,
+    /// The digest kept (when asked), and the records the cache supplied.
+    digest: Option<u64>,
+    from_cache: u64,
+    /// The cache given did not match the log: nothing was applied, the
+    /// replay is to run again without it.
+    missed: bool,
     /// Where the mark's record ends, as the mark's segment shows it.
     mark_record_end: Option<u64>,
     mark_segment_scanned: bool,
@@ -599,6 +639,12 @@ struct Replayed {
 /// Replays every record above `base_seq` in `segments` into `state`, segment
 /// by segment (every record's checksum and tag checked, also below the
 /// base: a fallback may need them), and notes where the mark's record ends.
+///
+/// With `tail` (FORMAT.md §15) it keeps the digest of the records above the
+/// base; with a cache as well, it folds the records up to the cache's last
+/// seq into the digest without applying them, and there installs the cache
+/// when the digests agree, else stops at once with `missed` (nothing applied).
+#[allow(clippy::too_many_arguments)]
 fn replay_segments<S>(
     r: &Reading<'_>,
     segments: &[&(u64, String)],
@@ -607,10 +653,14 @@ fn replay_segments<S>(
     mark: Option<Mark>,
     state: &mut S,
     report: &mut RecoveryReport,
+    tail: Option<(Option<&TailCache>, DecodeTail<S>)>,
 ) -> Result<Replayed> {
     let mut scans = Vec::with_capacity(segments.len());
     let mut unsynced = None;
     let mut replayed = 0u64;
+    let mut digest = 0u64;
+    let mut waiting = tail.and_then(|t| t.0);
+    let (mut from_cache, mut missed) = (0u64, false);
     // Where the mark's record ends, as the mark's segment shows it.
     let mut mark_record_end: Option<u64> = None;
     let mut mark_segment_scanned = false;
@@ -631,7 +681,7 @@ fn replay_segments<S>(
                 what: id_mismatch("segment", h.store_id.as_ref(), r.store_id),
             });
         }
-        let (scan, tail) = scan_segment_tracked(bytes, |seq, body, offset| {
+        let scanned = scan_segment_tracked(bytes, |seq, body, offset| {
             // A tagged store's record passed its checksum; its tag decides whether
             // it is what the writer wrote. Checked for every record, even those
             // the snapshot covers (a fallback may need them).
@@ -650,6 +700,27 @@ fn replay_segments<S>(
             if spec.upto.is_some_and(|u| seq > u) {
                 return Ok(());
             }
+            if let Some((_, decode_tail)) = tail {
+                digest = fold(digest, seq, payload);
+                if let Some(c) = waiting {
+                    if seq < c.last_seq {
+                        return Ok(());
+                    }
+                    if seq == c.last_seq
+                        && digest == c.digest
+                        && decode_tail(state, &c.payload).is_ok()
+                    {
+                        waiting = None;
+                        from_cache = seq - base_seq;
+                        return Ok(());
+                    }
+                    missed = true;
+                    return Err(Error::Unsupported {
+                        path: path.clone(),
+                        reason: "the tail cache does not match the log".into(),
+                    });
+                }
+            }
             (spec.apply)(state, r.codec, payload).map_err(|reason| Error::Corrupt {
                 path: path.clone(),
                 offset: Some(offset),
@@ -667,7 +738,11 @@ fn replay_segments<S>(
                 });
             }
             Ok(())
-        })?;
+        });
+        let (scan, tail) = match scanned {
+            Err(_) if missed => return Ok(Replayed::missed()),
+            r => r?,
+        };
         // Preallocated zeros are not log: they would count towards compaction.
         report.bytes_scanned += match scan.end {
             ScanEnd::Preallocated { offset } => offset,
@@ -688,13 +763,35 @@ fn replay_segments<S>(
         scans.push(scan);
         unsynced = Some(tail);
     }
+    if waiting.is_some() {
+        // The log ends before the cache's last record.
+        return Ok(Replayed::missed());
+    }
     Ok(Replayed {
         scans,
         unsynced,
         records: replayed,
+        digest: tail.map(|_| digest),
+        from_cache,
+        missed,
         mark_record_end,
         mark_segment_scanned,
     })
+}
+
+impl Replayed {
+    fn missed() -> Replayed {
+        Replayed {
+            scans: Vec::new(),
+            unsynced: None,
+            records: 0,
+            digest: None,
+            from_cache: 0,
+            missed: true,
+            mark_record_end: None,
+            mark_segment_scanned: false,
+        }
+    }
 }
 
 fn load_scoped<S: Default>(
@@ -794,21 +891,60 @@ fn load_scoped<S: Default>(
         store_id: store_id.as_ref(),
         tagging: spec.key.zip(store_id.as_ref()),
     };
+    // The tail cache (§15): read once the base is chosen; one that stands on
+    // another snapshot, or cannot be read, is only reported.
+    let decode_tail = spec
+        .decode_tail
+        .filter(|_| !every_segment && spec.upto.is_none() && spec.key.is_none());
+    let cache = match decode_tail.map(|_| read_tail_cache(vfs, dir)) {
+        Some(Ok(Some(c))) if c.base_seq == base.seq => Some(c),
+        Some(Ok(Some(c))) => {
+            report.tail_cache_ignored = Some(format!(
+                "it stands on the snapshot at seq {}, the open on {}",
+                c.base_seq, base.seq
+            ));
+            None
+        }
+        Some(Err(why)) => {
+            report.tail_cache_ignored = Some(why);
+            None
+        }
+        _ => None,
+    };
+    let before = report.clone();
+    let mut replay = |cache: Option<&TailCache>, report: &mut RecoveryReport| {
+        replay_segments(
+            &reading,
+            &segments,
+            &mut spec,
+            base.seq,
+            mark,
+            &mut state,
+            report,
+            decode_tail.map(|d| (cache, d)),
+        )
+    };
+    let mut replayed = replay(cache.as_ref(), &mut report)?;
+    if replayed.missed {
+        // Nothing was applied: the state is still the chain's.
+        report = before;
+        report.tail_cache_ignored = Some(
+            "its records are not the log's (another digest, or a log that ends before them)".into(),
+        );
+        replayed = replay(None, &mut report)?;
+    }
     let Replayed {
         scans,
         unsynced,
         records: replayed,
+        digest,
+        from_cache,
         mark_record_end,
         mark_segment_scanned,
-    } = replay_segments(
-        &reading,
-        &segments,
-        &mut spec,
-        base.seq,
-        mark,
-        &mut state,
-        &mut report,
-    )?;
+        ..
+    } = replayed;
+    report.records_from_tail_cache = from_cache;
+    let base_seq = base.seq;
     let name_seqs: Vec<u64> = segments.iter().map(|s| s.0).collect();
 
     // 3. The decision, the durability mark checked against the log first.
@@ -882,6 +1018,12 @@ fn load_scoped<S: Default>(
         store_id,
         next_seq,
         report,
+        tail: digest.map(|digest| TailDigest {
+            base_seq,
+            last_seq: next_seq - 1,
+            digest,
+            applied: replayed,
+        }),
     })
 }
 

@@ -78,6 +78,23 @@ pub trait Machine: Send + Sync + 'static {
         None
     }
 
+    /// The state, for the tail cache (FORMAT.md §15): what an open that
+    /// stands on the same snapshot chain needs to arrive at this state without
+    /// applying the records since the chain's newest snapshot. `None`, the
+    /// default, keeps no cache (and so does a state too large to copy).
+    fn encode_tail(state: &Self::State) -> Option<Vec<u8>> {
+        let _ = state;
+        None
+    }
+
+    /// Makes `state`, as the snapshot chain a cache stands on left it, the
+    /// state `bytes` ([`Machine::encode_tail`]'s) holds; an error leaves it as
+    /// it was. The default refuses every cache.
+    fn decode_tail(state: &mut Self::State, bytes: &[u8]) -> std::result::Result<(), String> {
+        let _ = (state, bytes);
+        Err("this machine keeps no tail cache".into())
+    }
+
     /// Called on the live state, under the writer's lock, once compaction has
     /// installed the snapshot at `seq`: a state that keeps what the snapshot
     /// holds can drop its own copy. The default does nothing.

@@ -73,6 +73,7 @@ internal_mods! {
     snapfile;
     table;
     tag;
+    tailcache;
     vfs;
     writers;
 }

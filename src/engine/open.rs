@@ -26,6 +26,7 @@ use super::shared::{Inner, IoLock, Shared};
 use super::slot::{Slot, Stop};
 use super::store::{Store, spawn_flusher};
 use super::tag::{Key, StoreId, new_store_id};
+use super::tailcache::{TAIL_CACHE_MIN_RECORDS, TailCache, encode_tail_cache};
 use super::vfs::{Vfs, VfsFile};
 use super::writers::Writers;
 use std::path::Path;
@@ -89,6 +90,7 @@ fn load_for<M: Machine>(
             apply: &mut apply,
             progress: opts.progress.as_deref(),
             key: opts.key.as_ref(),
+            decode_tail: Some(M::decode_tail),
         },
     )
 }
@@ -164,6 +166,28 @@ impl<M: Machine> Store<M> {
                 reason,
             })?;
         }
+        // A one-shot writer that decoded and applied enough of the log leaves
+        // the state it built for the next open (FORMAT.md §15), with its batch.
+        let tail_cache = match &loaded {
+            Some(l) if opts.one_shot && opts.key.is_none() => l
+                .tail
+                .filter(|t| {
+                    t.applied >= TAIL_CACHE_MIN_RECORDS
+                        && t.last_seq > t.base_seq
+                        && t.last_seq + 1 == l.next_seq
+                })
+                .and_then(|t| {
+                    M::encode_tail(&l.state).map(|payload| {
+                        encode_tail_cache(&TailCache {
+                            base_seq: t.base_seq,
+                            last_seq: t.last_seq,
+                            digest: t.digest,
+                            payload,
+                        })
+                    })
+                }),
+            _ => None,
+        };
         let mut fresh_header = 0;
         let (inner, codec, store_id, report, durable, marked) = match loaded {
             None => {
@@ -236,6 +260,7 @@ impl<M: Machine> Store<M> {
             stop: Stop::default(),
             writer_lock: WriterLock::new(guard),
             writers,
+            tail_cache: Mutex::new(tail_cache),
         });
         if fresh_header > 0 {
             // The new store's first segment is durable, header and name.

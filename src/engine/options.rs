@@ -185,4 +185,7 @@ pub struct Stats {
     /// harmless leftovers (FORMAT.md §5.4 step 5), counted, and named by
     /// `verify` as files that could have been removed.
     pub cleanup_failures: AtomicU64,
+    /// Tail caches (FORMAT.md §15) that could not be written: the next open
+    /// replays instead, nothing else changes.
+    pub tail_cache_failures: AtomicU64,
 }

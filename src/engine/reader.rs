@@ -75,7 +75,7 @@ impl<'a> Reader<'a> {
             let l = load::load(
                 vfs,
                 dir,
-                load::LoadSpec::unlocked(&mut decode_state, &mut apply, key),
+                load::LoadSpec::unlocked(&mut decode_state, &mut apply, key, Some(M::decode_tail)),
             )?;
             M::check_state(&l.state).map_err(|reason| Error::Unsupported {
                 path: dir.to_path_buf(),

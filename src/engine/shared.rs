@@ -150,6 +150,9 @@ pub(crate) struct Shared<M: Machine> {
     /// `SHARED` and the sync lock, through which every fsync of the log runs
     /// (FORMAT.md §5.8).
     pub(crate) writers: Writers,
+    /// The tail cache (FORMAT.md §15) a one-shot writer's open built, written
+    /// with its batch under the writer lock, once the batch is accepted.
+    pub(crate) tail_cache: Mutex<Option<Vec<u8>>>,
 }
 
 /// The `io` lock of [`Shared`]. Its one way in asks for the `inner` state,

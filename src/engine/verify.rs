@@ -151,7 +151,7 @@ impl Reader<'_> {
             load_every_segment::<Vec<Arc<Table>>>(
                 vfs,
                 dir,
-                LoadSpec::unlocked(&mut decode_state, &mut apply, key),
+                LoadSpec::unlocked(&mut decode_state, &mut apply, key, None),
             )
         });
         // Open reads a table's blocks only when it looks a key up; verify reads them all.

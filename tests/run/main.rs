@@ -21,3 +21,4 @@ mod run_model_rules;
 mod run_resume_set;
 mod run_start_units;
 mod run_table_state;
+mod run_tail_cache;
