@@ -11,6 +11,7 @@ use runlog::engine::frame::{
 use runlog::engine::scan::scan_segment;
 use runlog::engine::sim::SimFs;
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_tagged};
+use runlog::engine::tailcache::{TailCache, decode_tail_cache, encode_tail_cache};
 use runlog::engine::{
     ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Reader,
     Store, SyncPolicy,
@@ -147,6 +148,33 @@ pub fn snapshot_decode(data: &[u8]) {
     }
 }
 
+/// `tail_decode`: a decoded tail cache (FORMAT.md §15) re-encodes to exactly
+/// its bytes; any bytes wrapped as a cache's payload decode back; a keyed
+/// machine's decoding of a payload never panics, and what it accepts it
+/// encodes again to a payload it accepts with the same state.
+pub fn tail_decode(data: &[u8]) {
+    if let Ok(c) = decode_tail_cache(data) {
+        assert_eq!(encode_tail_cache(&c), data);
+    }
+    let c = TailCache {
+        base_seq: 1,
+        last_seq: 2,
+        digest: 3,
+        payload: data.to_vec(),
+    };
+    assert_eq!(decode_tail_cache(&encode_tail_cache(&c)), Ok(c));
+    let mut st = KeyedState::<KNums>::default();
+    if <Keyed<KNums> as Machine>::decode_tail(&mut st, data).is_ok() {
+        let again = <Keyed<KNums> as Machine>::encode_tail(&st).expect("a decoded cache encodes");
+        let mut st2 = KeyedState::<KNums>::default();
+        <Keyed<KNums> as Machine>::decode_tail(&mut st2, &again).expect("its encoding decodes");
+        assert_eq!(
+            <Keyed<KNums> as Machine>::encode_tail(&st2).expect("encodes again"),
+            again
+        );
+    }
+}
+
 /// A keyed machine for the recovery target (format v2: its state in a table
 /// snapshot): the `n`th accepted number is stored under key `n`; 0 is refused.
 /// It also reads `Nums`'s whole-state snapshots (format v1).
@@ -250,6 +278,10 @@ fn recovery_files(data: &[u8]) -> Option<(SimFs, Codec)> {
     }
     if let Some(m) = mark {
         files.push(("DURABLE".to_string(), m));
+    }
+    if flags & 2 == 0 && !snap.is_empty() {
+        // No snapshot: the bytes after the split are a tail cache (§15).
+        files.push(("TAIL".to_string(), snap.to_vec()));
     }
     fs.set_files(Path::new("/mem/store"), &files);
     Some((fs, codec))

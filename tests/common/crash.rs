@@ -85,6 +85,10 @@ pub enum Step {
     Flush,
     /// Close and open again.
     Reopen,
+    /// Close, then one one-shot writer (FORMAT.md §5.8) appends one record
+    /// with this pad and exits (leaving a tail cache, §15, when its open
+    /// applied enough records), then open again.
+    OneShot(usize),
 }
 
 pub fn sim_opts(fs: &SimFs, codec: Codec) -> Options {
@@ -191,6 +195,20 @@ pub fn run_workload_as<S: Subject>(fs: &SimFs, x: &Explore, steps: &[Step], tall
             }
             Step::Reopen => {
                 drop(store.take());
+                store = Some(Store::<S::M>::open(dir(), o.clone()).expect("reopen"));
+            }
+            Step::OneShot(pad) => {
+                drop(store.take());
+                let one = Options {
+                    one_shot: true,
+                    ..o.clone()
+                };
+                let w = Store::<S::M>::open(dir(), one).expect("one-shot open");
+                let v = tally.value();
+                let seq = w.append(&entry(v, *pad)).expect("one-shot append");
+                tally.issued.lock().unwrap().insert(seq, (v, *pad));
+                tally.ack(seq);
+                drop(w);
                 store = Some(Store::<S::M>::open(dir(), o.clone()).expect("reopen"));
             }
         }

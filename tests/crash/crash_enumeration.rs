@@ -52,8 +52,9 @@
 use crate::common;
 use common::crash::*;
 use common::env_u64;
-use runlog::engine::sim::Persistence;
+use runlog::engine::sim::{Persistence, SimFs};
 use runlog::engine::{Codec, SyncPolicy};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn codec_of(n: u64) -> Codec {
@@ -371,4 +372,91 @@ fn first_init_under_a_new_root_is_durable_at_every_boundary() {
         }
     }
     assert!(checked > 20, "{checked}");
+}
+
+/// One-shot writers of a keyed store leave tail caches (FORMAT.md §15), and
+/// later opens (writers, readers, recovery after a crash) read through them:
+/// every crash state at every boundary of these workloads, in both models and
+/// both codecs, recovers to a prefix of the history holding every
+/// acknowledged transition, the cache's records included, whether the crash
+/// left the cache whole, torn, stale or gone.
+#[test]
+fn keyed_one_shot_writers_leaving_tail_caches_every_crash_state() {
+    use runlog::engine::tailcache::TAIL_FILE;
+    let small = |n| vec![Step::Append(10); n];
+    let workloads: Vec<Vec<Step>> = vec![
+        [small(9), vec![Step::OneShot(5); 3]].concat(),
+        [
+            small(9),
+            vec![Step::Flush],
+            small(9),
+            vec![Step::OneShot(5), Step::Append(3), Step::OneShot(5)],
+            vec![Step::Compact],
+            small(8),
+            vec![Step::OneShot(5), Step::OneShot(5)],
+        ]
+        .concat(),
+        [
+            vec![Step::Append(4097); 3],
+            small(8),
+            vec![
+                Step::Batch(vec![Some(10), None, Some(10)]),
+                Step::OneShot(5),
+                Step::OneShot(4097),
+                Step::OneShot(5),
+            ],
+        ]
+        .concat(),
+    ];
+    let mut f = Figures::default();
+    for (i, steps) in workloads.iter().enumerate() {
+        for codec in [Codec::Jsonl, Codec::Binary] {
+            // Run once without crashes: the workload leaves a cache.
+            let fs = SimFs::new();
+            let plain = Explore {
+                model: Persistence::Weak,
+                codec,
+                sync: SyncPolicy::Always,
+                outcomes: 1,
+                every: 1,
+                recovery_outcomes: 0,
+                recovery_one_in: 1,
+                read_only_one_in: 1,
+                seed: 0,
+                paranoid: false,
+                open_after_ack: false,
+            };
+            run_workload_as::<KeyedTab>(&fs, &plain, steps, &Arc::new(Tally::default()));
+            let files = fs.with_state(|s| s.live_files());
+            assert!(
+                files.keys().any(|p| p.ends_with(TAIL_FILE)),
+                "workload {i} ({codec:?}) left no tail cache: {:?}",
+                files.keys().collect::<Vec<_>>()
+            );
+            for model in [Persistence::Weak, Persistence::Ordered] {
+                let x = Explore {
+                    model,
+                    codec,
+                    sync: SyncPolicy::Always,
+                    outcomes: 16,
+                    every: 1,
+                    recovery_outcomes: 1,
+                    recovery_one_in: 4,
+                    read_only_one_in: 2,
+                    seed: i as u64,
+                    paranoid: false,
+                    open_after_ack: true,
+                };
+                match explore_as::<KeyedTab>(steps, x) {
+                    Ok(g) => f += g,
+                    Err(e) => panic!("workload {i} {model:?} {codec:?}: {e}"),
+                }
+            }
+        }
+    }
+    common::progress(format_args!(
+        "crash_enumeration: one-shot writers with tail caches: {} boundaries, {} crash states",
+        f.boundaries, f.crash_states
+    ));
+    explored_at_least(&f, 500, 1_000);
 }

@@ -155,6 +155,9 @@ fn run<S: Subject>(codec: Codec, steps: &[Step], fault: Option<Fault>) -> Result
                     }
                 }
             }
+            Step::OneShot(_) => {
+                return Err("fault injection's workloads have no one-shot step".into());
+            }
             Step::Reopen => {
                 drop(store.take());
                 poisoned = false;

@@ -61,6 +61,11 @@ fn recovery_corpus() {
 }
 
 #[test]
+fn tail_decode_corpus() {
+    replay("tail_decode", checks::tail_decode);
+}
+
+#[test]
 fn manifest_decode_corpus() {
     replay("manifest_decode", checks::manifest_decode);
 }
@@ -97,9 +102,10 @@ fn generated_seeds_replay() {
     let t = tempfile::tempdir().unwrap();
     generate_seed_corpus(t.path());
     type Check = fn(&[u8]);
-    let targets: [(&str, Check); 5] = [
+    let targets: [(&str, Check); 6] = [
         ("record_decode", checks::record_decode),
         ("snapshot_decode", checks::snapshot_decode),
+        ("tail_decode", checks::tail_decode),
         ("recovery", checks::recovery),
         ("table_decode", checks::table_decode),
         ("manifest_decode", checks::manifest_decode),
@@ -133,6 +139,26 @@ fn regenerate_seed_corpus() {
 
 /// Writes every generated seed under `out/<target>/`.
 fn generate_seed_corpus(out: &Path) {
+    // A keyed machine's tail cache (FORMAT.md §15): the payload alone (its
+    // decoding), the file around it, and the file damaged.
+    let mut st = runlog::engine::KeyedState::<checks::KNums>::default();
+    for n in [5u64, 9, 11] {
+        <runlog::engine::Keyed<checks::KNums> as runlog::engine::Machine>::apply(&mut st, &n)
+            .unwrap();
+    }
+    let payload =
+        <runlog::engine::Keyed<checks::KNums> as runlog::engine::Machine>::encode_tail(&st)
+            .unwrap();
+    let file =
+        runlog::engine::tailcache::encode_tail_cache(&runlog::engine::tailcache::TailCache {
+            base_seq: 0,
+            last_seq: 3,
+            digest: 0x5eed,
+            payload: payload.clone(),
+        });
+    write(out, "tail_decode", "payload", &payload);
+    write(out, "tail_decode", "cache", &file);
+    write(out, "tail_decode", "cache_torn", &file[..file.len() - 5]);
     for codec in [Codec::Binary, Codec::Jsonl] {
         let c = codec.name();
         let seg = segment(codec, 1, 5);
