@@ -46,7 +46,7 @@ fn change(i: usize) -> Change {
     Change::Unit {
         unit,
         status,
-        note: (i % 3 == 0).then(|| format!("note {i}")),
+        note: i.is_multiple_of(3).then(|| format!("note {i}")),
         deps: None,
     }
 }
