@@ -504,6 +504,8 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
         state.tail_copy()
     }
 
+    const KEEPS_TAIL_CACHE: bool = true;
+
     fn encode_tail(state: &KeyedState<M>) -> Option<Vec<u8>> {
         if state.overlay.len() > MAX_TAIL_COPY {
             return None;

@@ -78,6 +78,10 @@ pub trait Machine: Send + Sync + 'static {
         None
     }
 
+    /// Whether this machine keeps a tail cache (FORMAT.md §15): only then do
+    /// its opens fold the records they replay into the cache's digest.
+    const KEEPS_TAIL_CACHE: bool = false;
+
     /// The state, for the tail cache (FORMAT.md §15): what an open that
     /// stands on the same snapshot chain needs to arrive at this state without
     /// applying the records since the chain's newest snapshot. `None`, the

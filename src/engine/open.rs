@@ -90,7 +90,7 @@ fn load_for<M: Machine>(
             apply: &mut apply,
             progress: opts.progress.as_deref(),
             key: opts.key.as_ref(),
-            decode_tail: Some(M::decode_tail),
+            decode_tail: M::KEEPS_TAIL_CACHE.then_some(M::decode_tail as _),
         },
     )
 }

@@ -75,7 +75,12 @@ impl<'a> Reader<'a> {
             let l = load::load(
                 vfs,
                 dir,
-                load::LoadSpec::unlocked(&mut decode_state, &mut apply, key, Some(M::decode_tail)),
+                load::LoadSpec::unlocked(
+                    &mut decode_state,
+                    &mut apply,
+                    key,
+                    M::KEEPS_TAIL_CACHE.then_some(M::decode_tail as _),
+                ),
             )?;
             M::check_state(&l.state).map_err(|reason| Error::Unsupported {
                 path: dir.to_path_buf(),
