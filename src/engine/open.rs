@@ -175,6 +175,9 @@ impl<M: Machine> Store<M> {
                     t.applied >= TAIL_CACHE_MIN_RECORDS
                         && t.last_seq > t.base_seq
                         && t.last_seq + 1 == l.next_seq
+                        // Over a whole-state snapshot (format v1) the state
+                        // holds the snapshot's entries too: no cache (§15.2).
+                        && l.chain.first().is_none_or(|c| c.table)
                 })
                 .and_then(|t| {
                     M::encode_tail(&l.state).map(|payload| {

@@ -314,6 +314,37 @@ fn a_v1_run_opens_and_its_first_compaction_writes_a_table() {
         "a v1 snapshot"
     );
     assert_eq!(runs.read("old").unwrap(), want, "v1 read lock-free");
+    // One-shot changes over a v1 snapshot leave no tail cache (FORMAT.md
+    // §15.2): its state holds the snapshot's entries as well as the tail's.
+    let mut want = want;
+    for i in 0..12 {
+        clock.set_millis(T0 + 1_000 + i);
+        let unit = name(i as usize);
+        runs.change(
+            "old",
+            Change::Unit {
+                unit: unit.clone(),
+                status: UnitStatus::Done,
+                note: None,
+                deps: None,
+            },
+        )
+        .unwrap();
+        want.units.get_mut(&unit).unwrap().status = UnitStatus::Done;
+    }
+    assert!(
+        !run_dir.join("TAIL").exists(),
+        "no cache over a v1 snapshot"
+    );
+    let statuses = |d: &RunDoc| -> Vec<(String, UnitStatus)> {
+        d.units.iter().map(|(k, u)| (k.clone(), u.status)).collect()
+    };
+    assert_eq!(
+        statuses(&runs.read("old").unwrap()),
+        statuses(&want),
+        "v1 with one-shot changes"
+    );
+    let want = runs.read("old").unwrap();
     let run = runs.open("old").unwrap();
     assert_eq!(run.doc().unwrap(), want, "v1 opened for writing");
     clock.set_millis(T0 + 10_000);
