@@ -7,8 +7,7 @@
 //! Pure bytes here, and the two file operations at the edge.
 
 use super::error::{Error, Result};
-use super::files::random_suffix;
-use super::format::{TEMP_MARKER, masked_crc};
+use super::format::masked_crc;
 use super::vfs::{Vfs, write_all_at};
 use std::io;
 use std::path::Path;
@@ -132,24 +131,22 @@ pub fn read_tail_cache(vfs: &dyn Vfs, dir: &Path) -> std::result::Result<Option<
     }
 }
 
-/// Replaces `dir/TAIL` with `bytes`: a temp file renamed over it, neither
-/// fsynced (a cache lost or torn by a crash is ignored by the next open).
+/// Writes `bytes` over `dir/TAIL`, in place: at offset 0, then cut to their
+/// length; nothing fsynced. A reader that reads it meanwhile, or an open
+/// after a crash, finds a length or a checksum that does not match, and
+/// replays. (A temp file renamed over it cost more: ext4 starts the
+/// writeback of a file renamed over another, about 1 ms on a busy disk,
+/// under the writer lock.)
 pub fn write_tail_cache(vfs: &dyn Vfs, dir: &Path, bytes: &[u8]) -> Result<()> {
-    let target = dir.join(TAIL_FILE);
-    let temp = dir.join(format!("{TAIL_FILE}{TEMP_MARKER}{}", random_suffix()));
-    let r = (|| {
-        let f = vfs
-            .create_new(&temp)
-            .map_err(|e| Error::io("create tail cache", &temp, e))?;
-        write_all_at(f.as_ref(), bytes, 0).map_err(|e| Error::io("write tail cache", &temp, e))?;
-        drop(f);
-        vfs.rename(&temp, &target)
-            .map_err(|e| Error::io("rename tail cache", &target, e))
-    })();
-    if r.is_err() {
-        let _ = vfs.remove(&temp);
+    let path = dir.join(TAIL_FILE);
+    let f = match vfs.open_write(&path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => vfs.create_new(&path),
+        r => r,
     }
-    r
+    .map_err(|e| Error::io("open tail cache", &path, e))?;
+    write_all_at(f.as_ref(), bytes, 0).map_err(|e| Error::io("write tail cache", &path, e))?;
+    f.set_len(bytes.len() as u64)
+        .map_err(|e| Error::io("cut tail cache", &path, e))
 }
 
 #[cfg(test)]
