@@ -4,9 +4,13 @@
 # that order, each once. build.rs hands the file to the linker, which lays
 # those functions out together (docs/PERFORMANCE.md, "What a one-shot call costs beyond the floor").
 #
-# The names carry hashes of the toolchain and the crate's features, so run it
-# again after a Rust update (names the file lists that a build lacks are
-# skipped, so a stale file costs speed, never correctness):
+# The names carry hashes of the toolchain, the code and the crate's features,
+# so run it again after a Rust update or a change to the code a call runs
+# (names the file lists that a build lacks are skipped, so a stale file costs
+# speed, never correctness). The release profile has no debug info: with it,
+# the `.llvm.<hash>` suffixes that ThinLTO gives the functions it promotes
+# hash the checkout's path too, and a clone elsewhere (CI's, a user's) would
+# miss them (docs/PERFORMANCE.md, "The symbol order, path-independent"):
 #
 #   bash scripts/symbol-order.sh          # rewrite the file
 #   bash scripts/symbol-order.sh --check  # how many listed names this build has
@@ -48,7 +52,10 @@ functions() {
     shift
     valgrind --tool=callgrind --demangle=no --compress-strings=no \
         --callgrind-out-file="$tmp/cg.$name" "$@" >/dev/null 2>&1
-    grep -E '^c?fn=' "$tmp/cg.$name" | sed -E 's/^c?fn=(\([0-9]+\) )?//' | grep -E '^(_ZN|_R)'
+    # Callgrind names a recursive call's deeper levels NAME'2, NAME'3: the
+    # function is NAME.
+    grep -E '^c?fn=' "$tmp/cg.$name" | sed -E -e 's/^c?fn=(\([0-9]+\) )?//' -e "s/'[0-9]+\$//" |
+        grep -E '^(_ZN|_R)'
 }
 
 {

@@ -12,7 +12,6 @@ use super::load::{Listing, Loaded, list_store, record_payload, replay_one};
 use super::recovery::Verdict;
 use super::scan::ScanEnd;
 use super::tag::Key;
-use super::tailcache::fold;
 use super::vfs::{Vfs, VfsFile};
 use std::io;
 use std::path::Path;
@@ -106,8 +105,7 @@ pub(crate) fn catch_up<M: Machine>(
                     return Ok(None);
                 }
                 if let Some(t) = l.tail.as_mut() {
-                    t.digest = fold(t.digest, s, body);
-                    t.last_seq = s;
+                    t.push(s, body);
                     t.applied += 1;
                 }
                 last_synced = Some(synced);

@@ -247,6 +247,14 @@ pub struct TailDigest {
     pub applied: u64,
 }
 
+impl TailDigest {
+    /// Folds the record `seq` (the next above `last_seq`) into the digest.
+    pub fn push(&mut self, seq: u64, payload: &[u8]) {
+        self.digest = fold(self.digest, seq, payload);
+        self.last_seq = seq;
+    }
+}
+
 const PROGRESS_EVERY: u64 = 65_536;
 
 fn read(vfs: &dyn Vfs, path: &Path, mapped: bool, op: &'static str) -> Result<FileBytes> {
@@ -628,9 +636,6 @@ struct Replayed {
     /// The digest kept (when asked), and the records the cache supplied.
     digest: Option<u64>,
     from_cache: u64,
-    /// The cache given did not match the log: nothing was applied, the
-    /// replay is to run again without it.
-    missed: bool,
     /// Where the mark's record ends, as the mark's segment shows it.
     mark_record_end: Option<u64>,
     mark_segment_scanned: bool,
@@ -643,7 +648,8 @@ struct Replayed {
 /// With `tail` (FORMAT.md §15) it keeps the digest of the records above the
 /// base; with a cache as well, it folds the records up to the cache's last
 /// seq into the digest without applying them, and there installs the cache
-/// when the digests agree, else stops at once with `missed` (nothing applied).
+/// when the digests agree, else stops at once and returns `None`: nothing
+/// was applied, and the replay is to run again without the cache.
 #[allow(clippy::too_many_arguments)]
 fn replay_segments<S>(
     r: &Reading<'_>,
@@ -654,11 +660,16 @@ fn replay_segments<S>(
     state: &mut S,
     report: &mut RecoveryReport,
     tail: Option<(Option<&TailCache>, DecodeTail<S>)>,
-) -> Result<Replayed> {
+) -> Result<Option<Replayed>> {
     let mut scans = Vec::with_capacity(segments.len());
     let mut unsynced = None;
     let mut replayed = 0u64;
-    let mut digest = 0u64;
+    let mut digest = TailDigest {
+        base_seq,
+        last_seq: base_seq,
+        digest: 0,
+        applied: 0,
+    };
     let mut waiting = tail.and_then(|t| t.0);
     let (mut from_cache, mut missed) = (0u64, false);
     // Where the mark's record ends, as the mark's segment shows it.
@@ -701,13 +712,13 @@ fn replay_segments<S>(
                 return Ok(());
             }
             if let Some((_, decode_tail)) = tail {
-                digest = fold(digest, seq, payload);
+                digest.push(seq, payload);
                 if let Some(c) = waiting {
                     if seq < c.last_seq {
                         return Ok(());
                     }
                     if seq == c.last_seq
-                        && digest == c.digest
+                        && digest.digest == c.digest
                         && decode_tail(state, &c.payload).is_ok()
                     {
                         waiting = None;
@@ -740,7 +751,7 @@ fn replay_segments<S>(
             Ok(())
         });
         let (scan, tail) = match scanned {
-            Err(_) if missed => return Ok(Replayed::missed()),
+            Err(_) if missed => return Ok(None),
             r => r?,
         };
         // Preallocated zeros are not log: they would count towards compaction.
@@ -765,33 +776,17 @@ fn replay_segments<S>(
     }
     if waiting.is_some() {
         // The log ends before the cache's last record.
-        return Ok(Replayed::missed());
+        return Ok(None);
     }
-    Ok(Replayed {
+    Ok(Some(Replayed {
         scans,
         unsynced,
         records: replayed,
-        digest: tail.map(|_| digest),
+        digest: tail.map(|_| digest.digest),
         from_cache,
-        missed,
         mark_record_end,
         mark_segment_scanned,
-    })
-}
-
-impl Replayed {
-    fn missed() -> Replayed {
-        Replayed {
-            scans: Vec::new(),
-            unsynced: None,
-            records: 0,
-            digest: None,
-            from_cache: 0,
-            missed: true,
-            mark_record_end: None,
-            mark_segment_scanned: false,
-        }
-    }
+    }))
 }
 
 fn load_scoped<S: Default>(
@@ -924,15 +919,19 @@ fn load_scoped<S: Default>(
             decode_tail.map(|d| (cache, d)),
         )
     };
-    let mut replayed = replay(cache.as_ref(), &mut report)?;
-    if replayed.missed {
-        // Nothing was applied: the state is still the chain's.
-        report = before;
-        report.tail_cache_ignored = Some(
-            "its records are not the log's (another digest, or a log that ends before them)".into(),
-        );
-        replayed = replay(None, &mut report)?;
-    }
+    let replayed = match replay(cache.as_ref(), &mut report)? {
+        Some(r) => r,
+        None => {
+            // Nothing was applied: the state is still the chain's.
+            report = before;
+            report.tail_cache_ignored = Some(
+                "its records are not the log's (another digest, or a log that ends before them)"
+                    .into(),
+            );
+            replay(None, &mut report)?
+                .expect("a replay without a tail cache always completes")
+        }
+    };
     let Replayed {
         scans,
         unsynced,
@@ -941,7 +940,6 @@ fn load_scoped<S: Default>(
         from_cache,
         mark_record_end,
         mark_segment_scanned,
-        ..
     } = replayed;
     report.records_from_tail_cache = from_cache;
     let base_seq = base.seq;
