@@ -38,6 +38,7 @@
 
 mod args;
 mod atomic;
+mod binary;
 mod build;
 mod child;
 mod latency;
@@ -422,6 +423,7 @@ fn main() -> ExitCode {
     }
     let out = json!({
         "machine": machine::machine(),
+        "binary": binary::describe(&cfg.bin),
         "loadavg_at_start": loadavg,
         "codec": codec_name(cfg.codec),
         "parent_peak_rss_mib": parent_peak_mib(),

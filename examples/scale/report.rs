@@ -21,6 +21,7 @@ fn num(v: &Value, digits: usize) -> String {
 /// Prints one row per size, then every error met, so none goes unseen.
 pub fn print(out: &Value) {
     let m = &out["machine"];
+    println!("{}", crate::binary::line(&out["binary"]));
     println!(
         "machine: {} cores ({}), Linux {}, temp dir {} on {} ({}); codec {}; medians of {} calls",
         m["cores"],
@@ -99,6 +100,7 @@ pub fn print(out: &Value) {
 /// The live cycle: one row per size; ratios are over the smallest size's median.
 pub fn print_live(out: &Value) {
     let m = &out["machine"];
+    println!("{}", crate::binary::line(&out["binary"]));
     println!(
         "machine: {} cores ({}), temp dir on {}; codec {}; live cycle, {} rounds at least",
         m["cores"],
@@ -200,6 +202,7 @@ fn collect_errors(v: &Value, at: &str, out: &mut Vec<String>) {
 /// The processes mode's table: one row per size and writer count.
 pub fn print_processes(out: &Value) {
     let m = &out["machine"];
+    println!("{}", crate::binary::line(&out["binary"]));
     println!(
         "machine: {} cores ({}), Linux {}, temp dir on {}; codec {}",
         m["cores"],

@@ -928,8 +928,7 @@ fn load_scoped<S: Default>(
                 "its records are not the log's (another digest, or a log that ends before them)"
                     .into(),
             );
-            replay(None, &mut report)?
-                .expect("a replay without a tail cache always completes")
+            replay(None, &mut report)?.expect("a replay without a tail cache always completes")
         }
     };
     let Replayed {
