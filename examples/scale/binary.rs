@@ -68,9 +68,10 @@ pub fn line(b: &Value) -> String {
     ) {
         (Some(found), Some(listed)) if found * 100 < listed * STALE_BELOW_PERCENT => format!(
             "binary: {path}, {found} of {listed} symbol-order names\n\
-             WARNING: this binary was not linked in the order its calls run (a test build's, or a stale \
-             link/symbol-order.txt): its figures are not the crate's; build it with \
-             `cargo build --release --features cli --bin runlog`"
+             WARNING: this binary lacks most of the functions this checkout's link/symbol-order.txt \
+             lays out: a test build's (its figures are not the crate's; build it with \
+             `cargo build --release --features cli --bin runlog`), a build of other code, or a \
+             stale file (`bash scripts/symbol-order.sh`)"
         ),
         (Some(found), Some(listed)) => {
             format!("binary: {path}, {found} of {listed} symbol-order names")
