@@ -248,7 +248,8 @@ pub struct TailDigest {
 }
 
 impl TailDigest {
-    /// Folds the record `seq` (the next above `last_seq`) into the digest.
+    /// Folds the record `seq` (the next above `last_seq`) into the digest,
+    /// for a catch-up extending what the load folded.
     pub fn push(&mut self, seq: u64, payload: &[u8]) {
         self.digest = fold(self.digest, seq, payload);
         self.last_seq = seq;
@@ -664,12 +665,7 @@ fn replay_segments<S>(
     let mut scans = Vec::with_capacity(segments.len());
     let mut unsynced = None;
     let mut replayed = 0u64;
-    let mut digest = TailDigest {
-        base_seq,
-        last_seq: base_seq,
-        digest: 0,
-        applied: 0,
-    };
+    let mut digest = 0u64;
     let mut waiting = tail.and_then(|t| t.0);
     let (mut from_cache, mut missed) = (0u64, false);
     // Where the mark's record ends, as the mark's segment shows it.
@@ -712,13 +708,13 @@ fn replay_segments<S>(
                 return Ok(());
             }
             if let Some((_, decode_tail)) = tail {
-                digest.push(seq, payload);
+                digest = fold(digest, seq, payload);
                 if let Some(c) = waiting {
                     if seq < c.last_seq {
                         return Ok(());
                     }
                     if seq == c.last_seq
-                        && digest.digest == c.digest
+                        && digest == c.digest
                         && decode_tail(state, &c.payload).is_ok()
                     {
                         waiting = None;
@@ -782,7 +778,7 @@ fn replay_segments<S>(
         scans,
         unsynced,
         records: replayed,
-        digest: tail.map(|_| digest.digest),
+        digest: tail.map(|_| digest),
         from_cache,
         mark_record_end,
         mark_segment_scanned,
