@@ -8,7 +8,7 @@
 
 use super::error::{Error, Result};
 use super::format::*;
-use super::vfs::{SharedFile, Vfs, VfsFile, write_all_at, write_all_with};
+use super::vfs::{SharedFile, Vfs, VfsFile, open_or_create, write_all_at, write_all_with};
 use std::io;
 use std::path::Path;
 
@@ -175,11 +175,7 @@ impl MarkWriter {
                 return write_all_with(|b, at| h.write_at(b, at), &encode_mark(&m), 0);
             }
             if self.file.is_none() {
-                let f = match vfs.open_write(&path) {
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => vfs.create_new(&path)?,
-                    r => r?,
-                };
-                self.file = Some(f);
+                self.file = Some(open_or_create(vfs, &path)?);
             }
             let f = self.file.as_ref().expect("opened above");
             write_all_at(f.as_ref(), &encode_mark(&m), 0)

@@ -8,7 +8,7 @@
 
 use super::error::{Error, Result};
 use super::format::masked_crc;
-use super::vfs::{Vfs, write_all_at};
+use super::vfs::{Vfs, open_or_create, write_all_at};
 use std::io;
 use std::path::Path;
 
@@ -139,11 +139,7 @@ pub fn read_tail_cache(vfs: &dyn Vfs, dir: &Path) -> std::result::Result<Option<
 /// under the writer lock.)
 pub fn write_tail_cache(vfs: &dyn Vfs, dir: &Path, bytes: &[u8]) -> Result<()> {
     let path = dir.join(TAIL_FILE);
-    let f = match vfs.open_write(&path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => vfs.create_new(&path),
-        r => r,
-    }
-    .map_err(|e| Error::io("open tail cache", &path, e))?;
+    let f = open_or_create(vfs, &path).map_err(|e| Error::io("open tail cache", &path, e))?;
     write_all_at(f.as_ref(), bytes, 0).map_err(|e| Error::io("write tail cache", &path, e))?;
     f.set_len(bytes.len() as u64)
         .map_err(|e| Error::io("cut tail cache", &path, e))

@@ -185,6 +185,19 @@ pub trait Vfs: Send + Sync + fmt::Debug {
 /// The longest sleep between two attempts of the default [`Vfs::lock_wait`].
 pub const LOCK_POLL_MAX: Duration = Duration::from_millis(50);
 
+/// Opens `path` for writing, creating it when missing (also when another
+/// process created it between the two attempts): the small files written in
+/// place (`DURABLE`, `SHARED`, `TAIL`).
+pub fn open_or_create(vfs: &dyn Vfs, path: &Path) -> io::Result<Box<dyn VfsFile>> {
+    match vfs.open_write(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match vfs.create_new(path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => vfs.open_write(path),
+            r => r,
+        },
+        r => r,
+    }
+}
+
 /// Writes all of `buf` at `offset`, retrying interrupted and short writes.
 pub fn write_all_at(f: &dyn VfsFile, buf: &[u8], offset: u64) -> io::Result<()> {
     write_all_with(|b, at| f.write_at(b, at), buf, offset)

@@ -9,7 +9,7 @@
 use super::format::*;
 use super::mark::{Mark, MarkFound, MarkWriter, decode_mark, read_mark};
 use super::mutex::lock;
-use super::vfs::{
+use super::vfs::{open_or_create, 
     LockAttempt, SharedFile, Vfs, VfsFile, read_full_with, write_all_at, write_all_with,
 };
 use std::io;
@@ -305,13 +305,7 @@ impl Writers {
         let path = self.dir.join(SHARED_FILE);
         let mut f = lock(&self.file);
         if f.is_none() {
-            *f = Some(match vfs.open_write(&path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => match vfs.create_new(&path) {
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => vfs.open_write(&path)?,
-                    r => r?,
-                },
-                r => r?,
-            });
+            *f = Some(open_or_create(vfs, &path)?);
         }
         let file = f.as_ref().expect("opened above");
         let r = write_all_at(file.as_ref(), slot, at);
