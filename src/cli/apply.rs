@@ -7,6 +7,7 @@ use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED};
 use runlog::run::{Run, RunError, Runs};
 use serde_json::json;
 use std::io::{BufReader, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most lines applied as one batch.
 const MAX_BATCH: usize = 1024;
@@ -17,11 +18,16 @@ fn ack_error(msg: &str, code: u8) -> String {
 
 /// Applies the operations read from `input` to `run`, writing one ack per
 /// non-blank line to `out`. Returns the exit status (1 after a failure that
-/// is not a refusal: the store no longer accepts writes).
+/// is not a refusal: the store no longer accepts writes). Failures are also
+/// written to stderr, and refusals too when `echo_refusals` (`apply`'s own
+/// stdin; `serve` leaves a refusal to the client it refused). `acked` counts
+/// the changes acknowledged durable.
 pub fn apply_stream(
     run: &Run,
     input: &mut BufReader<impl Read>,
     out: &mut impl Write,
+    echo_refusals: bool,
+    acked: &AtomicU64,
 ) -> Result<u8, RunError> {
     let io_err = |e: std::io::Error| RunError::Io {
         op: "apply: stdin/stdout",
@@ -79,6 +85,7 @@ pub fn apply_stream(
                 None => match results.next() {
                     Some(Ok(seq)) => {
                         writeln!(out, "{}", json!({ "seq": seq })).map_err(io_err)?;
+                        acked.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
                     Some(Err(e)) => (super::report(&e), e.exit_code()),
@@ -87,7 +94,9 @@ pub fn apply_stream(
             };
             failed |= code == EXIT_FAILED;
             // Failures go to stderr as well as into the ack (docs/CLI.md).
-            eprintln!("runlog: apply: line {n}: {msg}");
+            if echo_refusals || code == EXIT_FAILED {
+                eprintln!("runlog: apply: line {n}: {msg}");
+            }
             writeln!(out, "{}", ack_error(&msg, code)).map_err(io_err)?;
         }
         out.flush().map_err(io_err)?;
@@ -103,7 +112,7 @@ pub fn apply_stdin(runs: &Runs, id: &str) -> Result<u8, RunError> {
     let stdin = std::io::stdin();
     let mut input = std::io::BufReader::with_capacity(256 << 10, stdin.lock());
     let mut out = std::io::stdout().lock();
-    apply_stream(&run, &mut input, &mut out)
+    apply_stream(&run, &mut input, &mut out, true, &AtomicU64::new(0))
 }
 
 #[cfg(test)]

@@ -65,6 +65,19 @@ Each line gets one ack line on stdout once durable: {\"seq\":N}, or
 {\"error\":\"…\",\"code\":2} for a refused line (also written to stderr); after a
 failure (code 1) apply stops and exits 1. The full reference: docs/CLI.md.";
 
+/// `serve --help`: what the server does and what its clients see.
+pub const SERVE_HELP: &str = "\
+The server holds the run's writer lock until it stops. It prints one line on
+stdout once it accepts connections, at RUN's directory's SERVE socket. While it
+runs, `runlog unit`, `phase`, `resolve`, `budget` and `finalize` on the run
+hand it their change and print its answer (the same seq, message and exit
+code as applying it themselves); every other writer waits for the lock. A
+client that finds no server (or a dead one's socket) applies its change
+itself. A server killed after a client sent its change leaves that change's
+outcome unknown: the client says so and exits 1. On stopping it removes the
+socket, finishes the changes it was sent, and says on stderr how many it
+acknowledged. Tagged runs are not served. The full reference: docs/CLI.md.";
+
 // Fields shared by `init` and `start`. A plain comment: with `defer`, a doc
 // comment here would become the about of both commands.
 #[derive(Debug, Args)]
@@ -219,6 +232,15 @@ pub enum Command {
     Apply {
         /// The run id.
         run: String,
+    },
+    /// Serve the run's one-shot writers over a Unix socket: `unit`, `phase`, `resolve`, `budget` and `finalize` calls hand it their change and share its fdatasyncs.
+    #[command(after_long_help = SERVE_HELP)]
+    Serve {
+        /// The run id.
+        run: String,
+        /// Stop after this many seconds without a connection (default: serve until SIGTERM or Ctrl-C).
+        #[arg(long, value_name = "SECS")]
+        idle: Option<f64>,
     },
     /// Print the run document, or one unit of it with --unit.
     Get {

@@ -60,9 +60,16 @@ fn print_seq(json: bool, seq: u64) -> Result<u8, RunError> {
 }
 
 /// Applies `change` to run `run` (waiting visibly for the lock) and prints its seq.
+/// A server of the run (`runlog serve`) applies it when one is serving
+/// (`serve::change`).
 fn change(runs: &Runs, json: bool, run: &str, change: Change) -> Result<u8, RunError> {
-    let seq = with_lock_notice(runs, |r| r.change(run, change.clone()))?;
-    print_seq(json, seq)
+    match super::serve::change(runs, run, change)? {
+        super::serve::Answer::Seq(seq) => print_seq(json, seq),
+        super::serve::Answer::Error { message, code } => {
+            eprintln!("runlog: {message}");
+            Ok(code)
+        }
+    }
 }
 
 /// The code of the warning `spend` prints once a budget's spending reaches its limit.
@@ -198,6 +205,20 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             result,
         } => finalize(runs, json, &run, &status, result),
         Command::Apply { run } => super::apply::apply_stdin(runs, &run),
+        Command::Serve { run, idle } => {
+            let idle = idle
+                .map(|s| {
+                    if s.is_finite() && s >= 0.0 {
+                        Ok(std::time::Duration::from_secs_f64(s.min(1e9)))
+                    } else {
+                        Err(invalid(format!(
+                            "--idle {s} is not a number of seconds ≥ 0"
+                        )))
+                    }
+                })
+                .transpose()?;
+            super::serve::serve(runs, json, &run, idle)
+        }
         Command::Archive(ArchiveCommand::List) => archive_list(runs, json),
         Command::Archive(ArchiveCommand::Restore { name }) => archive_restore(runs, json, &name),
         Command::Get { run, unit: None } => get_doc(runs, json, &run),

@@ -9,6 +9,7 @@ mod commands;
 pub mod ops;
 pub mod remote;
 mod render;
+mod serve;
 mod ui;
 pub mod wait;
 pub mod watch;
@@ -99,7 +100,9 @@ const EXIT_SIGPIPE: u8 = 141;
 
 /// True when `e` is a write to a stdout whose reader has gone.
 fn is_broken_pipe(e: &RunError) -> bool {
-    matches!(e, RunError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+    // Only stdout's: a socket's peer gone (`serve`'s client) is an error to report.
+    matches!(e, RunError::Io { op, source, .. }
+        if source.kind() == std::io::ErrorKind::BrokenPipe && op.contains("stdout"))
 }
 
 /// Writes `text` to stdout and flushes; a closed stdout is an error (never a panic).

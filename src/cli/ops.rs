@@ -184,28 +184,33 @@ fn plain_serde_error(e: &serde_json::Error) -> String {
     e.to_string().replace('`', "\"")
 }
 
+/// The operation line of `c`, written from the change's own serde form: its
+/// fields, flat, beside `"op"` (what `runlog serve`'s clients send). `None`
+/// for `Change::Init`, which is no operation.
+pub fn op_line(c: &Change) -> Option<String> {
+    if !OP_NAMES.contains(&c.op()) {
+        return None;
+    }
+    let Ok(Value::Object(tagged)) = serde_json::to_value(c) else {
+        return None;
+    };
+    let (_, Value::Object(mut fields)) = tagged.into_iter().next()? else {
+        return None;
+    };
+    fields.insert("op".into(), Value::String(c.op().into()));
+    if let Some(Value::Array(items)) = fields.remove("items") {
+        fields.insert("item".into(), Value::Array(items));
+    }
+    if let Some(Value::Object(spec)) = fields.remove("spec") {
+        fields.extend(spec);
+    }
+    Some(Value::Object(fields).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use runlog::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
-
-    /// A line for `c` written from the change's own serde form: its fields,
-    /// flat, beside `"op"`.
-    fn line_of(c: &Change) -> String {
-        let Value::Object(tagged) = serde_json::to_value(c).unwrap() else {
-            panic!("a change serializes as an object")
-        };
-        let (_, fields) = tagged.into_iter().next().unwrap();
-        let mut fields = fields.as_object().unwrap().clone();
-        fields.insert("op".into(), Value::String(c.op().into()));
-        if let Some(Value::Array(items)) = fields.remove("items") {
-            fields.insert("item".into(), Value::Array(items));
-        }
-        if let Some(Value::Object(spec)) = fields.remove("spec") {
-            fields.extend(spec);
-        }
-        Value::Object(fields).to_string()
-    }
 
     #[test]
     fn every_change_but_init_is_an_op_with_the_changes_own_fields() {
@@ -255,7 +260,7 @@ mod tests {
         ops.sort_unstable();
         assert_eq!(names, ops, "one op per change but init");
         for c in &changes {
-            let line = line_of(c);
+            let line = op_line(c).unwrap();
             assert_eq!(parse_op_line(&line).as_ref(), Ok(c), "{line}");
         }
         let e = parse_op_line(r#"{"op":"init","id":"x","task":"t"}"#).unwrap_err();

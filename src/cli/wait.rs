@@ -35,7 +35,7 @@ pub fn with_lock_notice<T>(
 }
 
 /// The lock's path and recorded holder, when `e` is a held writer lock.
-fn holder_of(e: &RunError) -> Option<(String, Option<String>)> {
+pub fn holder_of(e: &RunError) -> Option<(String, Option<String>)> {
     match e {
         RunError::Engine {
             source: engine::Error::Locked { path, holder, .. },

@@ -24,6 +24,7 @@ mod cli_readers_live;
 mod cli_refusals;
 mod cli_resume_set;
 mod cli_run_ids;
+mod cli_serve;
 mod cli_start_fingerprint;
 mod cli_status_watch;
 mod cli_tagged;

@@ -1,0 +1,378 @@
+//! `runlog serve RUN` (docs/CLI.md, "serve"): one-shot writers hand their
+//! change to the server over the run's `SERVE` socket and print its answer,
+//! the same as applying the change themselves; a dead server's socket sends
+//! them back to the run; a server killed at random never leaves an
+//! acknowledgement that is not durable. `RUNLOG_SERVE_KILL9_UNITS` sets the
+//! soak's units (default 1000; two calls each).
+use crate::cli_support::*;
+use runlog::engine::sim::SimRng;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const RUN: &str = "r";
+
+/// Starts `serve RUN` with `extra` arguments; returns once it said it serves.
+fn serve(root: &Path, extra: &[&str]) -> (Child, String) {
+    let mut child = cmd(root)
+        .args(["serve", RUN])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn runlog serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("serving run r at"), "serve said {line:?}");
+    (child, line)
+}
+
+/// SIGTERM, then the exit status and stderr.
+fn stop(mut child: Child) -> (Option<i32>, String) {
+    // SAFETY: `kill` of our own child's pid with a valid signal number.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM)
+    };
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    (status.code(), err)
+}
+
+fn init(root: &Path, units: &[String]) {
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            RUN,
+            "--task",
+            "t",
+            "--units",
+            &units.join(","),
+        ],
+    );
+}
+
+/// (exit code, stdout, stderr) of one call.
+fn call(root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let o = runlog(root, args);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn changes_handed_to_a_server_print_what_applying_them_directly_prints() {
+    let served_dir = tempfile::tempdir().unwrap();
+    let direct_dir = tempfile::tempdir().unwrap();
+    let units: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+    init(served_dir.path(), &units);
+    init(direct_dir.path(), &units);
+    let (server, _) = serve(served_dir.path(), &[]);
+    assert!(served_dir.path().join("runs/r/SERVE").exists());
+    // The calls every change command makes: accepted, refused, with --json.
+    // `--lock-timeout 0` on the served side: the server holds the writer
+    // lock, so a call that tried to open the run itself would fail at once.
+    let calls: &[&[&str]] = &[
+        &["unit", RUN, "a", "in_progress"],
+        &["unit", RUN, "a", "done"],
+        &["unit", RUN, "a", "in_progress"],
+        &["--json", "unit", RUN, "b", "done"],
+        &["unit", RUN, "z", "done", "--deps", "nope"],
+        &["phase", RUN, "load", "running"],
+        &["budget", RUN, "usd", "--owner", "ops", "--limit", "5"],
+        &["resolve", RUN, "item-9"],
+        &["--json", "finalize", RUN, "done"],
+        &["unit", RUN, "c", "done"],
+        &["finalize", RUN, "done", "--result", "all green"],
+        &["unit", RUN, "c", "in_progress"],
+    ];
+    let mut accepted = 0;
+    for args in calls {
+        let mut served_args = vec!["--lock-timeout", "0"];
+        served_args.extend_from_slice(args);
+        let served = call(served_dir.path(), &served_args);
+        let direct = call(direct_dir.path(), args);
+        assert_eq!(served, direct, "{args:?}: served, then direct");
+        accepted += usize::from(direct.0 == Some(0));
+    }
+    assert!(
+        accepted >= 6,
+        "{accepted} accepted: the calls test too few changes"
+    );
+    let (code, err) = stop(server);
+    assert_eq!(code, Some(0), "serve: {err}");
+    // Every call reached the server, the refused ones too.
+    let summary = format!(
+        "{accepted} changes acknowledged over {} connections; stopped: SIGTERM",
+        calls.len()
+    );
+    assert!(
+        err.contains(&summary),
+        "serve's summary: {err}, not {summary}"
+    );
+    assert!(!served_dir.path().join("runs/r/SERVE").exists());
+    let doc = |root: &Path| {
+        let mut v = ok_json(root, &["get", RUN]);
+        for k in ["createdAt", "updatedAt", "finishedAt"] {
+            v[k] = serde_json::Value::Null;
+        }
+        for u in v["units"].as_object_mut().unwrap().values_mut() {
+            for k in ["createdAt", "updatedAt", "startedAt", "finishedAt"] {
+                u[k] = serde_json::Value::Null;
+            }
+        }
+        for p in v["phases"]
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|m| m.values_mut())
+        {
+            for k in ["startedAt", "finishedAt", "updatedAt"] {
+                p[k] = serde_json::Value::Null;
+            }
+        }
+        v
+    };
+    assert_eq!(doc(served_dir.path()), doc(direct_dir.path()));
+}
+
+#[test]
+fn a_dead_servers_socket_sends_writers_back_to_the_run() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    init(root, &["a".into(), "b".into()]);
+    let (mut server, _) = serve(root, &[]);
+    assert_eq!(
+        ok(root, &["--lock-timeout", "0", "unit", RUN, "a", "done"]),
+        "seq 2\n"
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(
+        root.join("runs/r/SERVE").exists(),
+        "kill -9 leaves the socket"
+    );
+    // No server answers: the call applies its change itself.
+    assert_eq!(
+        ok(
+            root,
+            &["--lock-timeout", "0", "unit", RUN, "b", "in_progress"]
+        ),
+        "seq 3\n"
+    );
+    // A new server replaces the dead one's socket.
+    let (server, _) = serve(root, &[]);
+    assert_eq!(
+        ok(root, &["--lock-timeout", "0", "unit", RUN, "b", "done"]),
+        "seq 4\n"
+    );
+    let (code, err) = stop(server);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("1 changes acknowledged over 1 connections"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_idle_server_stops_and_a_tagged_run_is_not_served() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    init(root, &["a".into()]);
+    let (mut server, _) = serve(root, &["--idle", "0.3"]);
+    let status = server.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(err.contains("stopped: idle for 0.3 s"), "{err}");
+    assert!(!root.join("runs/r/SERVE").exists());
+    let (code, _, err) = call(root, &["serve", RUN, "--idle", "-1"]);
+    assert_eq!(code, Some(2), "{err}");
+
+    let key = key_file(&root.join("key"), "ab", 0o600);
+    ok(root, &with_key(&key, &["init", "--id", "t", "--task", "x"]));
+    let o = runlog(root, &with_key(&key, &["serve", "t"]));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("a tagged run is not served"),
+        "{}",
+        text(&o)
+    );
+    assert!(!root.join("runs/t/SERVE").exists());
+}
+
+#[test]
+fn a_runs_root_too_long_for_a_socket_path_is_served_through_its_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("r".repeat(110));
+    std::fs::create_dir(&root).unwrap();
+    init(&root, &["a".into()]);
+    let (server, line) = serve(&root, &[]);
+    assert!(line.len() > 120, "{line}");
+    assert_eq!(
+        ok(&root, &["--lock-timeout", "0", "unit", RUN, "a", "done"]),
+        "seq 2\n"
+    );
+    let (code, err) = stop(server);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("1 changes acknowledged"), "{err}");
+}
+
+/// How one call of the soak ended.
+#[derive(Debug, Clone, PartialEq)]
+enum Outcome {
+    /// `seq N`, exit 0: durable at N.
+    Acked(u64),
+    /// Exit 1: the server died after the change was sent.
+    Unknown,
+}
+
+#[test]
+fn a_server_killed_at_random_loses_no_acknowledged_change() {
+    let units: usize = std::env::var("RUNLOG_SERVE_KILL9_UNITS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    const WRITERS: usize = 8;
+    let d = tempfile::tempdir().unwrap();
+    let root: PathBuf = d.path().to_path_buf();
+    let names: Vec<String> = (0..units).map(|i| format!("u{i}")).collect();
+    init(&root, &names);
+    let server: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(Some(serve(&root, &[]).0)));
+    let done = Arc::new(AtomicBool::new(false));
+    let kills = Arc::new(AtomicU64::new(0));
+    // Kills the server at random moments and starts a new one.
+    let killer = {
+        let (root, server, done, kills) =
+            (root.clone(), server.clone(), done.clone(), kills.clone());
+        std::thread::spawn(move || {
+            let mut rng = SimRng::new(0x0053_4552_5645);
+            while !done.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(20 + rng.next_u64() % 200));
+                let mut s = server.lock().unwrap();
+                if let Some(mut c) = s.take() {
+                    c.kill().unwrap();
+                    c.wait().unwrap();
+                    kills.fetch_add(1, Ordering::SeqCst);
+                }
+                if !done.load(Ordering::SeqCst) {
+                    *s = Some(serve(&root, &["--lock-timeout", "60"]).0);
+                }
+            }
+        })
+    };
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let root = root.clone();
+            std::thread::spawn(move || {
+                let mut calls = vec![];
+                for i in (w..units).step_by(WRITERS) {
+                    for status in ["in_progress", "done"] {
+                        let unit = format!("u{i}");
+                        let (code, out, err) =
+                            call(&root, &["--lock-timeout", "60", "unit", RUN, &unit, status]);
+                        let outcome = match code {
+                            Some(0) => Outcome::Acked(
+                                out.trim()
+                                    .strip_prefix("seq ")
+                                    .and_then(|n| n.parse().ok())
+                                    .unwrap_or_else(|| panic!("exit 0 printed {out:?}")),
+                            ),
+                            Some(1) if err.contains("which may have applied it") => {
+                                Outcome::Unknown
+                            }
+                            _ => panic!("unit {unit} {status}: exit {code:?}: {out}{err}"),
+                        };
+                        calls.push((unit, status, outcome));
+                    }
+                }
+                calls
+            })
+        })
+        .collect();
+    let calls: Vec<(String, &str, Outcome)> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    done.store(true, Ordering::SeqCst);
+    killer.join().unwrap();
+    let last = server.lock().unwrap().take();
+    let served_at_end = last.map(|c| stop(c).1).unwrap_or_default();
+    let unknown = calls.iter().filter(|c| c.2 == Outcome::Unknown).count();
+    eprintln!(
+        "cli_serve soak: {} calls, {} acknowledged, {unknown} unknown (the server died \
+         holding them), {} servers killed; the last server: {}",
+        calls.len(),
+        calls.len() - unknown,
+        kills.load(Ordering::SeqCst),
+        served_at_end.trim()
+    );
+    assert!(kills.load(Ordering::SeqCst) > 0, "no server was killed");
+
+    // Every acknowledged change is the log's record at its seq, and no seq
+    // was acknowledged twice.
+    let o = runlog(&root, &["verify", RUN, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "verify: {}", text(&o));
+    // (A server compacts as any long-lived writer: records older than the
+    // log's first are in a snapshot, and the document checks them below.)
+    let mut dump: BTreeMap<u64, Option<(String, String)>> = BTreeMap::new();
+    for line in ok(&root, &["dump", RUN]).lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        let u = &rec["t"]["change"]["unit"];
+        let change = u["unit"]
+            .as_str()
+            .map(|n| (n.to_string(), u["status"].as_str().unwrap().to_string()));
+        dump.insert(rec["seq"].as_u64().unwrap(), change);
+    }
+    let first = *dump.keys().next().expect("an empty log");
+    let mut seen = BTreeMap::new();
+    let mut in_log = 0;
+    for (unit, status, outcome) in &calls {
+        if let Outcome::Acked(seq) = outcome {
+            assert!(
+                seen.insert(*seq, unit).is_none(),
+                "seq {seq} acknowledged twice"
+            );
+            if *seq < first {
+                continue;
+            }
+            in_log += 1;
+            assert_eq!(
+                dump.get(seq),
+                Some(&Some((unit.clone(), status.to_string()))),
+                "acknowledged {unit} {status} is not the record at seq {seq}"
+            );
+        }
+    }
+    eprintln!(
+        "cli_serve soak: {in_log} acknowledged calls checked against the log (from seq {first})"
+    );
+    // And the document agrees with what was acknowledged, unit by unit.
+    let doc = ok_json(&root, &["get", RUN]);
+    for name in &names {
+        let acked = |s: &str| {
+            calls
+                .iter()
+                .any(|c| &c.0 == name && c.1 == s && matches!(c.2, Outcome::Acked(_)))
+        };
+        let st = doc["units"][name]["status"].as_str().unwrap_or_default();
+        let allowed: &[&str] = if acked("done") {
+            &["done"]
+        } else if acked("in_progress") {
+            &["in_progress", "done"]
+        } else {
+            &["pending", "in_progress", "done"]
+        };
+        assert!(allowed.contains(&st), "{name} is {st}, allowed {allowed:?}");
+    }
+}
