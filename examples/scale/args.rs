@@ -29,6 +29,8 @@ pub struct Config {
     pub processes: Vec<usize>,
     /// Rounds of a writer pass beside a floor pass, per count, in that mode.
     pub rounds: usize,
+    /// With `--processes`: also a served pass per round (`runlog serve`).
+    pub serve: bool,
 }
 
 pub const USAGE: &str =
@@ -36,7 +38,7 @@ pub const USAGE: &str =
     [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency] [--writers 8] [--spawns 400]
     [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
-    [--processes 1,2,8,32] [--rounds 5]";
+    [--processes 1,2,8,32] [--rounds 5] [--serve]";
 
 fn default_bin() -> PathBuf {
     // target/<profile>/examples/scale -> target/<profile>/runlog
@@ -67,6 +69,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
         live_oneshots: 0,
         processes: vec![],
         rounds: 5,
+        serve: false,
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, flag: &str| -> Result<u64, String> {
@@ -119,6 +122,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
                     .collect::<Result<_, _>>()?;
             }
             "--rounds" => c.rounds = num(it.next(), a)?.max(1) as usize,
+            "--serve" => c.serve = true,
             "--live-secs" => {
                 c.live_secs = it
                     .next()

@@ -17,7 +17,7 @@
 //!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
 //!     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
-//!     [--processes 1,2,8,32] [--rounds 5]
+//!     [--processes 1,2,8,32] [--rounds 5] [--serve]
 //! ```
 //!
 //! With `--processes COUNTS` it measures many one-shot writer processes at
@@ -239,6 +239,7 @@ fn processes_size(cfg: &Config, me: &Path, n: u64) -> Value {
         &cfg.processes,
         cfg.spawns,
         cfg.rounds,
+        cfg.serve,
         tmp.path(),
     );
     json!({"units": n, "build": built, "processes": processes})

@@ -8,7 +8,10 @@
 //! it starts (when perf can: else the counts are null and the pass runs bare),
 //! so fdatasyncs per checkpoint are counted, not estimated. The writer and
 //! floor passes alternate, `--rounds` times per count, so both see the same
-//! machine; the ratio quoted is the median of the rounds' ratios.
+//! machine; the ratio quoted is the median of the rounds' ratios. With
+//! `--serve`, each round also runs a served pass: the same calls while a
+//! `runlog serve` of the run (started in the pass's child, so that perf
+//! counts its fdatasyncs too) takes their changes (docs/CLI.md, "serve").
 
 use crate::build::{Pool, RUN_ID};
 use crate::child;
@@ -33,8 +36,55 @@ fn jobs(kind: &str, spawns: u64, pool: &mut Pool) -> Vec<Vec<Vec<String>>> {
         .collect()
 }
 
+/// Starts `runlog serve` on the run; returns once it said it serves.
+fn start_server(bin: &Path, root: &Path) -> Result<std::process::Child, String> {
+    use std::io::BufRead;
+    let mut c = Command::new(bin)
+        .arg("--dir")
+        .arg(root)
+        .args(["serve", RUN_ID])
+        .env_remove("RUNLOG_DIR")
+        .env_remove("RUNLOG_KEY_FILE")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn runlog serve: {e}"))?;
+    let mut line = String::new();
+    let out = c.stdout.as_mut().ok_or("runlog serve: no stdout")?;
+    std::io::BufReader::new(out)
+        .read_line(&mut line)
+        .map_err(|e| format!("read runlog serve's first line: {e}"))?;
+    if !line.starts_with("serving") {
+        let _ = c.kill();
+        let o = c.wait_with_output().map_err(|e| e.to_string())?;
+        return Err(format!(
+            "runlog serve did not start: {line}{}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(c)
+}
+
+/// Stops the server (SIGTERM) and returns how many changes it acknowledged.
+fn stop_server(c: std::process::Child) -> Result<u64, String> {
+    let pid = c.id().to_string();
+    child::run(Command::new("kill").args(["-TERM", &pid]))?.ok("kill -TERM runlog serve")?;
+    let o = c.wait_with_output().map_err(|e| format!("wait for runlog serve: {e}"))?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() {
+        return Err(format!("runlog serve: {}: {err}", o.status));
+    }
+    err.split(" changes acknowledged")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("runlog serve's summary: {err}"))
+}
+
 /// Child mode `spawn`: ROOT BIN WRITERS KIND UNITS NEXT SPAWNS. Runs one pass
-/// and prints what it did.
+/// and prints what it did. KIND `served` runs `unit`'s calls while a server
+/// of the run takes them.
 pub fn child(root: &Path, rest: &[String]) -> Result<Value, String> {
     let get = |i: usize, what: &str| {
         rest.get(i)
@@ -52,14 +102,20 @@ pub fn child(root: &Path, rest: &[String]) -> Result<Value, String> {
     let spawns = num(5, "spawns")?;
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let ctx = Ctx { bin, me: &me, root };
-    let jobs = jobs(kind, spawns, &mut pool);
+    let server = match kind {
+        "served" => Some(start_server(bin, root)?),
+        _ => None,
+    };
+    let jobs = jobs(if kind == "served" { "unit" } else { kind }, spawns, &mut pool);
     let (ok, errors, secs) = spawn_all(&ctx, writers, &jobs);
+    let served = server.map(stop_server).transpose()?;
     Ok(json!({
         "ok": ok,
         "failed": errors.len(),
         "secs": secs,
         "error": errors.first(),
         "next": pool.next_index(),
+        "served": served,
     }))
 }
 
@@ -120,6 +176,53 @@ fn pass(
     }
 }
 
+/// The served passes of one writer count (`--serve`).
+#[derive(Default)]
+struct Served {
+    rates: Vec<f64>,
+    ratios: Vec<f64>,
+    ok: u64,
+    failed: u64,
+    acked_by_server: u64,
+    fdatasyncs: Option<u64>,
+    counted: bool,
+    error: Option<String>,
+    first_failure: Value,
+}
+
+impl Served {
+    /// One served pass, beside its round's floor rate.
+    fn add(&mut self, (v, counts): &(Value, Option<(u64, u64)>), floor: Option<f64>) {
+        let ok = v["ok"].as_u64().unwrap_or(0);
+        self.ok += ok;
+        self.failed += v["failed"].as_u64().unwrap_or(0);
+        self.acked_by_server += v["served"].as_u64().unwrap_or(0);
+        if self.first_failure.is_null() {
+            self.first_failure = v["error"].clone();
+        }
+        if let Some((d, _)) = counts {
+            self.counted = true;
+            *self.fdatasyncs.get_or_insert(0) += d;
+        }
+        let rate = v["secs"].as_f64().filter(|s| *s > 0.0).map(|s| ok as f64 / s);
+        self.rates.extend(rate);
+        self.ratios.extend(rate.zip(floor).map(|(r, f)| r / f));
+    }
+
+    fn row(self, range: impl Fn(&[f64]) -> Option<Value>) -> Value {
+        json!({
+            "ok": self.ok,
+            "failed": self.failed,
+            "error": self.error.map(Value::from).unwrap_or(self.first_failure),
+            "acked_by_server": self.acked_by_server,
+            "checkpoints_per_sec": median(self.rates),
+            "ratio_range": range(&self.ratios),
+            "ratio_to_floor": median(self.ratios),
+            "fdatasyncs_per_checkpoint": self.fdatasyncs.filter(|_| self.counted && self.ok > 0).map(|c| c as f64 / self.ok as f64),
+        })
+    }
+}
+
 /// The median of `v` (the mean of the middle two when even); `None` if empty.
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
@@ -143,6 +246,7 @@ pub fn measure(
     counts: &[usize],
     spawns: u64,
     rounds: usize,
+    serve: bool,
     tmp: &Path,
 ) -> Value {
     let counted = perf_counts();
@@ -171,6 +275,7 @@ pub fn measure(
             let (mut ok, mut failed, mut floor_failed) = (0u64, 0u64, 0u64);
             let (mut fdatasyncs, mut fsyncs) = (Some(0u64), Some(0u64));
             let mut first_error = Value::Null;
+            let mut served = Served::default();
             for round in 0..rounds {
                 let floor_first = round % 2 == 1;
                 let floor_pass = |tmp: &Path| pass(ctx, counted, tmp, &args("version", 0));
@@ -179,10 +284,25 @@ pub fn measure(
                 if let Ok((v, _)) = &writers {
                     *pool = Pool::at(n, v["next"].as_u64().unwrap_or(pool.next_index()));
                 }
+                let served_pass = serve.then(|| {
+                    let r = pass(ctx, counted, tmp, &args("served", pool.next_index()));
+                    if let Ok((v, _)) = &r {
+                        *pool = Pool::at(n, v["next"].as_u64().unwrap_or(pool.next_index()));
+                    }
+                    r
+                });
                 let floor = match early {
                     Some(f) => f,
                     None => floor_pass(tmp),
                 };
+                if let (Some(p), Ok(f)) = (served_pass, &floor) {
+                    match p {
+                        Ok(p) => served.add(&p, rate(&f.0)),
+                        Err(e) => {
+                            served.error.get_or_insert(e);
+                        }
+                    }
+                }
                 let (writers, floor) = match (writers, floor) {
                     (Ok(a), Ok(b)) => (a, b),
                     (Err(e), _) | (_, Err(e)) => return json!({"writers": w, "error": e}),
@@ -220,6 +340,7 @@ pub fn measure(
                 "fsyncs": fsyncs,
                 "fdatasyncs_per_checkpoint": fdatasyncs.filter(|_| ok > 0).map(|c| c as f64 / ok as f64),
                 "floor_failed": floor_failed,
+                "served": serve.then(|| served.row(range)),
             })
         })
         .collect();

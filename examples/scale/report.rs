@@ -242,6 +242,29 @@ pub fn print_processes(out: &Value) {
             if let Some(e) = r["error"].as_str() {
                 println!("          {} calls failed; first: {e}", r["failed"]);
             }
+            let sv = &r["served"];
+            if sv.is_object() {
+                let range = match sv["ratio_range"].as_array().map(Vec::as_slice) {
+                    Some([lo, hi]) => format!("{}–{}", f(lo, 2), f(hi, 2)),
+                    _ => "-".into(),
+                };
+                println!(
+                    "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>11} {:>12}  served: {} of {} acknowledged by `runlog serve`",
+                    "",
+                    "served",
+                    "",
+                    f(&sv["checkpoints_per_sec"], 0),
+                    "",
+                    f(&sv["ratio_to_floor"], 2),
+                    range,
+                    f(&sv["fdatasyncs_per_checkpoint"], 2),
+                    sv["acked_by_server"],
+                    sv["ok"],
+                );
+                if let Some(e) = sv["error"].as_str() {
+                    println!("          served: {} calls failed; first: {e}", sv["failed"]);
+                }
+            }
         }
     }
 }
