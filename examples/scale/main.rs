@@ -232,16 +232,7 @@ fn processes_size(cfg: &Config, me: &Path, n: u64) -> Value {
         me,
         root: &root,
     };
-    let processes = processes::measure(
-        &ctx,
-        n,
-        &mut pool,
-        &cfg.processes,
-        cfg.spawns,
-        cfg.rounds,
-        cfg.serve,
-        tmp.path(),
-    );
+    let processes = processes::measure(&ctx, n, &mut pool, cfg, tmp.path());
     json!({"units": n, "build": built, "processes": processes})
 }
 

@@ -13,6 +13,7 @@
 //! `runlog serve` of the run (started in the pass's child, so that perf
 //! counts its fdatasyncs too) takes their changes (docs/CLI.md, "serve").
 
+use crate::args::Config;
 use crate::build::{Pool, RUN_ID};
 use crate::child;
 use crate::measure::{Ctx, spawn_all};
@@ -70,7 +71,9 @@ fn start_server(bin: &Path, root: &Path) -> Result<std::process::Child, String> 
 fn stop_server(c: std::process::Child) -> Result<u64, String> {
     let pid = c.id().to_string();
     child::run(Command::new("kill").args(["-TERM", &pid]))?.ok("kill -TERM runlog serve")?;
-    let o = c.wait_with_output().map_err(|e| format!("wait for runlog serve: {e}"))?;
+    let o = c
+        .wait_with_output()
+        .map_err(|e| format!("wait for runlog serve: {e}"))?;
     let err = String::from_utf8_lossy(&o.stderr);
     if !o.status.success() {
         return Err(format!("runlog serve: {}: {err}", o.status));
@@ -106,7 +109,11 @@ pub fn child(root: &Path, rest: &[String]) -> Result<Value, String> {
         "served" => Some(start_server(bin, root)?),
         _ => None,
     };
-    let jobs = jobs(if kind == "served" { "unit" } else { kind }, spawns, &mut pool);
+    let jobs = jobs(
+        if kind == "served" { "unit" } else { kind },
+        spawns,
+        &mut pool,
+    );
     let (ok, errors, secs) = spawn_all(&ctx, writers, &jobs);
     let served = server.map(stop_server).transpose()?;
     Ok(json!({
@@ -204,7 +211,10 @@ impl Served {
             self.counted = true;
             *self.fdatasyncs.get_or_insert(0) += d;
         }
-        let rate = v["secs"].as_f64().filter(|s| *s > 0.0).map(|s| ok as f64 / s);
+        let rate = v["secs"]
+            .as_f64()
+            .filter(|s| *s > 0.0)
+            .map(|s| ok as f64 / s);
         self.rates.extend(rate);
         self.ratios.extend(rate.zip(floor).map(|(r, f)| r / f));
     }
@@ -238,17 +248,10 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// and fdatasyncs per checkpoint. Each count runs `rounds` rounds of a
 /// writer pass and a floor pass, side by side (odd rounds floor first, so a
 /// drift of the machine falls on both); the ratio is the median of the
-/// rounds' own ratios, quoted with its range.
-pub fn measure(
-    ctx: &Ctx,
-    n: u64,
-    pool: &mut Pool,
-    counts: &[usize],
-    spawns: u64,
-    rounds: usize,
-    serve: bool,
-    tmp: &Path,
-) -> Value {
+/// rounds' own ratios, quoted with its range. `cfg` gives the counts
+/// (`--processes`), `--spawns`, `--rounds` and `--serve`.
+pub fn measure(ctx: &Ctx, n: u64, pool: &mut Pool, cfg: &Config, tmp: &Path) -> Value {
+    let (counts, spawns, rounds, serve) = (&cfg.processes, cfg.spawns, cfg.rounds, cfg.serve);
     let counted = perf_counts();
     let bin = ctx.bin.to_string_lossy().to_string();
     let rows: Vec<Value> = counts

@@ -262,7 +262,10 @@ pub fn print_processes(out: &Value) {
                     sv["ok"],
                 );
                 if let Some(e) = sv["error"].as_str() {
-                    println!("          served: {} calls failed; first: {e}", sv["failed"]);
+                    println!(
+                        "          served: {} calls failed; first: {e}",
+                        sv["failed"]
+                    );
                 }
             }
         }

@@ -100,9 +100,7 @@ const EXIT_SIGPIPE: u8 = 141;
 
 /// True when `e` is a write to a stdout whose reader has gone.
 fn is_broken_pipe(e: &RunError) -> bool {
-    // Only stdout's: a socket's peer gone (`serve`'s client) is an error to report.
-    matches!(e, RunError::Io { op, source, .. }
-        if source.kind() == std::io::ErrorKind::BrokenPipe && op.contains("stdout"))
+    matches!(e, RunError::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 /// Writes `text` to stdout and flushes; a closed stdout is an error (never a panic).

@@ -346,7 +346,12 @@ fn hand_over(runs: &Runs, id: &str, change: &Change) -> Result<Option<Answer>, R
     let unknown = |source: io::Error| RunError::Io {
         op: "hand the change to `runlog serve`, which may have applied it (see `runlog get`)",
         path: socket.clone(),
-        source,
+        // A server gone is reported: a broken pipe here is not stdout's,
+        // which the CLI ends by SIGPIPE without a word.
+        source: match source.kind() {
+            io::ErrorKind::BrokenPipe => io::Error::new(io::ErrorKind::ConnectionAborted, source),
+            _ => source,
+        },
     };
     stream.set_read_timeout(None).map_err(unknown)?;
     (&stream)
