@@ -376,3 +376,135 @@ fn a_server_killed_at_random_loses_no_acknowledged_change() {
         assert!(allowed.contains(&st), "{name} is {st}, allowed {allowed:?}");
     }
 }
+
+/// Where a server stops following the protocol, from a client's view:
+/// each point at which one can die or misbehave (FORMAT.md §5.9).
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// Accepts, then closes without a greeting.
+    CloseBeforeGreeting,
+    /// Accepts and says nothing (hung).
+    SilentAfterAccept,
+    /// Greets as the server of another run.
+    GreetsAnotherRun,
+    /// Greets with another protocol version.
+    GreetsAnotherProtocol,
+    /// Greets with a line that is not JSON.
+    GarbledGreeting,
+    /// Greets, then closes before reading the change.
+    CloseAfterGreeting,
+    /// Reads the change, then closes without an ack.
+    CloseAfterChange,
+    /// Answers the change with a line that is not an ack.
+    GarbledAck,
+    /// Answers with a refusal.
+    Refuses,
+    /// Answers with a seq.
+    Acks,
+}
+
+/// Plays a server of run `r` on `root`'s socket for one connection, with
+/// `fault`; returns the line the client sent, if it read one.
+fn faulty_server(root: &Path, fault: Fault) -> std::thread::JoinHandle<Option<String>> {
+    use std::io::Write;
+    let path = root.join("runs/r/SERVE");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        let (s, _) = listener.accept().unwrap();
+        // The socket goes with the first connection: a client that falls
+        // back finds none when it looks again.
+        std::fs::remove_file(&path).unwrap();
+        let greet = |line: &str| (&s).write_all(format!("{line}\n").as_bytes()).unwrap();
+        let good = r#"{"serve":"r","pid":1,"protocol":1}"#;
+        let read = || {
+            let mut line = String::new();
+            BufReader::new(&s).read_line(&mut line).unwrap();
+            Some(line.trim_end().to_string())
+        };
+        match fault {
+            Fault::CloseBeforeGreeting => None,
+            Fault::SilentAfterAccept => {
+                std::thread::sleep(Duration::from_secs(6));
+                None
+            }
+            Fault::GreetsAnotherRun => {
+                greet(r#"{"serve":"other","pid":1,"protocol":1}"#);
+                None
+            }
+            Fault::GreetsAnotherProtocol => {
+                greet(r#"{"serve":"r","pid":1,"protocol":2}"#);
+                None
+            }
+            Fault::GarbledGreeting => {
+                greet("hello");
+                None
+            }
+            Fault::CloseAfterGreeting => {
+                greet(good);
+                None
+            }
+            Fault::CloseAfterChange => {
+                greet(good);
+                read()
+            }
+            Fault::GarbledAck => {
+                greet(good);
+                let l = read();
+                greet("ok");
+                l
+            }
+            Fault::Refuses => {
+                greet(good);
+                let l = read();
+                greet(r#"{"error":"run r: refused: as the server says","code":2}"#);
+                l
+            }
+            Fault::Acks => {
+                greet(good);
+                let l = read();
+                greet(r#"{"seq":77}"#);
+                l
+            }
+        }
+    })
+}
+
+#[test]
+fn a_client_applies_its_change_only_when_no_server_can_have_read_it() {
+    use Fault::*;
+    // The change's own serde form, flat beside "op" (`ops::op_line`).
+    let sent = r#"{"deps":null,"note":null,"op":"unit","status":"done","unit":"a"}"#;
+    // (fault, the exit code, what stdout or stderr says, whether the client
+    // applied the change itself, the line the server read)
+    let cases = [
+        (CloseBeforeGreeting, 0, "seq 2", true, None),
+        (SilentAfterAccept, 0, "seq 2", true, None),
+        (GreetsAnotherRun, 0, "seq 2", true, None),
+        (GreetsAnotherProtocol, 0, "seq 2", true, None),
+        (GarbledGreeting, 0, "seq 2", true, None),
+        (CloseAfterGreeting, 1, "which may have applied it", false, None),
+        (CloseAfterChange, 1, "before acknowledging the change", false, Some(sent)),
+        (GarbledAck, 1, "not an ack", false, Some(sent)),
+        (Refuses, 2, "runlog: run r: refused: as the server says", false, Some(sent)),
+        (Acks, 0, "seq 77", false, Some(sent)),
+    ];
+    for (fault, code, says, applied, read) in cases {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        init(root, &["a".into()]);
+        let before = tree_bytes_but_locks(root);
+        let server = faulty_server(root, fault);
+        let (got, out, err) = call(root, &["--lock-timeout", "10", "unit", RUN, "a", "done"]);
+        let what = format!("{fault:?}: exit {got:?}, {out}{err}");
+        assert_eq!(got, Some(code), "{what}");
+        assert!(out.contains(says) || err.contains(says), "{what}: not {says:?}");
+        assert_eq!(server.join().unwrap().as_deref(), read, "{what}");
+        let after = tree_bytes_but_locks(root);
+        if applied {
+            assert_eq!(ok_json(root, &["get", RUN])["units"]["a"]["status"], "done", "{what}");
+        } else {
+            // Sent to a server: the client wrote nothing of its own.
+            assert_eq!(before, after, "{what}: the client changed the run");
+        }
+    }
+}
