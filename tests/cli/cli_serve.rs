@@ -482,10 +482,28 @@ fn a_client_applies_its_change_only_when_no_server_can_have_read_it() {
         (GreetsAnotherRun, 0, "seq 2", true, None),
         (GreetsAnotherProtocol, 0, "seq 2", true, None),
         (GarbledGreeting, 0, "seq 2", true, None),
-        (CloseAfterGreeting, 1, "which may have applied it", false, None),
-        (CloseAfterChange, 1, "before acknowledging the change", false, Some(sent)),
+        (
+            CloseAfterGreeting,
+            1,
+            "which may have applied it",
+            false,
+            None,
+        ),
+        (
+            CloseAfterChange,
+            1,
+            "before acknowledging the change",
+            false,
+            Some(sent),
+        ),
         (GarbledAck, 1, "not an ack", false, Some(sent)),
-        (Refuses, 2, "runlog: run r: refused: as the server says", false, Some(sent)),
+        (
+            Refuses,
+            2,
+            "runlog: run r: refused: as the server says",
+            false,
+            Some(sent),
+        ),
         (Acks, 0, "seq 77", false, Some(sent)),
     ];
     for (fault, code, says, applied, read) in cases {
@@ -497,11 +515,18 @@ fn a_client_applies_its_change_only_when_no_server_can_have_read_it() {
         let (got, out, err) = call(root, &["--lock-timeout", "10", "unit", RUN, "a", "done"]);
         let what = format!("{fault:?}: exit {got:?}, {out}{err}");
         assert_eq!(got, Some(code), "{what}");
-        assert!(out.contains(says) || err.contains(says), "{what}: not {says:?}");
+        assert!(
+            out.contains(says) || err.contains(says),
+            "{what}: not {says:?}"
+        );
         assert_eq!(server.join().unwrap().as_deref(), read, "{what}");
         let after = tree_bytes_but_locks(root);
         if applied {
-            assert_eq!(ok_json(root, &["get", RUN])["units"]["a"]["status"], "done", "{what}");
+            assert_eq!(
+                ok_json(root, &["get", RUN])["units"]["a"]["status"],
+                "done",
+                "{what}"
+            );
         } else {
             // Sent to a server: the client wrote nothing of its own.
             assert_eq!(before, after, "{what}: the client changed the run");
