@@ -7,7 +7,9 @@ Reads JSON documents written by
 (labelled from the command line, e.g. `after=docs/processes-after.json`) and
 plots, for every size in each: checkpoints/s of that many concurrent one-shot
 `runlog unit` spawners, and, dashed, the floor: the same spawners running
-`runlog --version`. A dev tool (needs matplotlib), not run in CI.
+`runlog --version`; with `--serve` in the run, also the served passes
+(the same calls while `runlog serve` takes their changes), dash-dotted. A
+dev tool (needs matplotlib), not run in CI.
 
     python3 scripts/plot_processes.py [--out docs/processes.png] \\
         after=docs/processes-after.json [before=docs/processes-before.json]
@@ -48,6 +50,15 @@ def main():
                 linestyle="-" if label != "before" else ":",
                 label="%s, %s" % (label, name),
             )
+            served = [r for r in rows if (r.get("served") or {}).get("checkpoints_per_sec")]
+            if served:
+                ax.plot(
+                    [r["writers"] for r in served],
+                    [r["served"]["checkpoints_per_sec"] for r in served],
+                    marker="s",
+                    linestyle="-.",
+                    label="%s, %s, through runlog serve" % (label, name),
+                )
             if label != "before":
                 floors.setdefault(units, (xs, [r["floor_per_sec"] for r in rows]))
     for units, (xs, ys) in sorted(floors.items()):

@@ -148,7 +148,11 @@ pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Resul
     } else {
         format!("serving run {id} at {} (pid {pid})", socket.display())
     };
-    super::write_out(&format!("{ready}\n"))?;
+    if let Err(e) = super::write_out(&format!("{ready}\n")) {
+        // Nobody learns of this server: leave no socket behind it.
+        let _ = std::fs::remove_file(&addr.path);
+        return Err(e);
+    }
 
     let state = State::default();
     state.touch();
