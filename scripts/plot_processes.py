@@ -30,7 +30,7 @@ def main():
     p.add_argument("--out", default="docs/processes.png")
     p.add_argument("files", nargs="+", help="LABEL=FILE")
     args = p.parse_args()
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(11, 5))
     floors = {}
     for spec in args.files:
         label, _, path = spec.partition("=")
@@ -69,7 +69,7 @@ def main():
     ax.set_ylabel("checkpoints / s")
     ax.set_title("Many writer processes on one run (2 cores, ext4)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print("wrote", args.out, file=sys.stderr)
