@@ -330,7 +330,7 @@ fn hand_over(runs: &Runs, id: &str, change: &Change) -> Result<Option<Answer>, R
     if runs.key().is_some() {
         return Ok(None);
     }
-    let (Ok(dir), Some(line)) = (runs.run_dir(id), op_line(change)) else {
+    let Ok(dir) = runs.run_dir(id) else {
         return Ok(None);
     };
     let Ok(addr) = Addr::of(&dir) else {
@@ -345,6 +345,11 @@ fn hand_over(runs: &Runs, id: &str, change: &Change) -> Result<Option<Answer>, R
         Ok(Some(Line::Text(t))) if greets(&t, id) => {}
         _ => return Ok(None),
     }
+    // The line is written only for a server: without one (the usual case),
+    // a call pays a failed `connect` and nothing more.
+    let Some(line) = op_line(change) else {
+        return Ok(None);
+    };
     // From here the server may read the change: never apply it again.
     let socket = dir.join(SOCKET_NAME);
     let unknown = |source: io::Error| RunError::Io {
