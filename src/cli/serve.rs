@@ -350,6 +350,11 @@ fn hand_over(runs: &Runs, id: &str, change: &Change) -> Result<Option<Answer>, R
     let Some(line) = op_line(change) else {
         return Ok(None);
     };
+    // The ack comes after the server's fdatasync: no time limit, as a call
+    // applying its change itself waits for its own.
+    if stream.set_read_timeout(None).is_err() {
+        return Ok(None);
+    }
     // From here the server may read the change: never apply it again.
     let socket = dir.join(SOCKET_NAME);
     let unknown = |source: io::Error| RunError::Io {
@@ -362,7 +367,6 @@ fn hand_over(runs: &Runs, id: &str, change: &Change) -> Result<Option<Answer>, R
             _ => source,
         },
     };
-    stream.set_read_timeout(None).map_err(unknown)?;
     (&stream)
         .write_all(format!("{line}\n").as_bytes())
         .and_then(|_| stream.shutdown(std::net::Shutdown::Write))

@@ -533,3 +533,86 @@ fn a_client_applies_its_change_only_when_no_server_can_have_read_it() {
         }
     }
 }
+
+#[test]
+fn a_stopping_server_finishes_a_greeted_connection_and_its_socket_is_the_owners_only() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    init(root, &["a".into()]);
+    let (server, _) = serve(root, &[]);
+    let path = root.join("runs/r/SERVE");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the socket's mode");
+    // Greeted, then the server is told to stop before the change is sent.
+    let s = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    let mut greeting = String::new();
+    BufReader::new(&s).read_line(&mut greeting).unwrap();
+    assert!(greeting.contains(r#""serve":"r""#), "{greeting}");
+    // SAFETY: `kill` of our own child's pid with a valid signal number.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(server.id() as i32, libc::SIGTERM)
+    };
+    // The server stops listening first: the socket goes, and a call made now
+    // is never greeted (it waits for the lock the server still holds).
+    let gone = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        !path.exists()
+    });
+    assert!(gone, "the stopping server kept its socket");
+    (&s).write_all(b"{\"op\":\"unit\",\"unit\":\"a\",\"status\":\"done\"}\n")
+        .unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut ack = String::new();
+    (&s).read_to_string(&mut ack).unwrap();
+    assert_eq!(ack.trim(), r#"{"seq":2}"#);
+    let (code, err) = stop(server);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("1 changes acknowledged over 1 connections; stopped: SIGTERM"),
+        "{err}"
+    );
+    assert_eq!(ok_json(root, &["get", RUN])["units"]["a"]["status"], "done");
+}
+
+#[test]
+fn a_call_that_finds_the_lock_held_looks_for_a_server_again() {
+    use std::io::Write;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    init(root, &["a".into()]);
+    // `apply` holds the writer lock while its stdin is open.
+    let mut holder = cmd(root)
+        .args(["apply", RUN])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = holder.stdin.take().unwrap();
+    writeln!(stdin, r#"{{"op":"phase","phase":"p","status":"running"}}"#).unwrap();
+    let mut ack = String::new();
+    BufReader::new(holder.stdout.as_mut().unwrap())
+        .read_line(&mut ack)
+        .unwrap();
+    assert_eq!(ack.trim(), r#"{"seq":2}"#, "apply holds the lock");
+    let client = cmd(root)
+        .args(["--lock-timeout", "20", "unit", RUN, "a", "done"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The call finds no server and the lock held; a server appears.
+    std::thread::sleep(Duration::from_millis(300));
+    let server = faulty_server(root, Fault::Acks);
+    let o = client.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "seq 77\n");
+    assert!(
+        server.join().unwrap().is_some(),
+        "the server read no change"
+    );
+    drop(stdin);
+    assert!(holder.wait().unwrap().success());
+}
