@@ -75,9 +75,6 @@ impl Addr {
 /// What the server's threads share.
 #[derive(Default)]
 struct State {
-    stop: AtomicBool,
-    /// Why it stopped, for the summary.
-    reason: Mutex<Option<String>>,
     active: AtomicUsize,
     connections: AtomicU64,
     acked: AtomicU64,
@@ -87,12 +84,6 @@ struct State {
 }
 
 impl State {
-    fn stop_because(&self, why: String) {
-        let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
-        r.get_or_insert(why);
-        self.stop.store(true, Ordering::SeqCst);
-    }
-
     fn touch(&self) {
         *self.last_activity.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
     }
@@ -163,12 +154,12 @@ pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Resul
     listener
         .set_nonblocking(true)
         .map_err(io_error("make the socket's accept non-blocking", &socket))?;
-    std::thread::scope(|s| {
+    // The accepting loop decides alone when to stop, and says why.
+    let reason = std::thread::scope(|s| {
         let mut threads = 0usize;
-        loop {
+        let reason = loop {
             if let Some(why) = stop_reason(&state, &stop, idle) {
-                state.stop_because(why);
-                break;
+                break why;
             }
             if !crate::sys::readable_within(listener.as_fd(), STOP_POLL) {
                 continue;
@@ -183,10 +174,7 @@ pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Resul
                 {
                     continue;
                 }
-                Err(e) => {
-                    state.stop_because(format!("accepting a connection failed: {e}"));
-                    break;
-                }
+                Err(e) => break format!("accepting a connection failed: {e}"),
             };
             if stream.set_nonblocking(false).is_err() {
                 continue;
@@ -206,10 +194,9 @@ pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Resul
                 });
             }
             if send.send(stream).is_err() {
-                break;
+                break "the connection queue closed".to_string();
             }
-        }
-        state.stop.store(true, Ordering::SeqCst);
+        };
         // No new connection from here: a client that connects now is never
         // greeted, or finds no socket, and applies its change itself once
         // this process lets the writer lock go. Greeted ones finish first:
@@ -217,13 +204,8 @@ pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Resul
         let _ = std::fs::remove_file(&addr.path);
         drop(listener);
         drop(send);
+        reason
     });
-    let reason = state
-        .reason
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-        .unwrap_or_default();
     eprintln!(
         "runlog: serve: run {id}: {} changes acknowledged over {} connections; stopped: {reason}",
         state.acked.load(Ordering::SeqCst),
