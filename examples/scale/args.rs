@@ -31,6 +31,8 @@ pub struct Config {
     pub rounds: usize,
     /// With `--processes`: also a served pass per round (`runlog serve`).
     pub serve: bool,
+    /// The served passes' `runlog serve --commit-delay` (implies `--serve`).
+    pub serve_commit_delay: Option<f64>,
 }
 
 pub const USAGE: &str =
@@ -38,7 +40,7 @@ pub const USAGE: &str =
     [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency] [--writers 8] [--spawns 400]
     [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
-    [--processes 1,2,8,32] [--rounds 5] [--serve]";
+    [--processes 1,2,8,32] [--rounds 5] [--serve] [--serve-commit-delay SECS]";
 
 fn default_bin() -> PathBuf {
     // target/<profile>/examples/scale -> target/<profile>/runlog
@@ -70,6 +72,7 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
         processes: vec![],
         rounds: 5,
         serve: false,
+        serve_commit_delay: None,
     };
     let mut it = args.iter();
     let num = |v: Option<&String>, flag: &str| -> Result<u64, String> {
@@ -123,6 +126,15 @@ pub fn parse_args(args: &[String]) -> Result<Config, String> {
             }
             "--rounds" => c.rounds = num(it.next(), a)?.max(1) as usize,
             "--serve" => c.serve = true,
+            "--serve-commit-delay" => {
+                c.serve = true;
+                c.serve_commit_delay = Some(
+                    it.next()
+                        .ok_or("--serve-commit-delay needs seconds")?
+                        .parse()
+                        .map_err(|e| format!("--serve-commit-delay: {e}"))?,
+                )
+            }
             "--live-secs" => {
                 c.live_secs = it
                     .next()

@@ -17,7 +17,7 @@
 //!     [--json] [--out FILE] [--bin PATH] [--codec jsonl|binary] [--atomic] [--latency]
 //!     [--writers 8] [--spawns 400] [--concurrent-budget SECS] [--tail 1000] [--batch 10000]
 //!     [--live ROUNDS] [--live-batch 2000] [--live-secs SECS] [--live-oneshots 0]
-//!     [--processes 1,2,8,32] [--rounds 5] [--serve]
+//!     [--processes 1,2,8,32] [--rounds 5] [--serve] [--serve-commit-delay SECS]
 //! ```
 //!
 //! With `--processes COUNTS` it measures many one-shot writer processes at

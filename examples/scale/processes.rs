@@ -37,13 +37,19 @@ fn jobs(kind: &str, spawns: u64, pool: &mut Pool) -> Vec<Vec<Vec<String>>> {
         .collect()
 }
 
-/// Starts `runlog serve` on the run; returns once it said it serves.
-fn start_server(bin: &Path, root: &Path) -> Result<std::process::Child, String> {
+/// Starts `runlog serve` on the run, with `--commit-delay` when given;
+/// returns once it said it serves.
+fn start_server(
+    bin: &Path,
+    root: &Path,
+    commit_delay: Option<&String>,
+) -> Result<std::process::Child, String> {
     use std::io::BufRead;
     let mut c = Command::new(bin)
         .arg("--dir")
         .arg(root)
         .args(["serve", RUN_ID])
+        .args(commit_delay.map(|d| format!("--commit-delay={d}")))
         .env_remove("RUNLOG_DIR")
         .env_remove("RUNLOG_KEY_FILE")
         .stdin(std::process::Stdio::null())
@@ -85,9 +91,9 @@ fn stop_server(c: std::process::Child) -> Result<u64, String> {
         .ok_or_else(|| format!("runlog serve's summary: {err}"))
 }
 
-/// Child mode `spawn`: ROOT BIN WRITERS KIND UNITS NEXT SPAWNS. Runs one pass
-/// and prints what it did. KIND `served` runs `unit`'s calls while a server
-/// of the run takes them.
+/// Child mode `spawn`: ROOT BIN WRITERS KIND UNITS NEXT SPAWNS [DELAY]. Runs
+/// one pass and prints what it did. KIND `served` runs `unit`'s calls while a
+/// server of the run takes them, with `--commit-delay DELAY` when given.
 pub fn child(root: &Path, rest: &[String]) -> Result<Value, String> {
     let get = |i: usize, what: &str| {
         rest.get(i)
@@ -106,7 +112,7 @@ pub fn child(root: &Path, rest: &[String]) -> Result<Value, String> {
     let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let ctx = Ctx { bin, me: &me, root };
     let server = match kind {
-        "served" => Some(start_server(bin, root)?),
+        "served" => Some(start_server(bin, root, rest.get(6))?),
         _ => None,
     };
     let jobs = jobs(
@@ -252,6 +258,7 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 /// (`--processes`), `--spawns`, `--rounds` and `--serve`.
 pub fn measure(ctx: &Ctx, n: u64, pool: &mut Pool, cfg: &Config, tmp: &Path) -> Value {
     let (counts, spawns, rounds, serve) = (&cfg.processes, cfg.spawns, cfg.rounds, cfg.serve);
+    let delay = cfg.serve_commit_delay;
     let counted = perf_counts();
     let bin = ctx.bin.to_string_lossy().to_string();
     let rows: Vec<Value> = counts
@@ -261,14 +268,16 @@ pub fn measure(ctx: &Ctx, n: u64, pool: &mut Pool, cfg: &Config, tmp: &Path) -> 
             let calls = spawns.max(4 * w as u64).next_multiple_of(2);
             eprintln!("{n} units: {w} one-shot writer processes, {rounds} rounds of {calls} calls");
             let args = |kind: &str, next: u64| {
-                vec![
+                let mut a = vec![
                     bin.clone(),
                     w.to_string(),
                     kind.to_string(),
                     n.to_string(),
                     next.to_string(),
                     calls.to_string(),
-                ]
+                ];
+                a.extend(delay.filter(|_| kind == "served").map(|d| d.to_string()));
+                a
             };
             let rate = |v: &Value| {
                 let (ok, secs) = (v["ok"].as_f64().unwrap_or(0.0), v["secs"].as_f64());
@@ -343,7 +352,11 @@ pub fn measure(ctx: &Ctx, n: u64, pool: &mut Pool, cfg: &Config, tmp: &Path) -> 
                 "fsyncs": fsyncs,
                 "fdatasyncs_per_checkpoint": fdatasyncs.filter(|_| ok > 0).map(|c| c as f64 / ok as f64),
                 "floor_failed": floor_failed,
-                "served": serve.then(|| served.row(range)),
+                "served": serve.then(|| {
+                    let mut row = served.row(range);
+                    row["commit_delay_secs"] = json!(delay.unwrap_or(0.0));
+                    row
+                }),
             })
         })
         .collect();

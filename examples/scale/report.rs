@@ -249,7 +249,7 @@ pub fn print_processes(out: &Value) {
                     _ => "-".into(),
                 };
                 println!(
-                    "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>11} {:>12}  served: {} of {} acknowledged by `runlog serve`",
+                    "{:>9} {:>7} {:>6} {:>10} {:>9} {:>6} {:>11} {:>12}  served: {} of {} acknowledged by `runlog serve --commit-delay {}`",
                     "",
                     "served",
                     "",
@@ -260,6 +260,7 @@ pub fn print_processes(out: &Value) {
                     f(&sv["fdatasyncs_per_checkpoint"], 2),
                     sv["acked_by_server"],
                     sv["ok"],
+                    sv["commit_delay_secs"],
                 );
                 if let Some(e) = sv["error"].as_str() {
                     println!(

@@ -241,6 +241,9 @@ pub enum Command {
         /// Stop after this many seconds without a connection (default: serve until SIGTERM or Ctrl-C).
         #[arg(long, value_name = "SECS")]
         idle: Option<f64>,
+        /// Before each fdatasync, wait this long (0 to 0.1) for more changes to share it: fewer fdatasyncs when writers outnumber the cores, a longer wait for each call when they don't (default 0).
+        #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+        commit_delay: f64,
     },
     /// Print the run document, or one unit of it with --unit.
     Get {
@@ -482,6 +485,27 @@ pub fn parse() -> Result<Cli, clap::Error> {
 
 fn invalid(s: String) -> RunError {
     RunError::Invalid(s)
+}
+
+/// Checks a seconds flag (`--lock-timeout`, `--idle`, `--interval`,
+/// `--commit-delay`): a finite number in `range`. An open-ended range is
+/// capped at 10⁹ s, which a `Duration` holds and no run outlives.
+pub fn seconds(
+    flag: &str,
+    secs: f64,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<std::time::Duration, RunError> {
+    if !(secs.is_finite() && range.contains(&secs)) {
+        let (lo, hi) = (range.start(), range.end());
+        let within = match hi.is_finite() {
+            true => format!("in {lo}..={hi}"),
+            false => format!("≥ {lo}"),
+        };
+        return Err(invalid(format!(
+            "{flag} {secs} is not a number of seconds {within}"
+        )));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs.min(1e9)))
 }
 
 /// Splits `a,b,c` into names (empty: none).

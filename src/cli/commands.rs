@@ -205,19 +205,20 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             result,
         } => finalize(runs, json, &run, &status, result),
         Command::Apply { run } => super::apply::apply_stdin(runs, &run),
-        Command::Serve { run, idle } => {
+        Command::Serve {
+            run,
+            idle,
+            commit_delay,
+        } => {
             let idle = idle
-                .map(|s| {
-                    if s.is_finite() && s >= 0.0 {
-                        Ok(std::time::Duration::from_secs_f64(s.min(1e9)))
-                    } else {
-                        Err(invalid(format!(
-                            "--idle {s} is not a number of seconds ≥ 0"
-                        )))
-                    }
-                })
+                .map(|s| super::args::seconds("--idle", s, 0.0..=f64::INFINITY))
                 .transpose()?;
-            super::serve::serve(runs, json, &run, idle)
+            let delay = super::args::seconds(
+                "--commit-delay",
+                commit_delay,
+                0.0..=super::serve::MAX_COMMIT_DELAY_SECS,
+            )?;
+            super::serve::serve(runs, json, &run, idle, delay)
         }
         Command::Archive(ArchiveCommand::List) => archive_list(runs, json),
         Command::Archive(ArchiveCommand::Restore { name }) => archive_restore(runs, json, &name),

@@ -18,7 +18,6 @@ use runlog::engine::{self, ErrorChain};
 use runlog::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Exit status: done.
 pub const EXIT_DONE: u8 = 0;
@@ -135,13 +134,7 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
         })?),
         Err(_) => Arc::new(SystemClock),
     };
-    if !(cli.lock_timeout.is_finite() && cli.lock_timeout >= 0.0) {
-        return Err(RunError::Invalid(format!(
-            "--lock-timeout {} is not a number of seconds ≥ 0",
-            cli.lock_timeout
-        )));
-    }
-    let wait = Duration::from_secs_f64(cli.lock_timeout.min(1e9));
+    let wait = args::seconds("--lock-timeout", cli.lock_timeout, 0.0..=f64::INFINITY)?;
     let key_file = cli.key_file.clone().or_else(|| {
         std::env::var_os(ENV_KEY_FILE)
             .filter(|v| !v.is_empty())

@@ -15,8 +15,9 @@
 
 use super::apply::apply_stream;
 use super::ops::{Line, MAX_OP_LINE_BYTES, op_line, read_line_capped};
-use super::wait::{NOTICE_AFTER, holder_of, notice, with_lock_notice};
+use super::wait::{retry_while_locked, with_lock_notice};
 use super::{EXIT_DONE, EXIT_FAILED};
+use runlog::engine::SyncPolicy;
 use runlog::run::{Change, Run, RunError, Runs, StopFlag};
 use serde_json::{Value, json};
 use std::fs::File;
@@ -43,6 +44,9 @@ const MAX_GREETING_BYTES: usize = 4096;
 /// How often the server looks for a stop (a signal, its idle limit) while no
 /// connection comes.
 const STOP_POLL: Duration = Duration::from_millis(50);
+/// The longest `--commit-delay`, in seconds (PostgreSQL caps its
+/// `commit_delay` at the same 0.1 s): a longer one is surely a mistake.
+pub const MAX_COMMIT_DELAY_SECS: f64 = 0.1;
 /// Longest `sun_path` used as is (Linux's is 108 bytes with its NUL); a
 /// longer path is reached through the directory's descriptor.
 const MAX_SOCKET_PATH: usize = 100;
@@ -104,9 +108,17 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> R
     }
 }
 
-/// `runlog serve RUN [--idle SECS]`: serves the run until SIGTERM, SIGINT,
-/// `idle` without a connection, or a failed change.
-pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Result<u8, RunError> {
+/// `runlog serve RUN [--idle SECS] [--commit-delay SECS]`: serves the run
+/// until SIGTERM, SIGINT, `idle` without a connection, or a failed change.
+/// With a `commit_delay`, the run is opened `Grouped`: the thread that leads
+/// an fdatasync first waits that long for other connections' changes.
+pub fn serve(
+    runs: &Runs,
+    json: bool,
+    id: &str,
+    idle: Option<Duration>,
+    commit_delay: Duration,
+) -> Result<u8, RunError> {
     if runs.key().is_some() {
         return Err(RunError::Invalid(format!(
             "run {id}: a tagged run is not served: a process on the socket could not prove it holds the key (its writers open the run themselves)"
@@ -114,7 +126,13 @@ pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Resul
     }
     let stop = StopFlag::watching_sigterm();
     crate::sys::install_sigint_handler();
-    let run = with_lock_notice(runs, |r| r.open(id))?;
+    let runs = match commit_delay.is_zero() {
+        true => runs.clone(),
+        false => runs.clone().with_sync(SyncPolicy::Grouped {
+            linger: commit_delay,
+        }),
+    };
+    let run = with_lock_notice(&runs, |r| r.open(id))?;
     let dir = runs.run_dir(id)?;
     let socket = dir.join(SOCKET_NAME);
     let addr = Addr::of(&dir).map_err(io_error("open the run directory for its socket", &dir))?;
@@ -206,8 +224,12 @@ pub fn serve(runs: &Runs, json: bool, id: &str, idle: Option<Duration>) -> Resul
         drop(send);
         reason
     });
+    // The log's fdatasyncs for acknowledgement: this process's own, and
+    // those another writer's covered (FORMAT.md §5.8).
+    let fsyncs = run.stats().fsyncs.load(Ordering::Relaxed)
+        + run.stats().fsyncs_covered.load(Ordering::Relaxed);
     eprintln!(
-        "runlog: serve: run {id}: {} changes acknowledged over {} connections; stopped: {reason}",
+        "runlog: serve: run {id}: {} changes acknowledged over {} connections in {fsyncs} fdatasyncs; stopped: {reason}",
         state.acked.load(Ordering::SeqCst),
         state.connections.load(Ordering::SeqCst),
     );
@@ -276,32 +298,12 @@ const SERVER_RECHECK: Duration = Duration::from_millis(100);
 /// After [`NOTICE_AFTER`] it says who holds the lock, once, as every writer
 /// does; it waits `--lock-timeout` in all.
 pub fn change(runs: &Runs, id: &str, change: Change) -> Result<Answer, RunError> {
-    let started = Instant::now();
-    let total = runs.lock_wait();
-    let mut noticed = false;
-    loop {
-        if let Some(a) = hand_over(runs, id, &change)? {
-            return Ok(a);
-        }
-        let left = total.map(|t| t.saturating_sub(started.elapsed()));
-        let slice = left.map_or(SERVER_RECHECK, |l| l.min(SERVER_RECHECK));
-        match runs
-            .clone()
-            .with_lock_wait(Some(slice))
-            .change(id, change.clone())
-        {
-            Err(e) if left.is_none_or(|l| l > slice) && holder_of(&e).is_some() => {
-                if !noticed && started.elapsed() >= NOTICE_AFTER {
-                    let (path, holder) = holder_of(&e).unwrap_or_default();
-                    let rest = left.map_or(Duration::MAX, |l| l - slice);
-                    eprintln!("{}", notice(&path, holder.as_deref(), rest));
-                    noticed = true;
-                }
-            }
-            Err(e) => return Err(e),
-            Ok(seq) => return Ok(Answer::Seq(seq)),
-        }
-    }
+    retry_while_locked(
+        runs,
+        SERVER_RECHECK,
+        || hand_over(runs, id, &change),
+        |r| r.change(id, change.clone()).map(Answer::Seq),
+    )
 }
 
 /// Hands `change` to the server of run `id`, if one is serving it.

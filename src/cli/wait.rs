@@ -6,7 +6,7 @@
 
 use runlog::engine;
 use runlog::run::{RunError, Runs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a writer waits silently before saying who holds the lock.
 pub const NOTICE_AFTER: Duration = Duration::from_secs(1);
@@ -19,18 +19,41 @@ pub fn with_lock_notice<T>(
     runs: &Runs,
     f: impl Fn(&Runs) -> Result<T, RunError>,
 ) -> Result<T, RunError> {
-    let total = match runs.lock_wait() {
-        Some(t) if t > NOTICE_AFTER => t,
-        _ => return f(runs),
-    };
-    match f(&runs.clone().with_lock_wait(Some(NOTICE_AFTER))) {
-        Err(e) if holder_of(&e).is_some() => {
-            let (path, holder) = holder_of(&e).unwrap_or_default();
-            let rest = total - NOTICE_AFTER;
-            eprintln!("{}", notice(&path, holder.as_deref(), rest));
-            f(&runs.clone().with_lock_wait(Some(rest)))
+    retry_while_locked(runs, NOTICE_AFTER, || Ok(None), f)
+}
+
+/// Runs `f` in tries that wait at most `every` for the writer lock, until
+/// one gets it or `--lock-timeout` has passed; once the lock has been held
+/// for [`NOTICE_AFTER`], says on stderr who holds it, once. Before each try,
+/// `settle` may answer in `f`'s place (a one-shot call handing its change to
+/// the run's server, which holds the lock to serve).
+pub fn retry_while_locked<T>(
+    runs: &Runs,
+    every: Duration,
+    mut settle: impl FnMut() -> Result<Option<T>, RunError>,
+    f: impl Fn(&Runs) -> Result<T, RunError>,
+) -> Result<T, RunError> {
+    let started = Instant::now();
+    // No wait given: fail at once, as `Runs::with_lock_wait(None)` says.
+    let total = runs.lock_wait().unwrap_or(Duration::ZERO);
+    let mut noticed = false;
+    loop {
+        if let Some(t) = settle()? {
+            return Ok(t);
         }
-        other => other,
+        let left = total.saturating_sub(started.elapsed());
+        let slice = left.min(every);
+        match f(&runs.clone().with_lock_wait(Some(slice))) {
+            Err(e) if left > slice && holder_of(&e).is_some() => {
+                if !noticed && started.elapsed() >= NOTICE_AFTER {
+                    let (path, holder) = holder_of(&e).unwrap_or_default();
+                    let rest = left - slice;
+                    eprintln!("{}", notice(&path, holder.as_deref(), rest));
+                    noticed = true;
+                }
+            }
+            other => return other,
+        }
     }
 }
 

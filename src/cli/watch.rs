@@ -38,13 +38,7 @@ const CLEAR: &str = "\x1b[H\x1b[2J";
 
 /// Checks `--interval SECS`.
 pub fn check_interval(secs: f64) -> Result<Duration, RunError> {
-    if secs.is_finite() && (MIN_INTERVAL_SECS..=MAX_INTERVAL_SECS).contains(&secs) {
-        Ok(Duration::from_secs_f64(secs))
-    } else {
-        Err(RunError::Invalid(format!(
-            "--interval {secs} is not a number of seconds in {MIN_INTERVAL_SECS}..={MAX_INTERVAL_SECS}"
-        )))
-    }
+    super::args::seconds("--interval", secs, MIN_INTERVAL_SECS..=MAX_INTERVAL_SECS)
 }
 
 /// Where frames go.

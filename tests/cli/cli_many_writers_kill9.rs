@@ -150,18 +150,7 @@ fn soak(name: &str, writers: usize, units: usize, kill_one_in: Option<u64>) {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().to_path_buf();
     let names: Vec<String> = (0..units).map(|i| format!("u{i}")).collect();
-    ok(
-        &root,
-        &[
-            "init",
-            "--id",
-            RUN,
-            "--task",
-            "t",
-            "--units",
-            &names.join(","),
-        ],
-    );
+    init_run(&root, RUN, &names);
 
     let stop = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));

@@ -46,21 +46,6 @@ fn stop(mut child: Child) -> (Option<i32>, String) {
     (status.code(), err)
 }
 
-fn init(root: &Path, units: &[String]) {
-    ok(
-        root,
-        &[
-            "init",
-            "--id",
-            RUN,
-            "--task",
-            "t",
-            "--units",
-            &units.join(","),
-        ],
-    );
-}
-
 /// (exit code, stdout, stderr) of one call.
 fn call(root: &Path, args: &[&str]) -> (Option<i32>, String, String) {
     let o = runlog(root, args);
@@ -76,8 +61,8 @@ fn changes_handed_to_a_server_print_what_applying_them_directly_prints() {
     let served_dir = tempfile::tempdir().unwrap();
     let direct_dir = tempfile::tempdir().unwrap();
     let units: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
-    init(served_dir.path(), &units);
-    init(direct_dir.path(), &units);
+    init_run(served_dir.path(), RUN, &units);
+    init_run(direct_dir.path(), RUN, &units);
     let (server, _) = serve(served_dir.path(), &[]);
     assert!(served_dir.path().join("runs/r/SERVE").exists());
     // The calls every change command makes: accepted, refused, with --json.
@@ -112,9 +97,10 @@ fn changes_handed_to_a_server_print_what_applying_them_directly_prints() {
     );
     let (code, err) = stop(server);
     assert_eq!(code, Some(0), "serve: {err}");
-    // Every call reached the server, the refused ones too.
+    // Every call reached the server, the refused ones too; one at a time,
+    // each accepted change had an fdatasync of its own, a refused one none.
     let summary = format!(
-        "{accepted} changes acknowledged over {} connections; stopped: SIGTERM",
+        "{accepted} changes acknowledged over {} connections in {accepted} fdatasyncs; stopped: SIGTERM",
         calls.len()
     );
     assert!(
@@ -150,7 +136,7 @@ fn changes_handed_to_a_server_print_what_applying_them_directly_prints() {
 fn a_dead_servers_socket_sends_writers_back_to_the_run() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    init(root, &["a".into(), "b".into()]);
+    init_run(root, RUN, &["a".into(), "b".into()]);
     let (mut server, _) = serve(root, &[]);
     assert_eq!(
         ok(root, &["--lock-timeout", "0", "unit", RUN, "a", "done"]),
@@ -179,7 +165,7 @@ fn a_dead_servers_socket_sends_writers_back_to_the_run() {
     let (code, err) = stop(server);
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        err.contains("1 changes acknowledged over 1 connections"),
+        err.contains("1 changes acknowledged over 1 connections in 1 fdatasyncs"),
         "{err}"
     );
 }
@@ -188,7 +174,7 @@ fn a_dead_servers_socket_sends_writers_back_to_the_run() {
 fn an_idle_server_stops_and_a_tagged_run_is_not_served() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    init(root, &["a".into()]);
+    init_run(root, RUN, &["a".into()]);
     let (mut server, _) = serve(root, &["--idle", "0.3"]);
     let status = server.wait().unwrap();
     let mut err = String::new();
@@ -196,8 +182,22 @@ fn an_idle_server_stops_and_a_tagged_run_is_not_served() {
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(err.contains("stopped: idle for 0.3 s"), "{err}");
     assert!(!root.join("runs/r/SERVE").exists());
-    let (code, _, err) = call(root, &["serve", RUN, "--idle", "-1"]);
+    let (code, _, err) = call(root, &["serve", RUN, "--idle=-1"]);
     assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--idle -1 is not a number of seconds ≥ 0"),
+        "{err}"
+    );
+    for bad in ["-0.001", "0.2", "NaN", "inf"] {
+        let flag = format!("--commit-delay={bad}");
+        let (code, _, err) = call(root, &["serve", RUN, &flag]);
+        assert_eq!(code, Some(2), "--commit-delay {bad}: {err}");
+        assert!(
+            err.contains("is not a number of seconds in 0..=0.1"),
+            "--commit-delay {bad}: {err}"
+        );
+    }
+    assert!(!root.join("runs/r/SERVE").exists());
 
     let key = key_file(&root.join("key"), "ab", 0o600);
     ok(root, &with_key(&key, &["init", "--id", "t", "--task", "x"]));
@@ -212,11 +212,73 @@ fn an_idle_server_stops_and_a_tagged_run_is_not_served() {
 }
 
 #[test]
+fn with_a_commit_delay_a_change_waits_for_company_and_shares_its_fdatasync() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    init_run(root, RUN, &["a".into(), "b".into()]);
+    let (server, _) = serve(root, &["--commit-delay", "0.1"]);
+    let path = root.join("runs/r/SERVE");
+    let greeted = || {
+        let s = UnixStream::connect(&path).unwrap();
+        let mut greeting = Vec::new();
+        let mut byte = [0u8];
+        while greeting.last() != Some(&b'\n') {
+            (&s).read_exact(&mut byte).unwrap();
+            greeting.push(byte[0]);
+        }
+        assert!(String::from_utf8_lossy(&greeting).contains(r#""serve":"r""#));
+        s
+    };
+    let (first, second) = (greeted(), greeted());
+    (&first)
+        .write_all(b"{\"op\":\"unit\",\"unit\":\"a\",\"status\":\"done\"}\n")
+        .unwrap();
+    // The leader of the fdatasync waits 0.1 s before it takes what is
+    // written, so no ack can come within 30 ms: a server without the delay
+    // would have synced and acked `a` alone by then.
+    first
+        .set_read_timeout(Some(Duration::from_millis(30)))
+        .unwrap();
+    let mut early = [0u8; 64];
+    match (&first).read(&mut early) {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) => {}
+        other => panic!("an answer within 30 ms of a 0.1 s commit delay: {other:?}"),
+    }
+    (&second)
+        .write_all(b"{\"op\":\"unit\",\"unit\":\"b\",\"status\":\"done\"}\n")
+        .unwrap();
+    let mut acks = Vec::new();
+    for s in [&first, &second] {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut ack = String::new();
+        (&*s).read_to_string(&mut ack).unwrap();
+        acks.push(ack.trim().to_string());
+    }
+    assert_eq!(acks, [r#"{"seq":2}"#, r#"{"seq":3}"#]);
+    let (code, err) = stop(server);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains("2 changes acknowledged over 2 connections in 1 fdatasyncs"),
+        "the second change did not share the first's fdatasync: {err}"
+    );
+    let doc = ok_json(root, &["get", RUN]);
+    assert_eq!(doc["units"]["a"]["status"], "done");
+    assert_eq!(doc["units"]["b"]["status"], "done");
+}
+
+#[test]
 fn a_runs_root_too_long_for_a_socket_path_is_served_through_its_directory() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path().join("r".repeat(110));
     std::fs::create_dir(&root).unwrap();
-    init(&root, &["a".into()]);
+    init_run(&root, RUN, &["a".into()]);
     let (server, line) = serve(&root, &[]);
     assert!(line.len() > 120, "{line}");
     assert_eq!(
@@ -247,7 +309,7 @@ fn a_server_killed_at_random_loses_no_acknowledged_change() {
     let d = tempfile::tempdir().unwrap();
     let root: PathBuf = d.path().to_path_buf();
     let names: Vec<String> = (0..units).map(|i| format!("u{i}")).collect();
-    init(&root, &names);
+    init_run(&root, RUN, &names);
     let server: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(Some(serve(&root, &[]).0)));
     let done = Arc::new(AtomicBool::new(false));
     let kills = Arc::new(AtomicU64::new(0));
@@ -509,7 +571,7 @@ fn a_client_applies_its_change_only_when_no_server_can_have_read_it() {
     for (fault, code, says, applied, read) in cases {
         let d = tempfile::tempdir().unwrap();
         let root = d.path();
-        init(root, &["a".into()]);
+        init_run(root, RUN, &["a".into()]);
         let before = tree_bytes_but_locks(root);
         let server = faulty_server(root, fault);
         let (got, out, err) = call(root, &["--lock-timeout", "10", "unit", RUN, "a", "done"]);
@@ -540,7 +602,7 @@ fn a_stopping_server_finishes_a_greeted_connection_and_its_socket_is_the_owners_
     use std::os::unix::fs::PermissionsExt;
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    init(root, &["a".into()]);
+    init_run(root, RUN, &["a".into()]);
     let (server, _) = serve(root, &[]);
     let path = root.join("runs/r/SERVE");
     let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
@@ -571,7 +633,7 @@ fn a_stopping_server_finishes_a_greeted_connection_and_its_socket_is_the_owners_
     let (code, err) = stop(server);
     assert_eq!(code, Some(0), "{err}");
     assert!(
-        err.contains("1 changes acknowledged over 1 connections; stopped: SIGTERM"),
+        err.contains("1 changes acknowledged over 1 connections in 1 fdatasyncs; stopped: SIGTERM"),
         "{err}"
     );
     assert_eq!(ok_json(root, &["get", RUN])["units"]["a"]["status"], "done");
@@ -582,7 +644,7 @@ fn a_call_that_finds_the_lock_held_looks_for_a_server_again() {
     use std::io::Write;
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    init(root, &["a".into()]);
+    init_run(root, RUN, &["a".into()]);
     // `apply` holds the writer lock while its stdin is open.
     let mut holder = cmd(root)
         .args(["apply", RUN])

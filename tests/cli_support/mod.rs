@@ -31,6 +31,22 @@ pub fn ok(root: &Path, args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// `runlog init --id ID --task t --units NAMES`: a run of `names`, none started.
+pub fn init_run(root: &Path, id: &str, names: &[String]) {
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            id,
+            "--task",
+            "t",
+            "--units",
+            &names.join(","),
+        ],
+    );
+}
+
 /// Runs with `--json` and parses stdout.
 pub fn ok_json(root: &Path, args: &[&str]) -> serde_json::Value {
     let mut a = vec!["--json"];
