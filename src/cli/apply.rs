@@ -4,7 +4,7 @@
 
 use super::ops::{Line, MAX_OP_LINE_BYTES, parse_op_line, read_line_capped};
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED};
-use runlog::run::{Run, RunError, Runs};
+use runlog::run::{Change, RunError, Runs};
 use serde_json::json;
 use std::io::{BufReader, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,14 +16,15 @@ fn ack_error(msg: &str, code: u8) -> String {
     json!({ "error": msg, "code": code }).to_string()
 }
 
-/// Applies the operations read from `input` to `run`, writing one ack per
+/// Applies the operations read from `input` with `commit` (`Run::apply_batch`,
+/// or `serve`'s committer), writing one ack per
 /// non-blank line to `out`. Returns the exit status (1 after a failure that
 /// is not a refusal: the store no longer accepts writes). Failures are also
 /// written to stderr, and refusals too when `echo_refusals` (`apply`'s own
 /// stdin; `serve` leaves a refusal to the client it refused). `acked` counts
 /// the changes acknowledged durable.
 pub fn apply_stream(
-    run: &Run,
+    commit: &dyn Fn(Vec<Change>) -> Vec<Result<u64, RunError>>,
     input: &mut BufReader<impl Read>,
     out: &mut impl Write,
     echo_refusals: bool,
@@ -76,8 +77,8 @@ pub fn apply_stream(
                 Err(e) => acks.push((line_no, Some(e))),
             }
         }
-        // `apply_batch` returns only after the fsync covering every accepted change.
-        let mut results = run.apply_batch(changes).into_iter();
+        // `commit` returns only after the fsync covering every accepted change.
+        let mut results = commit(changes).into_iter();
         let mut failed = false;
         for (n, ack) in acks {
             let (msg, code) = match ack {
@@ -112,7 +113,8 @@ pub fn apply_stdin(runs: &Runs, id: &str) -> Result<u8, RunError> {
     let stdin = std::io::stdin();
     let mut input = std::io::BufReader::with_capacity(256 << 10, stdin.lock());
     let mut out = std::io::stdout().lock();
-    apply_stream(&run, &mut input, &mut out, true, &AtomicU64::new(0))
+    let commit = |changes| run.apply_batch(changes);
+    apply_stream(&commit, &mut input, &mut out, true, &AtomicU64::new(0))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod args;
 mod commands;
+mod commit;
 // Compiled by the fuzz targets too (fuzz/fuzz_targets/checks.rs), with `#[path]`.
 pub mod ops;
 pub mod remote;

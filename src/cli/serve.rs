@@ -14,11 +14,11 @@
 //! as such, never retried: the server may have made it durable.
 
 use super::apply::apply_stream;
+use super::commit::{Committer, Connection};
 use super::ops::{Line, MAX_OP_LINE_BYTES, op_line, read_line_capped};
 use super::wait::{retry_while_locked, with_lock_notice};
 use super::{EXIT_DONE, EXIT_FAILED};
-use runlog::engine::SyncPolicy;
-use runlog::run::{Change, Run, RunError, Runs, StopFlag};
+use runlog::run::{Change, RunError, Runs, StopFlag};
 use serde_json::{Value, json};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Write};
@@ -126,13 +126,7 @@ pub fn serve(
     }
     let stop = StopFlag::watching_sigterm();
     crate::sys::install_sigint_handler();
-    let runs = match commit_delay.is_zero() {
-        true => runs.clone(),
-        false => runs.clone().with_sync(SyncPolicy::Grouped {
-            linger: commit_delay,
-        }),
-    };
-    let run = with_lock_notice(&runs, |r| r.open(id))?;
+    let run = with_lock_notice(runs, |r| r.open(id))?;
     let dir = runs.run_dir(id)?;
     let socket = dir.join(SOCKET_NAME);
     let addr = Addr::of(&dir).map_err(io_error("open the run directory for its socket", &dir))?;
@@ -167,13 +161,15 @@ pub fn serve(
     state.touch();
     // Connections go to a pool of threads, started as needed and kept: a
     // thread started for each connection cost more than its change.
-    let (send, receive) = std::sync::mpsc::channel::<UnixStream>();
+    let committer = Committer::new(&run, commit_delay);
+    let (send, receive) = std::sync::mpsc::channel::<(UnixStream, Connection)>();
     let receive = Mutex::new(receive);
     listener
         .set_nonblocking(true)
         .map_err(io_error("make the socket's accept non-blocking", &socket))?;
     // The accepting loop decides alone when to stop, and says why.
     let reason = std::thread::scope(|s| {
+        s.spawn(|| committer.run());
         let mut threads = 0usize;
         let reason = loop {
             if let Some(why) = stop_reason(&state, &stop, idle) {
@@ -200,18 +196,22 @@ pub fn serve(
             state.connections.fetch_add(1, Ordering::SeqCst);
             if state.active.fetch_add(1, Ordering::SeqCst) >= threads && threads < MAX_CONNECTIONS {
                 threads += 1;
-                let (run, state, receive) = (&run, &state, &receive);
+                let (state, receive) = (&state, &receive);
                 s.spawn(move || {
                     loop {
                         let next = receive.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                        let Ok(stream) = next else { return };
-                        connection(run, id, stream, state);
+                        let Ok((stream, registered)) = next else {
+                            return;
+                        };
+                        connection(&registered, id, stream, state);
+                        drop(registered);
                         state.touch();
                         state.active.fetch_sub(1, Ordering::SeqCst);
                     }
                 });
             }
-            if send.send(stream).is_err() {
+            // Registered at its accept, so that the committer outlives it.
+            if send.send((stream, committer.connection())).is_err() {
                 break "the connection queue closed".to_string();
             }
         };
@@ -222,6 +222,7 @@ pub fn serve(
         let _ = std::fs::remove_file(&addr.path);
         drop(listener);
         drop(send);
+        committer.close();
         reason
     });
     // The log's fdatasyncs for acknowledgement: this process's own, and
@@ -233,6 +234,9 @@ pub fn serve(
         state.acked.load(Ordering::SeqCst),
         state.connections.load(Ordering::SeqCst),
     );
+    // The lock goes with the run, after every connection has finished.
+    drop(receive);
+    drop(committer);
     drop(run);
     Ok(if state.failed.load(Ordering::SeqCst) {
         EXIT_FAILED
@@ -260,8 +264,9 @@ fn stop_reason(state: &State, stop: &StopFlag, idle: Option<Duration>) -> Option
     }
 }
 
-/// One client: the greeting, then `apply`'s protocol until it closes.
-fn connection(run: &Run, id: &str, stream: UnixStream, state: &State) {
+/// One client: the greeting, then `apply`'s protocol until it closes, its
+/// changes applied by the committer.
+fn connection(registered: &Connection, id: &str, stream: UnixStream, state: &State) {
     let _ = stream.set_read_timeout(Some(IDLE_CONNECTION));
     let greeting = json!({"serve": id, "pid": std::process::id(), "protocol": PROTOCOL});
     if (&stream)
@@ -274,7 +279,8 @@ fn connection(run: &Run, id: &str, stream: UnixStream, state: &State) {
     let mut out = BufWriter::new(&stream);
     // An error here is the client's connection (gone, or silent too long):
     // there is no one to acknowledge.
-    if let Ok(EXIT_FAILED) = apply_stream(run, &mut input, &mut out, false, &state.acked) {
+    let commit = |changes| registered.commit(changes);
+    if let Ok(EXIT_FAILED) = apply_stream(&commit, &mut input, &mut out, false, &state.acked) {
         state.failed.store(true, Ordering::SeqCst);
     }
 }
