@@ -9,10 +9,13 @@ plots, for every size in each: checkpoints/s of that many concurrent one-shot
 `runlog unit` spawners, and, dashed, the floor: the same spawners running
 `runlog --version`; with `--serve` in the run, also the served passes
 (the same calls while `runlog serve` takes their changes), dash-dotted. A
-dev tool (needs matplotlib), not run in CI.
+file whose label starts with `served` adds only its served passes (a run
+with another `--serve-commit-delay`). A dev tool (needs matplotlib), not run
+in CI.
 
     python3 scripts/plot_processes.py [--out docs/processes.png] \\
-        after=docs/processes-after.json [before=docs/processes-before.json]
+        after=docs/processes-after.json [before=docs/processes-before.json] \\
+        ["served, --commit-delay 0.001=docs/processes-delay.json"]
 """
 
 import argparse
@@ -33,7 +36,8 @@ def main():
     fig, ax = plt.subplots(figsize=(11, 5))
     floors = {}
     for spec in args.files:
-        label, _, path = spec.partition("=")
+        label, _, path = spec.rpartition("=")
+        served_only = label.startswith("served")
         with open(path) as f:
             doc = json.load(f)
         for size in doc["sizes"]:
@@ -43,23 +47,24 @@ def main():
             xs = [r["writers"] for r in rows]
             units = size["units"]
             name = "%s units" % ("{:,}".format(units))
-            ax.plot(
-                xs,
-                [r["checkpoints_per_sec"] for r in rows],
-                marker="o",
-                linestyle="-" if label != "before" else ":",
-                label="%s, %s" % (label, name),
-            )
+            if not served_only:
+                ax.plot(
+                    xs,
+                    [r["checkpoints_per_sec"] for r in rows],
+                    marker="o",
+                    linestyle="-" if label != "before" else ":",
+                    label="%s, %s" % (label, name),
+                )
             served = [r for r in rows if (r.get("served") or {}).get("checkpoints_per_sec")]
             if served:
                 ax.plot(
                     [r["writers"] for r in served],
                     [r["served"]["checkpoints_per_sec"] for r in served],
-                    marker="s",
-                    linestyle="-.",
-                    label="%s, %s, through runlog serve" % (label, name),
+                    marker="s" if not served_only else "^",
+                    linestyle="-." if not served_only else (0, (3, 1, 1, 1, 1, 1)),
+                    label=("%s, %s" if served_only else "%s, %s, through runlog serve") % (label, name),
                 )
-            if label != "before":
+            if label != "before" and not served_only:
                 floors.setdefault(units, (xs, [r["floor_per_sec"] for r in rows]))
     for units, (xs, ys) in sorted(floors.items()):
         ax.plot(xs, ys, linestyle="--", color="grey", alpha=0.7,

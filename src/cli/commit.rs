@@ -174,7 +174,13 @@ impl Connection<'_, '_> {
             Ok(results) => results,
             // Only a panic of the committer drops the sender unanswered.
             Err(_) => (0..n)
-                .map(|_| Err(RunError::Invalid("the server's committer stopped".into())))
+                .map(|_| {
+                    Err(RunError::Io {
+                        op: "hand a change to the server's committer",
+                        path: "-".into(),
+                        source: std::io::Error::other("the committer stopped unanswered"),
+                    })
+                })
                 .collect(),
         }
     }
