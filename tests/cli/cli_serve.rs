@@ -328,7 +328,11 @@ fn a_server_killed_at_random_loses_no_acknowledged_change() {
                     kills.fetch_add(1, Ordering::SeqCst);
                 }
                 if !done.load(Ordering::SeqCst) {
-                    *s = Some(serve(&root, &["--lock-timeout", "60"]).0);
+                    // Every other server holds its batches (up to 2 ms), so
+                    // that kills land in a held batch too.
+                    let delay = ["0", "0.002"][kills.load(Ordering::SeqCst) as usize % 2];
+                    let args = ["--lock-timeout", "60", "--commit-delay", delay];
+                    *s = Some(serve(&root, &args).0);
                 }
             }
         })
