@@ -76,7 +76,10 @@ client that finds no server (or a dead one's socket) applies its change
 itself. A server killed after a client sent its change leaves that change's
 outcome unknown: the client says so and exits 1. On stopping it removes the
 socket, finishes the changes it was sent, and says on stderr how many it
-acknowledged. Tagged runs are not served. The full reference: docs/CLI.md.";
+acknowledged in how many fdatasyncs. One thread applies the changes in
+batches; --commit-delay holds a batch while another connection is open, so
+that more changes share its fdatasync. Tagged runs are not served. The full
+reference: docs/CLI.md.";
 
 // Fields shared by `init` and `start`. A plain comment: with `defer`, a doc
 // comment here would become the about of both commands.
@@ -241,7 +244,7 @@ pub enum Command {
         /// Stop after this many seconds without a connection (default: serve until SIGTERM or Ctrl-C).
         #[arg(long, value_name = "SECS")]
         idle: Option<f64>,
-        /// Before each fdatasync, wait this long (0 to 0.1) for more changes to share it: fewer fdatasyncs when writers outnumber the cores, a longer wait for each call when they don't (default 0).
+        /// Hold each batch up to this long (0 to 0.1) while another connection is open, so that more changes share its fdatasync: fewer fdatasyncs when writers outnumber the cores or the disk syncs slowly; a lone writer is never held (default 0).
         #[arg(long, value_name = "SECS", default_value_t = 0.0)]
         commit_delay: f64,
     },
