@@ -110,8 +110,8 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> R
 
 /// `runlog serve RUN [--idle SECS] [--commit-delay SECS]`: serves the run
 /// until SIGTERM, SIGINT, `idle` without a connection, or a failed change.
-/// With a `commit_delay`, the run is opened `Grouped`: the thread that leads
-/// an fdatasync first waits that long for other connections' changes.
+/// One committer thread applies the changes, holding a batch up to
+/// `commit_delay` while another connection is open (`commit.rs`).
 pub fn serve(
     runs: &Runs,
     json: bool,

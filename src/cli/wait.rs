@@ -1,8 +1,10 @@
 //! Waiting for another writer, visibly: a writer first tries for the lock for
 //! [`NOTICE_AFTER`]; if another process holds it, runlog says on stderr who
 //! (pid, and its command line when /proc shows it) and how long it will wait,
-//! then waits the rest of `--lock-timeout`. A try that meets a held lock
-//! writes nothing, so trying again is safe.
+//! then waits the rest of `--lock-timeout`, trying again every
+//! [`NOTICE_AFTER`] (a one-shot call every 0.1 s, looking for a server in
+//! between). A try that meets a held lock writes nothing, so trying again is
+//! safe.
 
 use runlog::engine;
 use runlog::run::{RunError, Runs};
