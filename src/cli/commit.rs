@@ -103,6 +103,11 @@ impl<'r> Committer<'r> {
         }
     }
 
+    /// Connections accepted and not yet finished.
+    pub fn open(&self) -> usize {
+        self.lock().open
+    }
+
     /// No more connections: [`run`](Self::run) returns once every open one
     /// has finished.
     pub fn close(&self) {

@@ -26,7 +26,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The socket's name in the run's directory.
@@ -79,7 +79,6 @@ impl Addr {
 /// What the server's threads share.
 #[derive(Default)]
 struct State {
-    active: AtomicUsize,
     connections: AtomicU64,
     acked: AtomicU64,
     /// A change failed (not refused): the store accepts no more writes.
@@ -172,7 +171,7 @@ pub fn serve(
         s.spawn(|| committer.run());
         let mut threads = 0usize;
         let reason = loop {
-            if let Some(why) = stop_reason(&state, &stop, idle) {
+            if let Some(why) = stop_reason(&state, committer.open(), &stop, idle) {
                 break why;
             }
             if !crate::sys::readable_within(listener.as_fd(), STOP_POLL) {
@@ -194,7 +193,9 @@ pub fn serve(
                 continue;
             }
             state.connections.fetch_add(1, Ordering::SeqCst);
-            if state.active.fetch_add(1, Ordering::SeqCst) >= threads && threads < MAX_CONNECTIONS {
+            // Registered at its accept, so that the committer outlives it.
+            let registered = committer.connection();
+            if committer.open() > threads && threads < MAX_CONNECTIONS {
                 threads += 1;
                 let (state, receive) = (&state, &receive);
                 s.spawn(move || {
@@ -204,14 +205,14 @@ pub fn serve(
                             return;
                         };
                         connection(&registered, id, stream, state);
-                        drop(registered);
+                        // Touched before it stops counting as open: the
+                        // idle limit runs from the last connection's end.
                         state.touch();
-                        state.active.fetch_sub(1, Ordering::SeqCst);
+                        drop(registered);
                     }
                 });
             }
-            // Registered at its accept, so that the committer outlives it.
-            if send.send((stream, committer.connection())).is_err() {
+            if send.send((stream, registered)).is_err() {
                 break "the connection queue closed".to_string();
             }
         };
@@ -246,8 +247,13 @@ pub fn serve(
 }
 
 /// Why the server should stop now, if it should: a signal, a failed
-/// change, or `idle` without a connection.
-fn stop_reason(state: &State, stop: &StopFlag, idle: Option<Duration>) -> Option<String> {
+/// change, or `idle` without a connection (`open`: the connections open now).
+fn stop_reason(
+    state: &State,
+    open: usize,
+    stop: &StopFlag,
+    idle: Option<Duration>,
+) -> Option<String> {
     if stop.requested().is_some() {
         Some("SIGTERM".into())
     } else if crate::sys::sigint_received() {
@@ -255,7 +261,7 @@ fn stop_reason(state: &State, stop: &StopFlag, idle: Option<Duration>) -> Option
     } else if state.failed.load(Ordering::SeqCst) {
         Some("a change failed; the run accepts no more writes".into())
     } else if let Some(limit) = idle
-        && state.active.load(Ordering::SeqCst) == 0
+        && open == 0
         && state.idle_for() >= limit
     {
         Some(format!("idle for {:.1} s (--idle)", limit.as_secs_f64()))
