@@ -2,6 +2,7 @@
 //! stdout. Lines already buffered are applied together with one write and one
 //! fsync; no ack is written before the fsync that covers it.
 
+use super::ack::Acked;
 use super::ops::{Line, MAX_OP_LINE_BYTES, parse_op_line, read_line_capped};
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED};
 use runlog::run::{Change, RunError, Runs};
@@ -16,7 +17,7 @@ fn ack_error(msg: &str, code: u8) -> String {
     json!({ "error": msg, "code": code }).to_string()
 }
 
-/// Applies the operations read from `input` with `commit` (`Run::apply_batch`,
+/// Applies the operations read from `input` with `commit` (`ack::apply_batch`,
 /// or `serve`'s committer), writing one ack per
 /// non-blank line to `out`. Returns the exit status (1 after a failure that
 /// is not a refusal: the store no longer accepts writes). Failures are also
@@ -24,7 +25,7 @@ fn ack_error(msg: &str, code: u8) -> String {
 /// stdin; `serve` leaves a refusal to the client it refused). `acked` counts
 /// the changes acknowledged durable.
 pub fn apply_stream(
-    commit: &dyn Fn(Vec<Change>) -> Vec<Result<u64, RunError>>,
+    commit: &dyn Fn(Vec<Change>) -> Vec<Result<Acked, RunError>>,
     input: &mut BufReader<impl Read>,
     out: &mut impl Write,
     echo_refusals: bool,
@@ -84,8 +85,8 @@ pub fn apply_stream(
             let (msg, code) = match ack {
                 Some(why) => (why, EXIT_REFUSED),
                 None => match results.next() {
-                    Some(Ok(seq)) => {
-                        writeln!(out, "{}", json!({ "seq": seq })).map_err(io_err)?;
+                    Some(Ok(a)) => {
+                        writeln!(out, "{}", a.line()).map_err(io_err)?;
                         acked.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
@@ -113,7 +114,7 @@ pub fn apply_stdin(runs: &Runs, id: &str) -> Result<u8, RunError> {
     let stdin = std::io::stdin();
     let mut input = std::io::BufReader::with_capacity(256 << 10, stdin.lock());
     let mut out = std::io::stdout().lock();
-    let commit = |changes| run.apply_batch(changes);
+    let commit = |changes| super::ack::apply_batch(&run, changes);
     apply_stream(&commit, &mut input, &mut out, true, &AtomicU64::new(0))
 }
 

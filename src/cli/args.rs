@@ -69,9 +69,10 @@ failure (code 1) apply stops and exits 1. The full reference: docs/CLI.md.";
 pub const SERVE_HELP: &str = "\
 The server holds the run's writer lock until it stops. It prints one line on
 stdout once it accepts connections, at RUN's directory's SERVE socket. While it
-runs, `runlog unit`, `phase`, `resolve`, `budget` and `finalize` on the run
-hand it their change and print its answer (the same seq, message and exit
-code as applying it themselves); every other writer waits for the lock. A
+runs, `runlog unit`, `phase`, `item`, `resolve`, `budget`, `spend` and
+`finalize` on the run hand it their change and print its answer (the same
+seq, item ids, warning, message and exit code as applying it themselves);
+every other writer waits for the lock. A
 client that finds no server (or a dead one's socket) applies its change
 itself. A server killed after a client sent its change leaves that change's
 outcome unknown: the client says so and exits 1. On stopping it removes the
@@ -236,7 +237,7 @@ pub enum Command {
         /// The run id.
         run: String,
     },
-    /// Serve the run's one-shot writers over a Unix socket: `unit`, `phase`, `resolve`, `budget` and `finalize` calls hand it their change and share its fdatasyncs.
+    /// Serve the run's one-shot writers over a Unix socket: `unit`, `phase`, `item`, `resolve`, `budget`, `spend` and `finalize` calls hand it their change and share its fdatasyncs.
     #[command(after_long_help = SERVE_HELP)]
     Serve {
         /// The run id.

@@ -1,5 +1,6 @@
 //! One function per command: call the library, print the result.
 
+use super::ack::{Acked, ids_ending};
 use super::args::{
     ArchiveCommand, Command, NewRun, parse_amount, parse_budgets, parse_deps, parse_list,
 };
@@ -63,13 +64,28 @@ fn print_seq(json: bool, seq: u64) -> Result<u8, RunError> {
 /// A server of the run (`runlog serve`) applies it when one is serving
 /// (`serve::change`).
 fn change(runs: &Runs, json: bool, run: &str, change: Change) -> Result<u8, RunError> {
-    match super::serve::change(runs, run, change)? {
-        super::serve::Answer::Seq(seq) => print_seq(json, seq),
+    let direct = |r: &Runs| r.change(run, change.clone()).map(Acked::seq);
+    match served(runs, run, &change, direct)? {
+        Ok(a) => print_seq(json, a.seq),
+        Err(code) => Ok(code),
+    }
+}
+
+/// `change`'s ack, through the run's server or with `direct`; `Err(code)`:
+/// the server refused it or failed, and said why on stderr.
+fn served(
+    runs: &Runs,
+    run: &str,
+    change: &Change,
+    direct: impl Fn(&Runs) -> Result<Acked, RunError>,
+) -> Result<Result<Acked, u8>, RunError> {
+    Ok(match super::serve::change(runs, run, change, direct)? {
+        super::serve::Answer::Done(a) => Ok(a),
         super::serve::Answer::Error { message, code } => {
             eprintln!("runlog: {message}");
-            Ok(code)
+            Err(code)
         }
-    }
+    })
 }
 
 /// The code of the warning `spend` prints once a budget's spending reaches its limit.
@@ -363,12 +379,18 @@ fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> 
     let n = items.len() as u64;
     let c = Change::Items { items };
     // `nextItem` holds the last id handed out: the new ones end there.
-    let (seq, last) = with_lock_notice(runs, |r| {
-        r.change_then(run, c.clone(), |v| v.header().next_item)
-    })?;
-    let ids: Vec<String> = (last + 1 - n.min(last)..=last)
-        .map(|i| format!("item-{i}"))
-        .collect();
+    let direct = |r: &Runs| {
+        let (seq, last) = r.change_then(run, c.clone(), |v| v.header().next_item)?;
+        Ok(Acked {
+            ids: Some(ids_ending(last, n)),
+            ..Acked::seq(seq)
+        })
+    };
+    let (seq, ids) = match served(runs, run, &c, direct)? {
+        // Served: `serve::answer` takes no item's ack without its ids.
+        Ok(a) => (a.seq, a.ids.unwrap_or_default()),
+        Err(code) => return Ok(code),
+    };
     if json {
         print_json(&json!({ "seq": seq, "ids": ids }), true)?;
     } else {
@@ -384,9 +406,18 @@ fn spend(runs: &Runs, json: bool, run: &str, budget: String, amount: &str) -> Re
         budget: budget.clone(),
         amount,
     };
-    let (seq, b) = with_lock_notice(runs, |r| {
-        r.change_then(run, c.clone(), |v| v.header().budgets.get(&budget).cloned())
-    })?;
+    let direct = |r: &Runs| {
+        let (seq, b) =
+            r.change_then(run, c.clone(), |v| v.header().budgets.get(&budget).cloned())?;
+        Ok(Acked {
+            budget: b,
+            ..Acked::seq(seq)
+        })
+    };
+    let (seq, b) = match served(runs, run, &c, direct)? {
+        Ok(a) => (a.seq, a.budget),
+        Err(code) => return Ok(code),
+    };
     let mut warnings = vec![];
     if let Some(b) = b.filter(|b| b.is_exhausted()) {
         warnings.push(runlog::run::Warning {

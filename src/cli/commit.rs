@@ -1,6 +1,6 @@
 //! `runlog serve`'s committer: one thread applies the changes that every
 //! connection hands it, in batches of one write and one fdatasync
-//! (`Run::apply_batch`), and decides when each batch starts (docs/CLI.md,
+//! (`ack::apply_batch`, which ends a batch after an `item` or a `spend`), and decides when each batch starts (docs/CLI.md,
 //! "serve"; FORMAT.md §5.9). Once a change is waiting, it holds the batch:
 //!
 //! - while a connection greeted less than [`FRESH_WAIT`] ago has sent
@@ -15,6 +15,7 @@
 //! an answer means: each connection writes its acks only after
 //! `apply_batch` returns, which is after the fdatasync that covers them.
 
+use super::ack::Acked;
 use runlog::run::{Change, Run, RunError};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 pub const FRESH_WAIT: Duration = Duration::from_millis(1);
 
 /// What each change of a batch came to, in order.
-type Results = Vec<Result<u64, RunError>>;
+type Results = Vec<Result<Acked, RunError>>;
 
 /// The committer's state, shared with every connection.
 pub struct Committer<'r> {
@@ -145,10 +146,9 @@ impl<'r> Committer<'r> {
             drop(q);
             let sizes: Vec<usize> = batch.iter().map(|(c, _)| c.len()).collect();
             let (changes, replies): (Vec<Vec<Change>>, Vec<_>) = batch.into_iter().unzip();
-            let mut results = self
-                .run
-                .apply_batch(changes.into_iter().flatten().collect())
-                .into_iter();
+            let mut results =
+                super::ack::apply_batch(self.run, changes.into_iter().flatten().collect())
+                    .into_iter();
             for (n, reply) in sizes.into_iter().zip(replies) {
                 // A connection that is gone has no one to answer.
                 let _ = reply.send(results.by_ref().take(n).collect());

@@ -2,6 +2,7 @@
 //! result on stdout (JSON with `--json`) and maps errors to exit codes:
 //! 0 done, 2 refused (nothing written), 1 failed.
 
+mod ack;
 pub mod apply;
 pub mod args;
 mod commands;

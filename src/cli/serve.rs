@@ -13,6 +13,7 @@
 //! After the change is sent, anything but an ack is an unknown outcome, said
 //! as such, never retried: the server may have made it durable.
 
+use super::ack::Acked;
 use super::apply::apply_stream;
 use super::commit::{Committer, Connection};
 use super::ops::{Line, MAX_OP_LINE_BYTES, op_line, read_line_capped};
@@ -31,8 +32,9 @@ use std::time::{Duration, Instant};
 
 /// The socket's name in the run's directory.
 pub const SOCKET_NAME: &str = "SERVE";
-/// The protocol's version, in the greeting.
-const PROTOCOL: u64 = 1;
+/// The protocol's version, in the greeting. 2: an `item`'s ack carries its
+/// ids and a `spend`'s its budget (`ack.rs`), so those calls are served too.
+const PROTOCOL: u64 = 2;
 /// Threads serving connections at most; more connections wait their turn.
 const MAX_CONNECTIONS: usize = 256;
 /// A connection that sends nothing for this long is closed by the server.
@@ -293,8 +295,8 @@ fn connection(registered: &Connection, id: &str, stream: UnixStream, state: &Sta
 
 /// A server's answer to one change.
 pub enum Answer {
-    /// Durable at this seq.
-    Seq(u64),
+    /// Durable: its ack.
+    Done(Acked),
     /// Refused (2) or failed (1), with the server's report of why.
     Error { message: String, code: u8 },
 }
@@ -304,17 +306,22 @@ pub enum Answer {
 const SERVER_RECHECK: Duration = Duration::from_millis(100);
 
 /// Applies `change` to run `id`: through the run's server when one greets
-/// this process, else itself (a one-shot writer, `Runs::change`). While the
+/// this process, else itself with `direct` (a one-shot writer). While the
 /// writer lock is held, it looks for a server again every
 /// [`SERVER_RECHECK`]: a server takes the lock before it binds its socket.
 /// After [`NOTICE_AFTER`] it says who holds the lock, once, as every writer
 /// does; it waits `--lock-timeout` in all.
-pub fn change(runs: &Runs, id: &str, change: Change) -> Result<Answer, RunError> {
+pub fn change(
+    runs: &Runs,
+    id: &str,
+    change: &Change,
+    direct: impl Fn(&Runs) -> Result<Acked, RunError>,
+) -> Result<Answer, RunError> {
     retry_while_locked(
         runs,
         SERVER_RECHECK,
-        || hand_over(runs, id, &change),
-        |r| r.change(id, change.clone()).map(Answer::Seq),
+        || hand_over(runs, id, change),
+        |r| direct(r).map(Answer::Done),
     )
 }
 
@@ -377,7 +384,7 @@ fn hand_over(runs: &Runs, id: &str, change: &Change) -> Result<Option<Answer>, R
             )));
         }
     };
-    answer(&text)
+    answer(&text, change)
         .ok_or_else(|| {
             unknown(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -398,11 +405,19 @@ fn greets(line: &[u8], id: &str) -> bool {
     v["serve"].as_str() == Some(id) && v["protocol"].as_u64() == Some(PROTOCOL)
 }
 
-/// An ack line: `{"seq":N}` or `{"error":"…","code":C}`.
-fn answer(line: &[u8]) -> Option<Answer> {
+/// An ack line for `change`: `{"seq":N}` (with an `item`'s `"ids"`, a
+/// `spend`'s `"budget"`: an ack without them is not one) or
+/// `{"error":"…","code":C}`.
+fn answer(line: &[u8], change: &Change) -> Option<Answer> {
     let v: Value = serde_json::from_slice(line).ok()?;
-    if let Some(seq) = v["seq"].as_u64() {
-        return Some(Answer::Seq(seq));
+    if v.get("seq").is_some() {
+        let a = Acked::parse(&v)?;
+        let complete = match change {
+            Change::Items { items } => a.ids.as_ref().is_some_and(|ids| ids.len() == items.len()),
+            Change::Spend { .. } => a.budget.is_some(),
+            _ => true,
+        };
+        return complete.then_some(Answer::Done(a));
     }
     let message = v["error"].as_str()?.to_string();
     let code = u8::try_from(v["code"].as_u64()?).ok()?;
@@ -413,11 +428,41 @@ fn answer(line: &[u8]) -> Option<Answer> {
 mod tests {
     use super::*;
 
+    fn unit() -> Change {
+        super::super::ops::parse_op_line(r#"{"op":"unit","unit":"u","status":"done"}"#).unwrap()
+    }
+
+    #[test]
+    fn an_item_or_spend_ack_without_what_the_call_prints_is_not_an_ack() {
+        let item =
+            super::super::ops::parse_op_line(r#"{"op":"item","item":[{"a":1},{"b":2}]}"#).unwrap();
+        assert!(answer(br#"{"seq":3,"ids":["item-1","item-2"]}"#, &item).is_some());
+        for bad in [&br#"{"seq":3}"#[..], br#"{"seq":3,"ids":["item-2"]}"#] {
+            assert!(
+                answer(bad, &item).is_none(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let spend = Change::Spend {
+            budget: "usd".into(),
+            amount: 1.0,
+        };
+        assert!(answer(br#"{"seq":3}"#, &spend).is_none());
+        let with =
+            br#"{"seq":3,"budget":{"limit":2.0,"owner":"o","spent":1.0,"exhaustedAt":null}}"#;
+        assert!(answer(with, &spend).is_some());
+    }
+
     #[test]
     fn acks_and_greetings_are_read_strictly() {
-        assert!(matches!(answer(br#"{"seq":7}"#), Some(Answer::Seq(7))));
+        assert!(matches!(answer(br#"{"seq":7}"#, &unit()), Some(Answer::Done(a)) if a.seq == 7));
         assert!(matches!(
-            answer(br#"{"error":"refused: x","code":2}"#),
+            answer(br#"{"seq":8,"ids":["item-1"]}"#, &unit()),
+            Some(Answer::Done(a)) if a.ids == Some(vec!["item-1".to_string()])
+        ));
+        assert!(matches!(
+            answer(br#"{"error":"refused: x","code":2}"#, &unit()),
             Some(Answer::Error { code: 2, .. })
         ));
         for bad in [
@@ -425,12 +470,19 @@ mod tests {
             b"seq 7",
             br#"{"error":"x"}"#,
             br#"{"error":"x","code":300}"#,
+            br#"{"seq":"7"}"#,
+            br#"{"seq":7,"ids":[7]}"#,
         ] {
-            assert!(answer(bad).is_none(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                answer(bad, &unit()).is_none(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
-        assert!(greets(br#"{"serve":"r","pid":1,"protocol":1}"#, "r"));
-        assert!(!greets(br#"{"serve":"other","pid":1,"protocol":1}"#, "r"));
-        assert!(!greets(br#"{"serve":"r","pid":1,"protocol":2}"#, "r"));
+        assert!(greets(br#"{"serve":"r","pid":1,"protocol":2}"#, "r"));
+        assert!(!greets(br#"{"serve":"other","pid":1,"protocol":2}"#, "r"));
+        // A server of protocol 1 would answer an `item` without its ids.
+        assert!(!greets(br#"{"serve":"r","pid":1,"protocol":1}"#, "r"));
         assert!(!greets(b"not json", "r"));
     }
 

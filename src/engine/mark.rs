@@ -169,13 +169,14 @@ impl MarkWriter {
         if (m.seq, m.segment) <= self.written || m.segment > m.seq + 1 || m.segment == 0 {
             return;
         }
-        let path = dir.join(MARK_FILE);
         let r = (|| {
             if let (None, Some(h)) = (&self.file, kept) {
                 return write_all_with(|b, at| h.write_at(b, at), &encode_mark(&m), 0);
             }
             if self.file.is_none() {
-                self.file = Some(open_or_create(vfs, &path)?);
+                // The path only for the open: a long-lived writer writes a
+                // mark after every fsync, through the handle it keeps.
+                self.file = Some(open_or_create(vfs, &dir.join(MARK_FILE))?);
             }
             let f = self.file.as_ref().expect("opened above");
             write_all_at(f.as_ref(), &encode_mark(&m), 0)

@@ -1,7 +1,8 @@
 //! Proves errors read as runlog's own: `apply` says what a line must look
 //! like (no Rust internals), writes failures to stderr as well as its ack,
 //! refuses invalid UTF-8; finalize messages say "refused" once and list only
-//! the outcomes it takes; the missing-key message names no library API.
+//! the outcomes it takes; the missing-key message names no library API;
+//! and `apply`'s ack says what an `item` or a `spend` came to.
 use crate::cli_support;
 use cli_support::*;
 use std::io::Write;
@@ -137,4 +138,70 @@ fn a_negative_lock_timeout_is_refused_as_out_of_range() {
         "pending",
         "nothing written"
     );
+}
+
+/// Not an error, but `apply`'s ack speaks for the change it answers: an
+/// `item`'s ack lists the ids it was given and a `spend`'s the budget after
+/// it, each as that change left the run, even in one batch with others.
+#[test]
+fn apply_acks_an_item_with_its_ids_and_a_spend_with_its_budget() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    ok(
+        root,
+        &[
+            "init",
+            "--id",
+            "r",
+            "--task",
+            "t",
+            "--units",
+            "a,b",
+            "--budget",
+            "usd=2@ops",
+        ],
+    );
+    let lines = [
+        r#"{"op":"unit","unit":"a","status":"in_progress"}"#,
+        r#"{"op":"item","item":[{"n":1},{"n":2}]}"#,
+        r#"{"op":"item","item":{"n":3}}"#,
+        r#"{"op":"spend","budget":"usd","amount":1.5}"#,
+        r#"{"op":"unit","unit":"a","status":"done"}"#,
+        r#"{"op":"spend","budget":"usd","amount":1}"#,
+        r#"{"op":"spend","budget":"nope","amount":1}"#,
+        r#"{"op":"unit","unit":"b","status":"done"}"#,
+    ];
+    let o = apply(root, "r", format!("{}\n", lines.join("\n")).as_bytes());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let acks: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(acks.len(), lines.len(), "{acks:?}");
+    let seqs: Vec<u64> = acks.iter().filter_map(|a| a["seq"].as_u64()).collect();
+    assert_eq!(seqs, (2..=8).collect::<Vec<_>>(), "{acks:?}");
+    assert_eq!(
+        acks[0].as_object().unwrap().len(),
+        1,
+        "a unit's ack: {}",
+        acks[0]
+    );
+    assert_eq!(acks[1]["ids"], serde_json::json!(["item-1", "item-2"]));
+    assert_eq!(acks[2]["ids"], serde_json::json!(["item-3"]));
+    // The budget as each spend left it, not as the batch did.
+    assert_eq!(acks[3]["budget"]["spent"], 1.5);
+    assert!(acks[3]["budget"]["exhaustedAt"].is_null(), "{}", acks[3]);
+    assert_eq!(acks[5]["budget"]["spent"], 2.5);
+    assert_eq!(acks[5]["budget"]["limit"], 2.0);
+    assert!(acks[5]["budget"]["exhaustedAt"].is_string(), "{}", acks[5]);
+    assert_eq!(acks[6]["code"], 2, "{}", acks[6]);
+    let doc = ok_json(root, &["get", "r"]);
+    assert_eq!(doc["nextItem"], 3);
+    assert_eq!(doc["budgets"]["usd"]["spent"], 2.5);
 }

@@ -76,6 +76,14 @@ fn changes_handed_to_a_server_print_what_applying_them_directly_prints() {
         &["unit", RUN, "z", "done", "--deps", "nope"],
         &["phase", RUN, "load", "running"],
         &["budget", RUN, "usd", "--owner", "ops", "--limit", "5"],
+        // An item's ids and a spend's budget come back in the server's ack.
+        &["item", RUN, r#"[{"a":1},{"b":2}]"#],
+        &["--json", "item", RUN, r#"{"c":3}"#],
+        &["spend", RUN, "usd", "3"],
+        &["spend", RUN, "usd", "2.5"],
+        &["--json", "spend", RUN, "usd", "0.5"],
+        &["spend", RUN, "nope", "1"],
+        &["resolve", RUN, "item-2"],
         &["resolve", RUN, "item-9"],
         &["--json", "finalize", RUN, "done"],
         &["unit", RUN, "c", "done"],
@@ -92,7 +100,7 @@ fn changes_handed_to_a_server_print_what_applying_them_directly_prints() {
         accepted += usize::from(direct.0 == Some(0));
     }
     assert!(
-        accepted >= 6,
+        accepted >= 12,
         "{accepted} accepted: the calls test too few changes"
     );
     let (code, err) = stop(server);
@@ -126,6 +134,19 @@ fn changes_handed_to_a_server_print_what_applying_them_directly_prints() {
             for k in ["startedAt", "finishedAt", "updatedAt"] {
                 p[k] = serde_json::Value::Null;
             }
+        }
+        for list in ["openItems", "resolvedItems"] {
+            for i in v[list].as_array_mut().into_iter().flatten() {
+                i["at"] = serde_json::Value::Null;
+                i["resolvedAt"] = serde_json::Value::Null;
+            }
+        }
+        for b in v["budgets"]
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|m| m.values_mut())
+        {
+            b["exhaustedAt"] = serde_json::Value::Null;
         }
         v
     };
@@ -481,7 +502,7 @@ fn faulty_server(root: &Path, fault: Fault) -> std::thread::JoinHandle<Option<St
         // back finds none when it looks again.
         std::fs::remove_file(&path).unwrap();
         let greet = |line: &str| (&s).write_all(format!("{line}\n").as_bytes()).unwrap();
-        let good = r#"{"serve":"r","pid":1,"protocol":1}"#;
+        let good = r#"{"serve":"r","pid":1,"protocol":2}"#;
         let read = || {
             let mut line = String::new();
             BufReader::new(&s).read_line(&mut line).unwrap();
@@ -494,11 +515,11 @@ fn faulty_server(root: &Path, fault: Fault) -> std::thread::JoinHandle<Option<St
                 None
             }
             Fault::GreetsAnotherRun => {
-                greet(r#"{"serve":"other","pid":1,"protocol":1}"#);
+                greet(r#"{"serve":"other","pid":1,"protocol":2}"#);
                 None
             }
             Fault::GreetsAnotherProtocol => {
-                greet(r#"{"serve":"r","pid":1,"protocol":2}"#);
+                greet(r#"{"serve":"r","pid":1,"protocol":1}"#);
                 None
             }
             Fault::GarbledGreeting => {
