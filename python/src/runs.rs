@@ -228,7 +228,9 @@ impl Runs {
     /// is shared with the other processes and threads writing the run this
     /// way. Returns the seq once durable. For many processes (or threads)
     /// each checkpointing now and then; a process writing a stream holds a
-    /// `Run` from `open` instead.
+    /// `Run` from `open` instead. While a `runlog serve` holds the run, the
+    /// change is handed to that server, which applies it (FORMAT.md §5.9);
+    /// its refusal is `Refused` with the server's report.
     #[pyo3(signature = (id, name, status, note=None, deps=None))]
     fn unit(
         &self,

@@ -1,65 +1,12 @@
 //! What an accepted change came to, as the ack lines of `apply` and `serve`
-//! carry it (docs/CLI.md, "apply"): its seq and, for an `item` or a `spend`,
-//! the state it left: the new items' ids, the budget after the spend. The
-//! writer that applied the change reads that state right after the batch
-//! that holds it, so a batch ends after each `item` and each `spend`.
+//! carry it (docs/CLI.md, "apply"; the line is the library's
+//! `served::Acked`): its seq and, for an `item` or a `spend`, the state it
+//! left: the new items' ids, the budget after the spend. The writer that
+//! applied the change reads that state right after the batch that holds it,
+//! so a batch ends after each `item` and each `spend`.
 
-use runlog::run::{Budget, Change, Run, RunError};
-use serde_json::{Value, json};
-
-/// An accepted change's ack.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Acked {
-    pub seq: u64,
-    /// An `item`'s new ids, in order.
-    pub ids: Option<Vec<String>>,
-    /// The budget a `spend` was recorded against, after it.
-    pub budget: Option<Budget>,
-}
-
-impl Acked {
-    pub fn seq(seq: u64) -> Self {
-        Acked {
-            seq,
-            ids: None,
-            budget: None,
-        }
-    }
-
-    /// The ack line: `{"seq":N}`, with `"ids"` or `"budget"` when known.
-    pub fn line(&self) -> String {
-        let mut v = json!({ "seq": self.seq });
-        if let Some(ids) = &self.ids {
-            v["ids"] = json!(ids);
-        }
-        if let Some(b) = &self.budget {
-            v["budget"] = json!(b);
-        }
-        v.to_string()
-    }
-
-    /// Reads an ack line's object; `None` when it is not one.
-    pub fn parse(v: &Value) -> Option<Acked> {
-        let ids = match v.get("ids") {
-            None => None,
-            Some(ids) => Some(
-                ids.as_array()?
-                    .iter()
-                    .map(|id| id.as_str().map(str::to_string))
-                    .collect::<Option<Vec<_>>>()?,
-            ),
-        };
-        let budget = match v.get("budget") {
-            None => None,
-            Some(b) => Some(serde_json::from_value(b.clone()).ok()?),
-        };
-        Some(Acked {
-            seq: v.get("seq")?.as_u64()?,
-            ids,
-            budget,
-        })
-    }
-}
+pub use runlog::run::served::Acked;
+use runlog::run::{Change, Run, RunError};
 
 /// The ids `item-(last-n+1)` ..= `item-last`: the `n` items an `item` change
 /// opened, when the run's last id handed out is `last`.
@@ -129,39 +76,6 @@ pub fn apply_batch(run: &Run, changes: Vec<Change>) -> Vec<Result<Acked, RunErro
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_ack_line_reads_back_as_what_it_says() {
-        let b = Budget {
-            limit: Some(2.0),
-            owner: "ops".into(),
-            spent: 2.5,
-            exhausted_at: Some("2026-12-05T00:00:00Z".into()),
-        };
-        for a in [
-            Acked::seq(7),
-            Acked {
-                ids: Some(vec!["item-3".into(), "item-4".into()]),
-                ..Acked::seq(8)
-            },
-            Acked {
-                budget: Some(b),
-                ..Acked::seq(9)
-            },
-        ] {
-            let v: Value = serde_json::from_str(&a.line()).unwrap();
-            assert_eq!(Acked::parse(&v), Some(a));
-        }
-        for bad in [
-            json!({}),
-            json!({"seq": -1}),
-            json!({"seq": 1, "ids": "item-1"}),
-            json!({"seq": 1, "ids": [1]}),
-            json!({"seq": 1, "budget": {"limit": 1}}),
-        ] {
-            assert_eq!(Acked::parse(&bad), None, "{bad}");
-        }
-    }
 
     #[test]
     fn ids_end_at_the_last_one_handed_out() {

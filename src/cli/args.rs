@@ -61,7 +61,8 @@ Each stdin line is one JSON object with an \"op\" field:
   {\"op\":\"checkpoint\",\"state\":{…}}
   {\"op\":\"finalize\",\"status\":\"done\",\"result\":\"…\"}
 note, deps, limit and result are optional. Blank lines are skipped.
-Each line gets one ack line on stdout once durable: {\"seq\":N}, or
+Each line gets one ack line on stdout once durable: {\"seq\":N} (an item's
+also lists its \"ids\", a spend's the \"budget\" after it), or
 {\"error\":\"…\",\"code\":2} for a refused line (also written to stderr); after a
 failure (code 1) apply stops and exits 1. The full reference: docs/CLI.md.";
 
@@ -487,8 +488,9 @@ pub fn parse() -> Result<Cli, clap::Error> {
     Ok(cli)
 }
 
-fn invalid(s: String) -> RunError {
-    RunError::Invalid(s)
+/// A refusal of a malformed argument (exit 2).
+pub(super) fn invalid(s: impl Into<String>) -> RunError {
+    RunError::Invalid(s.into())
 }
 
 /// Checks a seconds flag (`--lock-timeout`, `--idle`, `--interval`,

@@ -2,13 +2,14 @@
 
 use super::ack::{Acked, ids_ending};
 use super::args::{
-    ArchiveCommand, Command, NewRun, parse_amount, parse_budgets, parse_deps, parse_list,
+    ArchiveCommand, Command, NewRun, invalid, parse_amount, parse_budgets, parse_deps, parse_list,
 };
 use super::ops::items_from_json;
 use super::render::{render_archive_list, render_list, render_status, status_json};
 use super::wait::with_lock_notice;
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, write_out};
 use runlog::engine::{self, Codec, Integrity, RealFs};
+use runlog::run::served::Answer;
 use runlog::run::{
     Change, InitSpec, Json, Launch, PhaseStatus, RunError, RunStatus, RunSummary, Runs, Transition,
     UnitStatus,
@@ -16,10 +17,6 @@ use runlog::run::{
 use serde::Serialize;
 use serde_json::json;
 use std::io::Write;
-
-fn invalid(s: impl Into<String>) -> RunError {
-    RunError::Invalid(s.into())
-}
 
 /// Prints `value` as one JSON line (or pretty when not `--json`).
 fn print_json<T: Serialize>(value: &T, compact: bool) -> Result<(), RunError> {
@@ -64,7 +61,7 @@ fn print_seq(json: bool, seq: u64) -> Result<u8, RunError> {
 /// A server of the run (`runlog serve`) applies it when one is serving
 /// (`serve::change`).
 fn change(runs: &Runs, json: bool, run: &str, change: Change) -> Result<u8, RunError> {
-    let direct = |r: &Runs| r.change(run, change.clone()).map(Acked::seq);
+    let direct = |r: &Runs| r.change_direct(run, change.clone()).map(Acked::seq);
     match served(runs, run, &change, direct)? {
         Ok(a) => print_seq(json, a.seq),
         Err(code) => Ok(code),
@@ -80,8 +77,8 @@ fn served(
     direct: impl Fn(&Runs) -> Result<Acked, RunError>,
 ) -> Result<Result<Acked, u8>, RunError> {
     Ok(match super::serve::change(runs, run, change, direct)? {
-        super::serve::Answer::Done(a) => Ok(a),
-        super::serve::Answer::Error { message, code } => {
+        Answer::Done(a) => Ok(a),
+        Answer::Error { message, code } => {
             eprintln!("runlog: {message}");
             Err(code)
         }

@@ -85,6 +85,9 @@ pub fn report(e: &RunError) -> String {
             ..
         } => format!("{chain}; the key is read from --key-file FILE or ${ENV_KEY_FILE}"),
         RunError::NotArchived { .. } => format!("{chain} (see `runlog archive list`)"),
+        RunError::Io { op, .. } if *op == runlog::run::served::HANDED_OVER => {
+            format!("{chain}; `runlog get` shows whether it did")
+        }
         RunError::Refused {
             id,
             source: RuleError::UnknownBudget { name },

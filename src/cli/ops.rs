@@ -15,8 +15,8 @@ use runlog::run::{Change, Json};
 use serde_json::{Map, Value};
 use std::io::BufRead;
 
-/// Longest operation line accepted, in bytes.
-pub const MAX_OP_LINE_BYTES: usize = 1 << 20;
+/// Longest operation line accepted, in bytes: the serve protocol's.
+pub const MAX_OP_LINE_BYTES: usize = runlog::run::served::MAX_LINE_BYTES;
 
 /// One line read with a length cap.
 #[derive(Debug, PartialEq)]
@@ -184,32 +184,10 @@ fn plain_serde_error(e: &serde_json::Error) -> String {
     e.to_string().replace('`', "\"")
 }
 
-/// The operation line of `c`, written from the change's own serde form: its
-/// fields, flat, beside `"op"` (what `runlog serve`'s clients send). `None`
-/// for `Change::Init`, which is no operation.
-pub fn op_line(c: &Change) -> Option<String> {
-    if !OP_NAMES.contains(&c.op()) {
-        return None;
-    }
-    let Ok(Value::Object(tagged)) = serde_json::to_value(c) else {
-        return None;
-    };
-    let (_, Value::Object(mut fields)) = tagged.into_iter().next()? else {
-        return None;
-    };
-    fields.insert("op".into(), Value::String(c.op().into()));
-    if let Some(Value::Array(items)) = fields.remove("items") {
-        fields.insert("item".into(), Value::Array(items));
-    }
-    if let Some(Value::Object(spec)) = fields.remove("spec") {
-        fields.extend(spec);
-    }
-    Some(Value::Object(fields).to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runlog::run::served::op_line;
     use runlog::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
 
     #[test]

@@ -16,67 +16,29 @@
 use super::ack::Acked;
 use super::apply::apply_stream;
 use super::commit::{Committer, Connection};
-use super::ops::{Line, MAX_OP_LINE_BYTES, op_line, read_line_capped};
 use super::wait::{retry_while_locked, with_lock_notice};
 use super::{EXIT_DONE, EXIT_FAILED};
+use runlog::run::served::{self, Addr, Answer, SOCKET_NAME};
 use runlog::run::{Change, RunError, Runs, StopFlag};
-use serde_json::{Value, json};
-use std::fs::File;
+use serde_json::json;
 use std::io::{self, BufReader, BufWriter, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// The socket's name in the run's directory.
-pub const SOCKET_NAME: &str = "SERVE";
-/// The protocol's version, in the greeting. 2: an `item`'s ack carries its
-/// ids and a `spend`'s its budget (`ack.rs`), so those calls are served too.
-const PROTOCOL: u64 = 2;
 /// Threads serving connections at most; more connections wait their turn.
 const MAX_CONNECTIONS: usize = 256;
 /// A connection that sends nothing for this long is closed by the server.
 const IDLE_CONNECTION: Duration = Duration::from_secs(10);
-/// How long a client waits for the greeting before applying its change itself.
-const GREETING_WAIT: Duration = Duration::from_secs(5);
-/// Longest greeting a client reads.
-const MAX_GREETING_BYTES: usize = 4096;
 /// How often the server looks for a stop (a signal, its idle limit) while no
 /// connection comes.
 const STOP_POLL: Duration = Duration::from_millis(50);
 /// The longest `--commit-delay`, in seconds (PostgreSQL caps its
 /// `commit_delay` at the same 0.1 s): a longer one is surely a mistake.
 pub const MAX_COMMIT_DELAY_SECS: f64 = 0.1;
-/// Longest `sun_path` used as is (Linux's is 108 bytes with its NUL); a
-/// longer path is reached through the directory's descriptor.
-const MAX_SOCKET_PATH: usize = 100;
-
-/// Where the socket is bound or reached: its path, or for a long one a path
-/// through `/proc/self/fd` to the directory held open here.
-struct Addr {
-    path: PathBuf,
-    _dir: Option<File>,
-}
-
-impl Addr {
-    fn of(dir: &Path) -> io::Result<Addr> {
-        let full = dir.join(SOCKET_NAME);
-        if full.as_os_str().len() <= MAX_SOCKET_PATH {
-            return Ok(Addr {
-                path: full,
-                _dir: None,
-            });
-        }
-        let d = File::open(dir)?;
-        let path = PathBuf::from(format!("/proc/self/fd/{}/{SOCKET_NAME}", d.as_raw_fd()));
-        Ok(Addr {
-            path,
-            _dir: Some(d),
-        })
-    }
-}
 
 /// What the server's threads share.
 #[derive(Default)]
@@ -276,7 +238,7 @@ fn stop_reason(
 /// changes applied by the committer.
 fn connection(registered: &Connection, id: &str, stream: UnixStream, state: &State) {
     let _ = stream.set_read_timeout(Some(IDLE_CONNECTION));
-    let greeting = json!({"serve": id, "pid": std::process::id(), "protocol": PROTOCOL});
+    let greeting = served::greeting(id);
     if (&stream)
         .write_all(format!("{greeting}\n").as_bytes())
         .is_err()
@@ -293,22 +255,10 @@ fn connection(registered: &Connection, id: &str, stream: UnixStream, state: &Sta
     }
 }
 
-/// A server's answer to one change.
-pub enum Answer {
-    /// Durable: its ack.
-    Done(Acked),
-    /// Refused (2) or failed (1), with the server's report of why.
-    Error { message: String, code: u8 },
-}
-
-/// How long a writer that found no server waits for the writer lock before
-/// looking for a server again (one may have taken the lock to serve).
-const SERVER_RECHECK: Duration = Duration::from_millis(100);
-
 /// Applies `change` to run `id`: through the run's server when one greets
 /// this process, else itself with `direct` (a one-shot writer). While the
 /// writer lock is held, it looks for a server again every
-/// [`SERVER_RECHECK`]: a server takes the lock before it binds its socket.
+/// [`served::SERVER_RECHECK`]: a server takes the lock before it binds its socket.
 /// After [`NOTICE_AFTER`] it says who holds the lock, once, as every writer
 /// does; it waits `--lock-timeout` in all.
 pub fn change(
@@ -319,185 +269,8 @@ pub fn change(
 ) -> Result<Answer, RunError> {
     retry_while_locked(
         runs,
-        SERVER_RECHECK,
-        || hand_over(runs, id, change),
+        served::SERVER_RECHECK,
+        || runs.hand_over(id, change),
         |r| direct(r).map(Answer::Done),
     )
-}
-
-/// Hands `change` to the server of run `id`, if one is serving it.
-/// `Ok(None)`: no server greeted this process, so none saw the change, and
-/// the caller applies it itself. An error: the change was sent and its
-/// outcome is unknown.
-fn hand_over(runs: &Runs, id: &str, change: &Change) -> Result<Option<Answer>, RunError> {
-    if runs.key().is_some() {
-        return Ok(None);
-    }
-    let Ok(dir) = runs.run_dir(id) else {
-        return Ok(None);
-    };
-    let Ok(addr) = Addr::of(&dir) else {
-        return Ok(None);
-    };
-    let Ok(stream) = UnixStream::connect(&addr.path) else {
-        return Ok(None);
-    };
-    let _ = stream.set_read_timeout(Some(GREETING_WAIT));
-    let mut reader = BufReader::new(&stream);
-    match read_line_capped(&mut reader, MAX_GREETING_BYTES) {
-        Ok(Some(Line::Text(t))) if greets(&t, id) => {}
-        _ => return Ok(None),
-    }
-    // The line is written only for a server: without one (the usual case),
-    // a call pays a failed `connect` and nothing more.
-    let Some(line) = op_line(change) else {
-        return Ok(None);
-    };
-    // The ack comes after the server's fdatasync: no time limit, as a call
-    // applying its change itself waits for its own.
-    if stream.set_read_timeout(None).is_err() {
-        return Ok(None);
-    }
-    // From here the server may read the change: never apply it again.
-    let socket = dir.join(SOCKET_NAME);
-    let unknown = |source: io::Error| RunError::Io {
-        op: "hand the change to `runlog serve`, which may have applied it (see `runlog get`)",
-        path: socket.clone(),
-        // A server gone is reported: a broken pipe here is not stdout's,
-        // which the CLI ends by SIGPIPE without a word.
-        source: match source.kind() {
-            io::ErrorKind::BrokenPipe => io::Error::new(io::ErrorKind::ConnectionAborted, source),
-            _ => source,
-        },
-    };
-    (&stream)
-        .write_all(format!("{line}\n").as_bytes())
-        .and_then(|_| stream.shutdown(std::net::Shutdown::Write))
-        .map_err(unknown)?;
-    let ack = read_line_capped(&mut reader, MAX_OP_LINE_BYTES).map_err(unknown)?;
-    let text = match ack {
-        Some(Line::Text(t)) => t,
-        _ => {
-            return Err(unknown(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the server closed the connection before acknowledging the change",
-            )));
-        }
-    };
-    answer(&text, change)
-        .ok_or_else(|| {
-            unknown(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "the server's answer is not an ack: {:?}",
-                    String::from_utf8_lossy(&text[..text.len().min(200)])
-                ),
-            ))
-        })
-        .map(Some)
-}
-
-/// True when `line` is a greeting of this protocol from a server of run `id`.
-fn greets(line: &[u8], id: &str) -> bool {
-    let Ok(v) = serde_json::from_slice::<Value>(line) else {
-        return false;
-    };
-    v["serve"].as_str() == Some(id) && v["protocol"].as_u64() == Some(PROTOCOL)
-}
-
-/// An ack line for `change`: `{"seq":N}` (with an `item`'s `"ids"`, a
-/// `spend`'s `"budget"`: an ack without them is not one) or
-/// `{"error":"…","code":C}`.
-fn answer(line: &[u8], change: &Change) -> Option<Answer> {
-    let v: Value = serde_json::from_slice(line).ok()?;
-    if v.get("seq").is_some() {
-        let a = Acked::parse(&v)?;
-        let complete = match change {
-            Change::Items { items } => a.ids.as_ref().is_some_and(|ids| ids.len() == items.len()),
-            Change::Spend { .. } => a.budget.is_some(),
-            _ => true,
-        };
-        return complete.then_some(Answer::Done(a));
-    }
-    let message = v["error"].as_str()?.to_string();
-    let code = u8::try_from(v["code"].as_u64()?).ok()?;
-    Some(Answer::Error { message, code })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn unit() -> Change {
-        super::super::ops::parse_op_line(r#"{"op":"unit","unit":"u","status":"done"}"#).unwrap()
-    }
-
-    #[test]
-    fn an_item_or_spend_ack_without_what_the_call_prints_is_not_an_ack() {
-        let item =
-            super::super::ops::parse_op_line(r#"{"op":"item","item":[{"a":1},{"b":2}]}"#).unwrap();
-        assert!(answer(br#"{"seq":3,"ids":["item-1","item-2"]}"#, &item).is_some());
-        for bad in [&br#"{"seq":3}"#[..], br#"{"seq":3,"ids":["item-2"]}"#] {
-            assert!(
-                answer(bad, &item).is_none(),
-                "{}",
-                String::from_utf8_lossy(bad)
-            );
-        }
-        let spend = Change::Spend {
-            budget: "usd".into(),
-            amount: 1.0,
-        };
-        assert!(answer(br#"{"seq":3}"#, &spend).is_none());
-        let with =
-            br#"{"seq":3,"budget":{"limit":2.0,"owner":"o","spent":1.0,"exhaustedAt":null}}"#;
-        assert!(answer(with, &spend).is_some());
-    }
-
-    #[test]
-    fn acks_and_greetings_are_read_strictly() {
-        assert!(matches!(answer(br#"{"seq":7}"#, &unit()), Some(Answer::Done(a)) if a.seq == 7));
-        assert!(matches!(
-            answer(br#"{"seq":8,"ids":["item-1"]}"#, &unit()),
-            Some(Answer::Done(a)) if a.ids == Some(vec!["item-1".to_string()])
-        ));
-        assert!(matches!(
-            answer(br#"{"error":"refused: x","code":2}"#, &unit()),
-            Some(Answer::Error { code: 2, .. })
-        ));
-        for bad in [
-            &b"{}"[..],
-            b"seq 7",
-            br#"{"error":"x"}"#,
-            br#"{"error":"x","code":300}"#,
-            br#"{"seq":"7"}"#,
-            br#"{"seq":7,"ids":[7]}"#,
-        ] {
-            assert!(
-                answer(bad, &unit()).is_none(),
-                "{}",
-                String::from_utf8_lossy(bad)
-            );
-        }
-        assert!(greets(br#"{"serve":"r","pid":1,"protocol":2}"#, "r"));
-        assert!(!greets(br#"{"serve":"other","pid":1,"protocol":2}"#, "r"));
-        // A server of protocol 1 would answer an `item` without its ids.
-        assert!(!greets(br#"{"serve":"r","pid":1,"protocol":1}"#, "r"));
-        assert!(!greets(b"not json", "r"));
-    }
-
-    #[test]
-    fn a_long_directory_is_reached_through_its_descriptor() {
-        let short = Addr::of(Path::new("/tmp/r")).unwrap();
-        assert_eq!(short.path, Path::new("/tmp/r/SERVE"));
-        let dir = std::env::temp_dir().join("x".repeat(120));
-        std::fs::create_dir_all(&dir).unwrap();
-        let long = Addr::of(&dir).unwrap();
-        assert!(long.path.starts_with("/proc/self/fd/"), "{:?}", long.path);
-        let l = UnixListener::bind(&long.path).unwrap();
-        assert!(dir.join(SOCKET_NAME).exists());
-        UnixStream::connect(&Addr::of(&dir).unwrap().path).unwrap();
-        drop(l);
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

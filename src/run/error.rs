@@ -82,6 +82,17 @@ pub enum RunError {
         /// The error.
         source: std::io::Error,
     },
+    /// The run's server (`runlog serve`) refused the change (nothing
+    /// written) or failed it; `message` is the server's report, which is
+    /// all of the error that crosses its socket (`Runs::change`).
+    Served {
+        /// The run's id.
+        id: String,
+        /// The server's report.
+        message: String,
+        /// True when refused (exit 2), false when failed (exit 1).
+        refused: bool,
+    },
 }
 
 /// Result alias for the run layer.
@@ -155,6 +166,7 @@ impl RunError {
             | RunError::NotArchived { .. }
             | RunError::Ambiguous { .. }
             | RunError::Refused { .. } => true,
+            RunError::Served { refused, .. } => *refused,
             // A tagged store asked for without its key (or the reverse): the
             // request is what is wrong, and nothing was read or written.
             RunError::Engine { source, .. } => {
@@ -168,6 +180,18 @@ impl RunError {
             ),
             RunError::Checkpoint { .. } | RunError::Io { .. } => false,
         }
+    }
+
+    /// True when the run's writer lock was held by another writer for
+    /// longer than the lock wait.
+    pub fn is_locked(&self) -> bool {
+        matches!(
+            self,
+            RunError::Engine {
+                source: engine::Error::Locked { .. },
+                ..
+            }
+        )
     }
 
     /// The CLI exit status: 2 refused, 1 failed.
@@ -208,6 +232,7 @@ impl fmt::Display for RunError {
             #[cfg(feature = "remote")]
             RunError::Remote { op, at, .. } => write!(f, "{op} {at}"),
             RunError::Io { op, path, .. } => write!(f, "{op} {}", path.display()),
+            RunError::Served { message, .. } => f.write_str(message),
         }
     }
 }

@@ -35,6 +35,7 @@ mod record;
 mod resume;
 mod rule_error;
 mod runs;
+pub mod served;
 mod transition;
 mod units;
 mod view;

@@ -109,13 +109,15 @@ impl Runs {
         self.open_store(id, false)
     }
 
-    /// Applies one change to run `id`: one replay (the writer's open, waiting
+    /// Applies one change to run `id` itself, as a one-shot writer, never
+    /// through a server ([`Runs::change`] hands it to one when one serves):
+    /// one replay (the writer's open, waiting
     /// for the lock), then the append, where the rules decide. The open defers
     /// every write until the change is accepted, so a refused change leaves every
     /// segment and snapshot as it was (only the `LOCK` file's holder text is
     /// rewritten); an accepted one writes the rewrite the open owes together with
     /// its record, under one fdatasync in the common case.
-    pub fn change(&self, id: &str, change: Change) -> Result<u64> {
+    pub fn change_direct(&self, id: &str, change: Change) -> Result<u64> {
         self.open_store_as(id, false, true)?.apply(change)
     }
 

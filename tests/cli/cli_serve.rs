@@ -572,7 +572,7 @@ fn a_client_applies_its_change_only_when_no_server_can_have_read_it() {
         (
             CloseAfterGreeting,
             1,
-            "which may have applied it",
+            "which may have applied it /",
             false,
             None,
         ),
@@ -583,7 +583,13 @@ fn a_client_applies_its_change_only_when_no_server_can_have_read_it() {
             false,
             Some(sent),
         ),
-        (GarbledAck, 1, "not an ack", false, Some(sent)),
+        (
+            GarbledAck,
+            1,
+            "`runlog get` shows whether it did",
+            false,
+            Some(sent),
+        ),
         (
             Refuses,
             2,
@@ -702,4 +708,49 @@ fn a_call_that_finds_the_lock_held_looks_for_a_server_again() {
     );
     drop(stdin);
     assert!(holder.wait().unwrap().success());
+}
+
+/// The library's one-shot writer (`Runs::change`, which Python's
+/// `Runs.unit` calls) hands its change to a running server as the command
+/// line does: with no lock wait at all, since the server holds the lock; a
+/// refusal comes back as the server's report, refused. `change_direct`
+/// never asks a server. Once the server stops, `change` applies the change
+/// itself.
+#[test]
+fn a_library_writer_hands_its_change_to_the_server_too() {
+    use runlog::run::{Change, RunError, Runs, UnitStatus};
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    init_run(root, RUN, &["a".into(), "b".into()]);
+    let (server, _) = serve(root, &[]);
+    let runs = Runs::new(root).with_lock_wait(Some(Duration::ZERO));
+    let unit = |name: &str, status| Change::Unit {
+        unit: name.into(),
+        status,
+        note: None,
+        deps: None,
+    };
+    assert_eq!(runs.change(RUN, unit("a", UnitStatus::Done)).unwrap(), 2);
+    let e = runs
+        .change(RUN, unit("a", UnitStatus::InProgress))
+        .unwrap_err();
+    assert!(matches!(e, RunError::Served { refused: true, .. }), "{e:?}");
+    assert!(
+        e.is_refused() && e.to_string().contains("never demoted"),
+        "{e}"
+    );
+    let e = runs
+        .change_direct(RUN, unit("b", UnitStatus::Done))
+        .unwrap_err();
+    assert!(e.is_locked(), "{e:?}");
+    let (code, err) = stop(server);
+    assert_eq!(code, Some(0), "serve: {err}");
+    assert!(
+        err.contains("1 changes acknowledged over 2 connections in 1 fdatasyncs"),
+        "serve's summary: {err}"
+    );
+    assert_eq!(runs.change(RUN, unit("b", UnitStatus::Done)).unwrap(), 3);
+    let doc = ok_json(root, &["get", RUN]);
+    assert_eq!(doc["units"]["a"]["status"], "done");
+    assert_eq!(doc["units"]["b"]["status"], "done");
 }
