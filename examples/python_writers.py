@@ -7,7 +7,11 @@
   fdatasync shared with every other thread and process;
 - held: each process opens the run (`runs.open`) and its threads share that
   `Run` (group commit inside the process); the processes take turns at the
-  writer lock, a batch of units per turn.
+  writer lock, a batch of units per turn;
+- served (with `--serve BIN`, the `runlog` CLI): the one-shot calls again,
+  while `BIN serve` holds the run: each call hands its change to the server
+  (FORMAT.md §5.9), which applies every connection's changes in shared
+  batches.
 
     python3 examples/python_writers.py --procs 4 --threads 8 --units 40 --rounds 3
 
@@ -17,6 +21,7 @@ Prints the median of `--rounds` runs of each, alternating, and their ratio.
 import argparse
 import multiprocessing
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -30,6 +35,7 @@ def parse():
     p.add_argument("--threads", type=int, default=8)
     p.add_argument("--units", type=int, default=40, help="units per thread")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--serve", metavar="BIN", help="the runlog CLI, for the served row")
     return p.parse_args()
 
 
@@ -72,12 +78,24 @@ def held(root, run, p, threads, units, start):
                 th.join()
 
 
+def serve(binary, root):
+    """`BIN serve w`, once it said it listens."""
+    server = subprocess.Popen([binary, "--dir", root, "serve", "w"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = server.stdout.readline()
+    if "serving run w at" not in line:
+        server.kill()
+        raise SystemExit("serve said %r: %s" % (line, server.stderr.read()))
+    return server
+
+
 def measure(kind, args):
     with tempfile.TemporaryDirectory() as root:
         runlog.Runs(root).start("w").close()
+        server = serve(args.serve, root) if kind == "served" else None
         ctx = multiprocessing.get_context("spawn")
         start = ctx.Event()
-        target = one_shot if kind == "one-shot" else held
+        target = held if kind == "held" else one_shot
         procs = [
             ctx.Process(target=target, args=(root, "w", p, args.threads, args.units, start))
             for p in range(args.procs)
@@ -92,6 +110,11 @@ def measure(kind, args):
             if pr.exitcode != 0:
                 raise SystemExit("%s: a writer process failed (%s)" % (kind, pr.exitcode))
         secs = time.perf_counter() - t0
+        if server:
+            server.terminate()
+            _, err = server.communicate(timeout=60)
+            if server.returncode != 0:
+                raise SystemExit("serve failed (%s): %s" % (server.returncode, err))
         c = runlog.Runs(root).get("w").counts()
         want = args.procs * args.threads * args.units
         if c.done != want:
@@ -102,6 +125,8 @@ def measure(kind, args):
 def main():
     args = parse()
     rates = {"one-shot": [], "held": []}
+    if args.serve:
+        rates["served"] = []
     for _ in range(args.rounds):
         for kind in rates:
             rates[kind].append(measure(kind, args))
@@ -113,6 +138,8 @@ def main():
     for k, v in rates.items():
         print("  %-9s %8.0f checkpoints/s  (runs: %s)" % (k, med[k], ", ".join("%.0f" % x for x in v)))
     print("  one-shot / held: %.2f" % (med["one-shot"] / med["held"]))
+    if args.serve:
+        print("  served / one-shot: %.2f" % (med["served"] / med["one-shot"]))
 
 
 if __name__ == "__main__":
