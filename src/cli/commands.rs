@@ -384,7 +384,7 @@ fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> 
         })
     };
     let (seq, ids) = match served(runs, run, &c, direct)? {
-        // Served: `serve::answer` takes no item's ack without its ids.
+        // Served: the library's `served::answer` takes no item's ack without its ids.
         Ok(a) => (a.seq, a.ids.unwrap_or_default()),
         Err(code) => return Ok(code),
     };
