@@ -478,8 +478,9 @@ impl Writers {
     }
 
     /// Runs `f`, an fsync of the log outside the group commit (an open's cut
-    /// of a torn tail), under the sync lock; its failure is recorded for
-    /// every process, as a failed fsync of [`Writers::fsync`]'s is.
+    /// of a torn tail, or its close of a last segment the history does not
+    /// continue in), under the sync lock; its failure is recorded for every
+    /// process, as a failed fsync of [`Writers::fsync`]'s is.
     pub(crate) fn guarded(
         &self,
         vfs: &dyn Vfs,
@@ -488,13 +489,18 @@ impl Writers {
         let _g = self
             .lock(vfs)
             .map_err(|e| super::error::Error::io("take the sync lock", self.dir.join(SYNC_LOCK_FILE), e))?;
+        // In flight while it runs, as [`Writers::fsync`]'s: a writer that dies
+        // during it leaves the flag, read as a failure, since the failure it
+        // may have been told of is told to no later fsync.
+        let mut s = self.read(vfs).state.unwrap_or_else(|| self.fresh_state());
+        s.failed |= s.in_flight;
+        s.in_flight = true;
+        self.write_state(vfs, &s)
+            .map_err(|e| super::error::Error::io("write the sync state", self.dir.join(SHARED_FILE), e))?;
         let r = f();
-        if r.is_err() {
-            let mut s = self.read(vfs).state.unwrap_or_else(|| self.fresh_state());
-            s.in_flight = false;
-            s.failed = true;
-            let _ = self.write_state(vfs, &s);
-        }
+        s.in_flight = false;
+        s.failed |= r.is_err();
+        let _ = self.write_state(vfs, &s);
         r
     }
 
