@@ -32,6 +32,11 @@ use super::writers::Writers;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+/// Replays an open makes again when the sync state changed during the last
+/// one (§5.8, "The open's replay"): each means another fsync failed, or
+/// another writer's open started a new generation, while it ran.
+const MAX_REPLAYS: u32 = 8;
+
 /// What a writer's open built from what recovery found.
 struct Resumed<M: Machine> {
     inner: Inner<M>,
@@ -134,6 +139,10 @@ impl<M: Machine> Store<M> {
             }
             r => r?,
         }
+        // The sync state before any of the log is read: the replay is checked
+        // against it once done (§5.8, "The open's replay").
+        let writers = Writers::new(vfs.as_ref(), &dir);
+        let mut before = writers.before_replay(vfs.as_ref());
         // A one-shot writer replays without the writer lock, as a reader
         // does, and under it reads only what was appended since (§5.8); any
         // failure of the lock-free replay is left to the replay under the lock.
@@ -142,15 +151,14 @@ impl<M: Machine> Store<M> {
             false => None,
         };
         let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
-        let writers = Writers::new(vfs.as_ref(), &dir);
-        let (current, caught) = match early {
+        let (current, mut caught) = match early {
             Some(mut l) => match catch_up::<M>(vfs.as_ref(), &dir, opts.key.as_ref(), &mut l)? {
                 Some(c) => (Some(l), Some(c)),
                 None => (None, None),
             },
             None => (None, None),
         };
-        let loaded = match current {
+        let mut loaded = match current {
             Some(l) => Some(l),
             None => match load_for::<M>(vfs.as_ref(), &dir, &opts, true) {
                 Err(Error::NotFound { .. }) if opts.create => None,
@@ -158,6 +166,38 @@ impl<M: Machine> Store<M> {
                 r => Some(r?),
             },
         };
+        // A failed fsync in another process may have dropped or changed what
+        // the replay read: it is used only when the sync state is as it was
+        // before the replay, checked under the sync lock, which is held
+        // through the decisions made on it (vouch, adopt) below. Else the log
+        // is replayed again under the writer lock, after the failure.
+        let mut settled = None;
+        let mut sync_guard = None;
+        let mut replays = 0;
+        while loaded.is_some() {
+            let (g, now, current) = writers
+                .settle(vfs.as_ref(), before)
+                .map_err(|e| Error::io("take the sync lock", dir.join(SYNC_LOCK_FILE), e))?;
+            if current {
+                (settled, sync_guard) = (now, Some(g));
+                break;
+            }
+            drop(g);
+            replays += 1;
+            if replays > MAX_REPLAYS {
+                return Err(Error::io(
+                    "replay the log",
+                    dir.join(SHARED_FILE),
+                    std::io::Error::other(format!(
+                        "the sync state changed during each of {MAX_REPLAYS} replays \
+                         (fsyncs failing in other processes)"
+                    )),
+                ));
+            }
+            before = now;
+            caught = None;
+            loaded = Some(load_for::<M>(vfs.as_ref(), &dir, &opts, true)?);
+        }
         // A state this build must not write to (a newer schema): refused before
         // recovery changes a byte.
         if let Some(l) = &loaded {
@@ -227,7 +267,7 @@ impl<M: Machine> Store<M> {
                     });
                 }
                 let id = l.store_id;
-                let vouch = |last| writers.vouches(vfs.as_ref(), last);
+                let vouch = |last| writers.vouches(vfs.as_ref(), settled, last);
                 let r = Self::resume(&dir, l, &vouch, caught)?;
                 (r.inner, r.codec, id, r.report, r.durable, r.mark)
             }
@@ -240,9 +280,10 @@ impl<M: Machine> Store<M> {
             .is_some_and(|l| l.unproven || l.vouched)
         {
             writers
-                .adopt(vfs.as_ref())
+                .adopt(vfs.as_ref(), settled)
                 .map_err(|e| Error::io("write the sync state", dir.join(SHARED_FILE), e))?;
         }
+        drop(sync_guard);
         if !opts.one_shot {
             writers.long_lived(inner.live.last_seq());
         }

@@ -61,7 +61,15 @@ impl<M: Machine> Shared<M> {
     fn replace_with_sync_lock(&self, l: &LastSegment, next_seq: u64) -> Result<Box<dyn VfsFile>> {
         let mut file = None;
         let last = (next_seq - 1, l.first_seq, l.end);
-        self.writers.replace(self.vfs.as_ref(), last, || {
+        let vfs = self.vfs.as_ref();
+        let probe = || {
+            let f = vfs
+                .open_write(&l.path)
+                .map_err(|e| Error::io("open segment", &l.path, e))?;
+            retry_interrupted(|| f.sync_data())
+                .map_err(|e| Error::io("fsync last segment before its copy", &l.path, e))
+        };
+        self.writers.replace(vfs, last, probe, || {
             file = Some(self.replace_segment(l)?);
             Ok(())
         })?;

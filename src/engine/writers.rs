@@ -207,6 +207,9 @@ pub(crate) struct Writers {
     in_process: Mutex<()>,
     /// The sync state's generation this writer appends under, read at its open.
     generation: AtomicU64,
+    /// The sync state this writer's open settled on ([`Writers::settle`]):
+    /// a copy at its first write finds it unchanged, or writes nothing.
+    settled: Mutex<Option<SyncState>>,
     /// Writes to `SHARED` that failed (a hint lost: the next open copies
     /// instead of trusting it).
     pub(crate) failures: AtomicU64,
@@ -240,6 +243,7 @@ impl Writers {
             mark_file: Mutex::new(None),
             in_process: Mutex::new(()),
             generation: AtomicU64::new(0),
+            settled: Mutex::new(None),
             failures: AtomicU64::new(0),
             alone_after: AtomicU64::new(u64::MAX),
             alone: AtomicBool::new(false),
@@ -382,22 +386,6 @@ impl Writers {
         self.lock_by_path(vfs).map(SyncGuard::Path)
     }
 
-    /// Takes the sync lock if it is free.
-    fn try_lock(&self, vfs: &dyn Vfs) -> io::Result<Option<SyncGuard<'_>>> {
-        if let Some(h) = self.handle(vfs, &self.sync_file, SYNC_LOCK_FILE, true)? {
-            let Ok(in_process) = self.in_process.try_lock() else {
-                return Ok(None);
-            };
-            return Ok(h.try_lock()?.then_some(SyncGuard::Kept(in_process, h)));
-        }
-        let path = self.dir.join(SYNC_LOCK_FILE);
-        let holder = format!("pid {}", std::process::id());
-        Ok(match vfs.try_lock(&path, &holder)? {
-            LockAttempt::Acquired(g) => Some(SyncGuard::Path(g)),
-            LockAttempt::Busy(_) => None,
-        })
-    }
-
     fn lock_by_path(&self, vfs: &dyn Vfs) -> io::Result<Box<dyn Send + Sync>> {
         let path = self.dir.join(SYNC_LOCK_FILE);
         let holder = format!("pid {}", std::process::id());
@@ -418,62 +406,87 @@ impl Writers {
         }
     }
 
-    /// At a writer's open, under the writer lock: whether the records above
-    /// the durability mark that end the log at `last` may stay as they are
-    /// (§5.8): this boot's sync state, no failure, no fsync that died, and the
-    /// appended position exactly at the log's last record, written under the
-    /// state's generation (so every one of them was written in it by a writer
-    /// that follows this protocol). Records the generation the writer appends
-    /// under.
-    pub(crate) fn vouches(&self, vfs: &dyn Vfs, last: (u64, u64, u64)) -> bool {
-        let mut found = self.read(vfs);
-        let Some(mut state) = found.state else {
+    /// At a writer's open, under the writer lock, after its replay: takes
+    /// the sync lock and says whether the replay read a log no failure has
+    /// changed since (FORMAT.md §5.8, "The open's replay"). `before` is the
+    /// sync state read before the replay began. A flag *in flight* found
+    /// under the lock is a syncer that died during its fsync: written as
+    /// *failed* first. The replay is current when the state is as it was
+    /// before it, generation and *failed* alike: a failure (the only thing
+    /// that drops or cleans pages) that came during the replay was recorded
+    /// before this lock was free, and changed one or the other. The guard is
+    /// held through the open's decisions ([`Writers::vouches`],
+    /// [`Writers::adopt`]), so that none is made on a state that has moved.
+    pub(crate) fn settle(
+        &self,
+        vfs: &dyn Vfs,
+        before: Option<SyncState>,
+    ) -> io::Result<(SyncGuard<'_>, Option<SyncState>, bool)> {
+        let g = self.lock(vfs)?;
+        let mut now = self.read(vfs).state;
+        if let Some(s) = now.as_mut().filter(|s| s.in_flight) {
+            s.in_flight = false;
+            s.failed = true;
+            self.write_state(vfs, s)?;
+        }
+        let same = |a: &SyncState, b: &SyncState| a.generation == b.generation && a.failed == b.failed;
+        let current = match (before, now) {
+            (None, None) => true,
+            (Some(b), Some(n)) => same(&b, &n),
+            _ => false,
+        };
+        if current {
+            *lock(&self.settled) = now;
+        }
+        Ok((g, now, current))
+    }
+
+    /// The state to read before an open's replay, for [`Writers::settle`].
+    pub(crate) fn before_replay(&self, vfs: &dyn Vfs) -> Option<SyncState> {
+        self.read(vfs).state
+    }
+
+    /// At a writer's open, holding the sync lock ([`Writers::settle`] settled
+    /// on `state`): whether the records above the durability mark that end
+    /// the log at `last` may stay as they are (§5.8): this boot's sync state,
+    /// no failure, and the appended position exactly at the log's last
+    /// record, written under the state's generation (so every one of them was
+    /// written in it by a writer that follows this protocol). Records the
+    /// generation the writer appends under.
+    pub(crate) fn vouches(
+        &self,
+        vfs: &dyn Vfs,
+        state: Option<SyncState>,
+        last: (u64, u64, u64),
+    ) -> bool {
+        let Some(state) = state else {
             return false;
         };
-        if state.in_flight && !state.failed {
-            // A syncer holding the lock is alive; one that left the flag set
-            // behind a free lock died during its fsync.
-            if let Ok(Some(g)) = self.try_lock(vfs) {
-                found = self.read(vfs);
-                drop(g);
-                match found.state {
-                    Some(s) if !s.in_flight => state = s,
-                    _ => return false,
-                }
-            }
-        }
         self.generation.store(state.generation, Ordering::Relaxed);
         !state.failed
-            && found.appended.is_some_and(|a| {
+            && self.read(vfs).appended.is_some_and(|a| {
                 (a.seq, a.segment, a.end) == last && a.generation == state.generation
             })
     }
 
-    /// At a writer's open, under the writer lock, when no record is above the
-    /// durability mark: a sync state that is failed, whose fsync died, missing,
-    /// of another boot or unreadable is written afresh under the sync lock,
-    /// with a new generation (nothing unproven is in the log, so the failure
-    /// lost only records no one may acknowledge now: every writer that
-    /// appended before this write holds the old generation, and refuses).
-    /// Records the generation this writer appends under.
-    pub(crate) fn adopt(&self, vfs: &dyn Vfs) -> io::Result<()> {
-        let usable = |s: &SyncState| !s.in_flight && !s.failed;
-        if let Some(s) = self.read(vfs).state.filter(usable) {
-            self.generation.store(s.generation, Ordering::Relaxed);
-            return Ok(());
-        }
-        // Under the lock, a flag still set is a failure or a syncer that died.
-        let _g = self.lock(vfs)?;
-        let found = self.read(vfs).state;
-        if let Some(s) = found.filter(usable) {
+    /// At a writer's open, holding the sync lock ([`Writers::settle`] settled
+    /// on `state`), when no record is above the durability mark: a sync state
+    /// that is failed, missing, of another boot or unreadable is written
+    /// afresh with a new generation (nothing unproven is in the log, so the
+    /// failure lost only records no one may acknowledge now: every writer
+    /// that appended before this write holds the old generation, and
+    /// refuses). Records the generation this writer appends under.
+    pub(crate) fn adopt(&self, vfs: &dyn Vfs, state: Option<SyncState>) -> io::Result<()> {
+        if let Some(s) = state.filter(|s| !s.failed) {
             self.generation.store(s.generation, Ordering::Relaxed);
             return Ok(());
         }
         let s = SyncState {
-            generation: new_generation(found.map(|s| s.generation)),
+            generation: new_generation(state.map(|s| s.generation)),
             ..self.fresh_state()
         };
         self.generation.store(s.generation, Ordering::Relaxed);
+        *lock(&self.settled) = Some(s);
         self.write_state(vfs, &s)
     }
 
@@ -511,12 +524,41 @@ impl Writers {
         &self,
         vfs: &dyn Vfs,
         last: (u64, u64, u64),
+        probe: impl FnOnce() -> super::error::Result<()>,
         install: impl FnOnce() -> super::error::Result<()>,
     ) -> super::error::Result<()> {
         let _g = self
             .lock(vfs)
             .map_err(|e| super::error::Error::io("take the sync lock", self.dir.join(SYNC_LOCK_FILE), e))?;
-        let before = self.read(vfs).state.map(|s| s.generation);
+        let found = self.read(vfs).state;
+        // The copy writes what the open read: only if no failure came since
+        // (it may have dropped the very bytes the open replayed).
+        let settled = *lock(&self.settled);
+        let moved = match (settled, found) {
+            (None, None) => false,
+            (Some(a), Some(b)) => a.generation != b.generation || a.failed != b.failed || b.in_flight,
+            _ => true,
+        };
+        if moved {
+            return Err(super::error::Error::io(
+                "copy the last segment",
+                self.dir.join(SHARED_FILE),
+                io::Error::other(
+                    "the sync state changed since this writer's open (an fsync failed or \
+                     started a new generation in another process): nothing was written",
+                ),
+            ));
+        }
+        // An fsync of the old file first: a failure of it that no fsync has
+        // reported yet (the kernel's own writeback) is reported here, and
+        // recorded, before its bytes are read for the copy.
+        if let Err(e) = probe() {
+            let mut s = found.unwrap_or_else(|| self.fresh_state());
+            s.failed = true;
+            let _ = self.write_state(vfs, &s);
+            return Err(e);
+        }
+        let before = found.map(|s| s.generation);
         install()?;
         let s = SyncState {
             generation: new_generation(before),
