@@ -5,6 +5,8 @@
 
 #[path = "../cli_support/mod.rs"]
 mod cli_support;
+#[path = "../cli_support/faultshim.rs"]
+mod faultshim;
 #[path = "../skip_support/mod.rs"]
 mod skip_support;
 
@@ -13,6 +15,7 @@ mod cli_apply_kill9;
 mod cli_closed_stdout;
 mod cli_demo_cleanup;
 mod cli_errors_in_runlogs_words;
+mod cli_fault_soak;
 mod cli_get_unit;
 mod cli_help;
 mod cli_lock_wait_visible;

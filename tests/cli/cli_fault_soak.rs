@@ -1,0 +1,1103 @@
+//! Issue 48 ("fsyncgate" across writer processes), through the real binary:
+//! every `runlog` process of a trial runs under the fault shim
+//! (tests/faultshim/faultshim.c, [`crate::faultshim`]), which keeps a shadow
+//! of what successful fsyncs made durable and injects, in one process at a
+//! time, one fault: an fdatasync of a segment that fails with EIO and drops
+//! the file's unsynced pages for every process (`eio_drop`), or leaves them
+//! readable but marked clean so no later fsync writes them (`eio_clean`), or
+//! only fails (`eio`); a segment write that fails with ENOSPC or comes back
+//! short; a SIGKILL just before or just after a segment's fdatasync.
+//!
+//! After each trial (a fresh run), for the live run and for two power-loss
+//! images built from the shadows (`DURABLE` and `TAIL` lost, or written
+//! back; FORMAT.md §5.7, §7):
+//! - every call that exited 0 printing `seq N` is the record at seq N (its
+//!   unit set `done`; each call sets its own unit, so the run document shows
+//!   it too, also after a compaction), and no seq was acknowledged twice;
+//! - the run opens (`dump`, `get`, `verify` not corrupt) and takes a new
+//!   write;
+//! - the shim saw nothing it does not model.
+//!
+//! Scenarios: eight one-shot `runlog unit` writers at a time, half the
+//! trials with a `runlog compact` loop beside them (FORMAT.md §5.8); a
+//! `runlog serve` under a fault, restarted after each failure, with one-shot
+//! callers handing it their changes (§5.9); a long-lived `runlog apply`
+//! beside one-shot writers, faults in either. And the issue's own schedule,
+//! held in place by the shim's hold point.
+//!
+//! `RUNLOG_FAULT_SOAK_FAULTS` sets how many faults the one-shot soak fires
+//! (default 40; the serve and apply soaks fire a quarter of it each, at least
+//! 6); `RUNLOG_FAULT_SOAK_SEED` its seed (default: from the clock; printed).
+//! The seed fixes the faults drawn, not the processes' timing. A summary line
+//! per soak goes to stderr uncaptured. `RUNLOG_FAULT_SOAK_KEEP=DIR` keeps a
+//! failed trial's run, the shim's state and the report under DIR. Without a C compiler the tests skip
+//! visibly (`RUNLOG_REQUIRE_CC=1`: fail).
+use crate::cli_support::{self, text};
+use crate::faultshim::{self, Fired, Hints, Kind, Plan, Trial};
+use crate::skip_support;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const RUN: &str = "r";
+/// The unit every check writes last, to prove the run takes a write.
+const PROBE: &str = "probe";
+
+/// splitmix64: the soak's own generator (seeded, printed, reproducible).
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+    fn one_in(&mut self, n: u64) -> bool {
+        self.below(n) == 0
+    }
+}
+
+fn env_u64(var: &str) -> Option<u64> {
+    std::env::var(var).ok().map(|s| {
+        s.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{var}={s:?} is not a number"))
+    })
+}
+
+fn seed() -> u64 {
+    env_u64("RUNLOG_FAULT_SOAK_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    })
+}
+
+/// Faults the one-shot soak fires; the serve and apply soaks fire a quarter.
+fn faults_wanted() -> usize {
+    env_u64("RUNLOG_FAULT_SOAK_FAULTS").unwrap_or(40) as usize
+}
+
+/// A fault kind, page loss (both ways) weighted heavily.
+fn draw_kind(rng: &mut Rng) -> Kind {
+    const WEIGHTS: [(Kind, u64); 7] = [
+        (Kind::EioDrop, 30),
+        (Kind::EioClean, 25),
+        (Kind::Eio, 10),
+        (Kind::EnospcWrite, 10),
+        (Kind::ShortWrite, 5),
+        (Kind::KillBeforeSync, 10),
+        (Kind::KillAfterSync, 10),
+    ];
+    let mut r = rng.below(WEIGHTS.iter().map(|w| w.1).sum());
+    for (k, w) in WEIGHTS {
+        if r < w {
+            return k;
+        }
+        r -= w;
+    }
+    unreachable!()
+}
+
+/// How one call (a process, or one op line of `apply`) ended.
+#[derive(Debug, Clone)]
+enum Outcome {
+    /// Acknowledged: exit 0 and `seq N` (or apply's `{"seq":N}`).
+    Acked(u64),
+    /// A command that is not a change exited 0 (compact, serve).
+    Ok,
+    /// Exit 1 (or an ack with code 1): not acknowledged; stderr's words.
+    Failed(String),
+    /// Sent to a server or to apply, and no ack came: may have landed.
+    Unknown(String),
+    /// Died of the SIGKILL its own plan raised.
+    Killed,
+    /// Anything else (exit 2, another signal, exit 0 without `seq N`): a
+    /// failure of the trial.
+    Unexpected(String),
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    /// What ran, as a person would type it.
+    what: String,
+    /// The unit it sets `done`, for a change.
+    unit: Option<String>,
+    pid: u32,
+    plan: Option<Plan>,
+    /// Milliseconds from the trial's start.
+    start: f64,
+    end: f64,
+    outcome: Outcome,
+}
+
+impl Call {
+    fn acked(&self) -> Option<u64> {
+        match self.outcome {
+            Outcome::Acked(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn line(&self) -> String {
+        format!(
+            "[{:8.1}..{:8.1} ms] pid {:>7} `{}`{} -> {}",
+            self.start,
+            self.end,
+            self.pid,
+            self.what,
+            self.plan.map(|p| format!(" plan {p}")).unwrap_or_default(),
+            match &self.outcome {
+                Outcome::Acked(s) => format!("acknowledged seq {s}"),
+                Outcome::Ok => "exit 0".into(),
+                Outcome::Failed(m) => format!("exit 1: {}", one_line(m)),
+                Outcome::Unknown(m) => format!("unknown: {}", one_line(m)),
+                Outcome::Killed => "SIGKILL (its plan)".into(),
+                Outcome::Unexpected(m) => format!("UNEXPECTED: {}", one_line(m)),
+            }
+        )
+    }
+}
+
+fn one_line(s: &str) -> String {
+    let s = s.trim().replace('\n', " | ");
+    if s.chars().count() > 300 {
+        format!("{}…", s.chars().take(300).collect::<String>())
+    } else {
+        s
+    }
+}
+
+fn ms(t0: Instant) -> f64 {
+    t0.elapsed().as_secs_f64() * 1e3
+}
+
+/// One fault in flight at a time: a process takes the token with its plan,
+/// and no other process gets a plan until it has ended.
+struct Token {
+    in_flight: AtomicBool,
+    rng: Mutex<Rng>,
+}
+
+impl Token {
+    fn new(seed: u64) -> Token {
+        Token {
+            in_flight: AtomicBool::new(false),
+            rng: Mutex::new(Rng(seed)),
+        }
+    }
+    /// A plan for the next process (at its `1..=max_n`th segment sync or
+    /// write), one time in three when no fault is in flight.
+    fn take(&self, max_n: u64) -> Option<Plan> {
+        let mut rng = self.rng.lock().unwrap();
+        if !rng.one_in(3) || self.in_flight.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        Some(Plan {
+            kind: draw_kind(&mut rng),
+            n: 1 + rng.below(max_n) as u32,
+        })
+    }
+    fn release(&self, plan: Option<Plan>) {
+        if plan.is_some() {
+            assert!(self.in_flight.swap(false, Ordering::SeqCst));
+        }
+    }
+    fn below(&self, n: u64) -> u64 {
+        self.rng.lock().unwrap().below(n)
+    }
+}
+
+/// Classifies a finished process: a change (`unit`) or not.
+fn outcome(o: &Output, plan: Option<Plan>, change: bool, served: bool) -> Outcome {
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr).trim().to_string();
+    match (o.status.code(), o.status.signal()) {
+        (Some(0), _) if !change => Outcome::Ok,
+        (Some(0), _) => match stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("seq "))
+            .and_then(|n| n.trim().parse().ok())
+        {
+            Some(seq) => Outcome::Acked(seq),
+            None => Outcome::Unexpected(format!("exit 0 without `seq N`: {}", text(o))),
+        },
+        (Some(1), _) if stderr.is_empty() => {
+            Outcome::Unexpected("exit 1 with nothing on stderr".into())
+        }
+        (Some(1), _) if served && stderr.contains("which may have applied it") => {
+            Outcome::Unknown(stderr)
+        }
+        (Some(1), _) => Outcome::Failed(stderr),
+        (None, Some(libc::SIGKILL)) if plan.is_some_and(|p| p.kind.kills()) => Outcome::Killed,
+        (code, signal) => Outcome::Unexpected(format!(
+            "exit code {code:?}, signal {signal:?}: {}",
+            text(o)
+        )),
+    }
+}
+
+/// Runs `args` on the trial's root under the shim with `plan`.
+fn run(trial: &Trial, t0: Instant, plan: Option<Plan>, args: &[&str], unit: Option<&str>) -> Call {
+    let start = ms(t0);
+    let child = trial
+        .cmd(plan)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn runlog");
+    let pid = child.id();
+    let o = child.wait_with_output().expect("wait for runlog");
+    Call {
+        what: args.join(" "),
+        unit: unit.map(str::to_string),
+        pid,
+        plan,
+        start,
+        end: ms(t0),
+        outcome: outcome(&o, plan, unit.is_some(), false),
+    }
+}
+
+/// `unit RUN UNIT done`, waiting for the writer lock.
+fn unit_call(trial: &Trial, t0: Instant, plan: Option<Plan>, unit: &str) -> Call {
+    run(
+        trial,
+        t0,
+        plan,
+        &["unit", RUN, unit, "done", "--lock-timeout", "60"],
+        Some(unit),
+    )
+}
+
+/// `init` of a run of units `u0..u{n}` and [`PROBE`], under the shim.
+fn init(trial: &Trial, units: usize, binary: bool) {
+    let mut names: Vec<String> = (0..units).map(|i| format!("u{i}")).collect();
+    names.push(PROBE.into());
+    let names = names.join(",");
+    let mut args = vec!["init", "--id", RUN, "--task", "t", "--units", &names];
+    if binary {
+        args.extend(["--codec", "binary"]);
+    }
+    let o = trial.cmd(None).args(&args).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "init: {}", text(&o));
+}
+
+/// The log's records (seq → the unit set and its status, `None` for other
+/// records) and the run document's unit statuses, or why they cannot be read.
+type Read = (
+    BTreeMap<u64, Option<(String, String)>>,
+    BTreeMap<String, String>,
+);
+
+fn read_run(root: &Path) -> Result<Read, String> {
+    let o = cli_support::runlog(root, &["dump", RUN]);
+    if o.status.code() != Some(0) {
+        return Err(format!("`dump` exit {:?}: {}", o.status.code(), text(&o)));
+    }
+    let mut log = BTreeMap::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let rec: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| format!("`dump` printed {line:?}: {e}"))?;
+        let seq = rec["seq"]
+            .as_u64()
+            .ok_or(format!("`dump`: no seq in {line}"))?;
+        let u = &rec["t"]["change"]["unit"];
+        let change = u["unit"].as_str().map(|n| {
+            (
+                n.to_string(),
+                u["status"].as_str().unwrap_or("?").to_string(),
+            )
+        });
+        if log.insert(seq, change).is_some() {
+            return Err(format!("`dump` lists seq {seq} twice"));
+        }
+    }
+    let o = cli_support::runlog(root, &["get", RUN, "--json"]);
+    if o.status.code() != Some(0) {
+        return Err(format!("`get` exit {:?}: {}", o.status.code(), text(&o)));
+    }
+    let doc: serde_json::Value =
+        serde_json::from_slice(&o.stdout).map_err(|e| format!("`get` printed no JSON: {e}"))?;
+    let units = doc["units"]
+        .as_object()
+        .ok_or(format!("no units in {doc}"))?
+        .iter()
+        .map(|(n, u)| (n.clone(), u["status"].as_str().unwrap_or("?").to_string()))
+        .collect();
+    Ok((log, units))
+}
+
+/// Every acknowledged call is the log's record at its seq (when that seq is
+/// still in a segment) and its unit is `done`; no seq acknowledged twice.
+/// Returns how many acknowledged records were found in the log.
+fn check_acks(root: &Path, calls: &[Call]) -> Result<usize, String> {
+    let (log, units) = read_run(root)?;
+    let (first, last) = match (log.keys().next(), log.keys().next_back()) {
+        (Some(f), Some(l)) => (*f, *l),
+        _ => return Err("the log is empty".into()),
+    };
+    if log.len() as u64 != last - first + 1 {
+        return Err(format!("a gap in the log's seqs {first}..={last}"));
+    }
+    let mut seen: BTreeMap<u64, &Call> = BTreeMap::new();
+    let mut in_log = 0;
+    for c in calls {
+        let Some(seq) = c.acked() else { continue };
+        let unit = c.unit.as_deref().unwrap();
+        if let Some(other) = seen.insert(seq, c) {
+            return Err(format!(
+                "seq {seq} acknowledged twice:\n  {}\n  {}",
+                other.line(),
+                c.line()
+            ));
+        }
+        if seq > last {
+            return Err(format!(
+                "acknowledged {} is past the log's last seq {last}",
+                c.line()
+            ));
+        }
+        if seq >= first {
+            in_log += 1;
+            let want = Some((unit.to_string(), "done".to_string()));
+            let have = log.get(&seq).cloned().flatten();
+            if log.get(&seq) != Some(&want) {
+                return Err(format!(
+                    "acknowledged {} is not the log's record at seq {seq}, which is {}",
+                    c.line(),
+                    match have {
+                        Some((u, s)) => format!("`unit {u} {s}`"),
+                        None => "not a unit change".into(),
+                    }
+                ));
+            }
+        }
+        if units.get(unit).map(String::as_str) != Some("done") {
+            return Err(format!(
+                "acknowledged {} but the run document has {unit} {:?}",
+                c.line(),
+                units.get(unit)
+            ));
+        }
+    }
+    Ok(in_log)
+}
+
+/// The checks of the module's doc on the run under `root` (`label` names it
+/// in messages); `cmd` makes a writer's command for it. Returns problems.
+fn check_run(
+    root: &Path,
+    label: &str,
+    calls: &[Call],
+    cmd: &dyn Fn() -> std::process::Command,
+) -> Vec<String> {
+    let mut problems = vec![];
+    let o = cli_support::runlog(root, &["verify", RUN, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    if o.status.code() != Some(0) || !(v["integrity"] == "clean" || v["integrity"] == "torn_tail") {
+        problems.push(format!(
+            "{label}: `verify` exit {:?}: {}",
+            o.status.code(),
+            one_line(&text(&o))
+        ));
+    }
+    if let Err(e) = check_acks(root, calls) {
+        problems.push(format!("{label}: {e}"));
+    }
+    let o = cmd()
+        .args(["unit", RUN, PROBE, "done", "--lock-timeout", "60"])
+        .output()
+        .unwrap();
+    if o.status.code() != Some(0) {
+        problems.push(format!(
+            "{label} takes no new write: `unit {RUN} {PROBE} done` exit {:?}: {}",
+            o.status.code(),
+            one_line(&text(&o))
+        ));
+    } else if let Err(e) = check_acks(root, calls) {
+        problems.push(format!("{label}, after a new write: {e}"));
+    }
+    problems
+}
+
+/// Every check of a finished trial: the shim's own, the calls' outcomes, the
+/// two power-loss images, then the live run (last: its new write changes it).
+fn check_trial(trial: &Trial, calls: &[Call]) -> Vec<String> {
+    let mut problems = vec![];
+    let bugs = trial.bugs();
+    if !bugs.is_empty() {
+        problems.push(format!("the shim saw what it does not model:\n{bugs}"));
+    }
+    for c in calls {
+        if let Outcome::Unexpected(_) = c.outcome {
+            problems.push(format!("an unexpected end: {}", c.line()));
+        }
+    }
+    for (hints, label) in [
+        (Hints::Lost, "the power-loss image (DURABLE and TAIL lost)"),
+        (
+            Hints::WrittenBack,
+            "the power-loss image (DURABLE and TAIL written back)",
+        ),
+    ] {
+        let img = trial.power_loss_image(hints);
+        let root = img.path().to_path_buf();
+        problems.extend(check_run(&root, label, calls, &|| cli_support::cmd(&root)));
+    }
+    problems.extend(check_run(&trial.root, "the run", calls, &|| {
+        trial.cmd(None)
+    }));
+    problems
+}
+
+/// What a soak explored, and its failed trials.
+struct Soak {
+    name: &'static str,
+    seed: u64,
+    started: Instant,
+    trials: usize,
+    calls: usize,
+    acked: usize,
+    refused: usize,
+    unknown: usize,
+    fired: Vec<Fired>,
+    failures: Vec<String>,
+}
+
+impl Soak {
+    fn new(name: &'static str, seed: u64) -> Soak {
+        Soak {
+            name,
+            seed,
+            started: Instant::now(),
+            trials: 0,
+            calls: 0,
+            acked: 0,
+            refused: 0,
+            unknown: 0,
+            fired: vec![],
+            failures: vec![],
+        }
+    }
+
+    /// Checks trial `n` (`what`: its set-up), counts it, and records a
+    /// failure with its seed, faults and schedule.
+    fn trial(&mut self, n: usize, what: &str, trial: &Trial, mut calls: Vec<Call>) {
+        let fired = trial.fired();
+        let problems = check_trial(trial, &calls);
+        self.trials += 1;
+        self.calls += calls.len();
+        self.acked += calls.iter().filter(|c| c.acked().is_some()).count();
+        self.refused += calls
+            .iter()
+            .filter(|c| c.unit.is_some() && matches!(c.outcome, Outcome::Failed(_)))
+            .count();
+        self.unknown += calls
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Unknown(_)))
+            .count();
+        if !problems.is_empty() {
+            calls.sort_by(|a, b| a.start.total_cmp(&b.start));
+            let mut s = format!(
+                "{}: seed {} trial {n} ({what}) FAILED:\n",
+                self.name, self.seed
+            );
+            for p in &problems {
+                let _ = writeln!(s, "- {p}");
+            }
+            let _ = writeln!(s, "faults fired in this trial:");
+            for f in &fired {
+                let by = calls
+                    .iter()
+                    .find(|c| c.pid == f.pid)
+                    .map(|c| c.line())
+                    .unwrap_or_else(|| "a process the harness did not record".into());
+                let _ = writeln!(
+                    s,
+                    "  {}:{} on {} by pid {}: {by}",
+                    f.kind.name(),
+                    f.n,
+                    f.file,
+                    f.pid
+                );
+            }
+            let _ = writeln!(s, "schedule (every process of the trial, by start):");
+            for c in &calls {
+                let _ = writeln!(s, "  {}", c.line());
+            }
+            if let Some(keep) = std::env::var_os("RUNLOG_FAULT_SOAK_KEEP") {
+                let to = Path::new(&keep).join(format!(
+                    "{}-seed-{}-trial-{n}",
+                    self.name.replace(' ', "-"),
+                    self.seed
+                ));
+                keep_copy(&trial.root, &to.join("root"));
+                keep_copy(&trial.state, &to.join("state"));
+                let _ = std::fs::write(to.join("report.txt"), &s);
+                let _ = writeln!(
+                    s,
+                    "(the run and the shim's state are kept in {})",
+                    to.display()
+                );
+            }
+            skip_support::to_fd2(&format!("{s}\n"));
+            self.failures.push(s);
+        }
+        self.fired.extend(fired);
+    }
+
+    fn page_loss(&self) -> usize {
+        self.fired.iter().filter(|f| f.kind.loses_pages()).count()
+    }
+
+    /// The one-line summary (to stderr, uncaptured), then the verdict:
+    /// failures first, then the floors on what was explored.
+    fn finish(self, wanted: usize, extra: &str) {
+        let counts = faultshim::by_kind(&self.fired);
+        skip_support::to_fd2(&format!(
+            "{}: seed {}: {} trials, {} calls, {} faults fired ({}), {} acknowledged, \
+             {} refused (exit 1), {} unknown outcomes{extra}; {} trials failed; {:.1} s\n",
+            self.name,
+            self.seed,
+            self.trials,
+            self.calls,
+            self.fired.len(),
+            faultshim::kinds_line(&counts),
+            self.acked,
+            self.refused,
+            self.unknown,
+            self.failures.len(),
+            self.started.elapsed().as_secs_f64()
+        ));
+        if !self.failures.is_empty() {
+            panic!(
+                "{} of {} trials failed (seed {}; RUNLOG_FAULT_SOAK_SEED={} runs the same \
+                 faults, not the same timing). The first:\n{}",
+                self.failures.len(),
+                self.trials,
+                self.seed,
+                self.seed,
+                self.failures[0]
+            );
+        }
+        assert!(
+            self.fired.len() >= wanted,
+            "{}: only {} faults fired in {} trials (wanted {wanted})",
+            self.name,
+            self.fired.len(),
+            self.trials
+        );
+        assert!(
+            self.page_loss() * 3 >= wanted,
+            "{}: only {} page-loss faults fired of {wanted}: the soak proved little about them",
+            self.name,
+            self.page_loss()
+        );
+        assert!(self.acked > 0, "{}: nothing was acknowledged", self.name);
+    }
+}
+
+/// Copies a directory tree as it is (`RUNLOG_FAULT_SOAK_KEEP`: a failed
+/// trial's run and shim state, for a person to look at).
+fn keep_copy(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            keep_copy(&e.path(), &to.join(e.file_name()));
+        } else if t.is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Trials until `wanted` faults fired; at most ten times that many trials.
+fn soak_loop(soak: &mut Soak, wanted: usize, mut one: impl FnMut(&mut Soak, usize, &mut Rng)) {
+    let mut rng = Rng(soak.seed);
+    let mut n = 0;
+    while soak.fired.len() < wanted && n < 10 * wanted + 10 {
+        one(soak, n, &mut rng);
+        n += 1;
+    }
+}
+
+fn lib(test: &str) -> Option<PathBuf> {
+    faultshim::shim(test)
+}
+
+/// Eight one-shot writers at a time (each `runlog unit` its own process),
+/// one fault in flight at a time, half the trials with a compact loop.
+#[test]
+fn one_shot_writers_under_page_loss_and_other_faults_lose_no_acknowledged_checkpoint() {
+    const NAME: &str = "cli_fault_soak one-shot";
+    let Some(lib) = lib(NAME) else { return };
+    const WRITERS: usize = 8;
+    const CALLS: usize = 40;
+    let wanted = faults_wanted();
+    let mut soak = Soak::new(NAME, seed());
+    soak_loop(&mut soak, wanted, |soak, n, rng| {
+        let mut trial = Trial::new(&lib);
+        trial.set("JITTER_US", "300");
+        let binary = rng.one_in(2);
+        let compact = rng.one_in(2);
+        init(&trial, CALLS, binary);
+        let token = Token::new(rng.next());
+        let next = AtomicUsize::new(0);
+        let writers_done = AtomicBool::new(false);
+        let t0 = Instant::now();
+        let calls = std::thread::scope(|s| {
+            let compactor = compact.then(|| {
+                s.spawn(|| {
+                    let mut calls = vec![];
+                    while !writers_done.load(Ordering::SeqCst) {
+                        let plan = token.take(2);
+                        calls.push(run(
+                            &trial,
+                            t0,
+                            plan,
+                            &["compact", RUN, "--lock-timeout", "60"],
+                            None,
+                        ));
+                        token.release(plan);
+                        std::thread::sleep(Duration::from_millis(token.below(30)));
+                    }
+                    calls
+                })
+            });
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut calls = vec![];
+                        loop {
+                            let i = next.fetch_add(1, Ordering::SeqCst);
+                            if i >= CALLS {
+                                return calls;
+                            }
+                            let plan = token.take(1);
+                            calls.push(unit_call(&trial, t0, plan, &format!("u{i}")));
+                            token.release(plan);
+                        }
+                    })
+                })
+                .collect();
+            let mut calls: Vec<Call> = writers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect();
+            writers_done.store(true, Ordering::SeqCst);
+            if let Some(c) = compactor {
+                calls.extend(c.join().unwrap());
+            }
+            calls
+        });
+        let what = format!(
+            "{} codec, {}",
+            if binary { "binary" } else { "jsonl" },
+            if compact {
+                "a compact loop beside"
+            } else {
+                "no compaction"
+            }
+        );
+        soak.trial(n, &what, &trial, calls);
+    });
+    soak.finish(wanted, "");
+}
+
+/// `serve RUN` under the shim, its plan a fault at one of its first six
+/// segment fdatasyncs; when it ends (a fault stops it) another starts, with
+/// another plan. Eight callers hand it `unit` changes (and apply them
+/// themselves while no server listens).
+#[test]
+fn a_server_under_page_loss_restarted_loses_no_acknowledged_change() {
+    const NAME: &str = "cli_fault_soak serve";
+    let Some(lib) = lib(NAME) else { return };
+    const WRITERS: usize = 8;
+    const CALLS: usize = 48;
+    let wanted = (faults_wanted() / 4).max(6);
+    let mut soak = Soak::new(NAME, seed() ^ 0x5e47e);
+    let mut servers = 0;
+    soak_loop(&mut soak, wanted, |soak, n, rng| {
+        let trial = Trial::new(&lib);
+        let binary = rng.one_in(2);
+        init(&trial, CALLS, binary);
+        let next = AtomicUsize::new(0);
+        let writers_done = AtomicBool::new(false);
+        let t0 = Instant::now();
+        let mut server_rng = Rng(rng.next());
+        let (calls, started) = std::thread::scope(|s| {
+            let server = s.spawn(|| {
+                let mut calls = vec![];
+                while !writers_done.load(Ordering::SeqCst) {
+                    let plan = Plan {
+                        kind: draw_kind(&mut server_rng),
+                        n: 1 + server_rng.below(6) as u32,
+                    };
+                    calls.push(serve_once(&trial, t0, plan, &writers_done));
+                }
+                calls
+            });
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut calls = vec![];
+                        loop {
+                            let i = next.fetch_add(1, Ordering::SeqCst);
+                            if i >= CALLS {
+                                return calls;
+                            }
+                            let unit = format!("u{i}");
+                            let start = ms(t0);
+                            let child = trial
+                                .cmd(None)
+                                .args(["unit", RUN, &unit, "done", "--lock-timeout", "60"])
+                                .stdout(Stdio::piped())
+                                .stderr(Stdio::piped())
+                                .spawn()
+                                .unwrap();
+                            let pid = child.id();
+                            let o = child.wait_with_output().unwrap();
+                            calls.push(Call {
+                                what: format!("unit {RUN} {unit} done"),
+                                unit: Some(unit),
+                                pid,
+                                plan: None,
+                                start,
+                                end: ms(t0),
+                                outcome: outcome(&o, None, true, true),
+                            });
+                        }
+                    })
+                })
+                .collect();
+            let mut calls: Vec<Call> = writers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect();
+            writers_done.store(true, Ordering::SeqCst);
+            let served = server.join().unwrap();
+            let started = served.len();
+            calls.extend(served);
+            (calls, started)
+        });
+        servers += started;
+        let what = format!(
+            "{} codec, {started} servers",
+            if binary { "binary" } else { "jsonl" }
+        );
+        soak.trial(n, &what, &trial, calls);
+    });
+    soak.finish(wanted, &format!(", {servers} servers started"));
+}
+
+/// One server with `plan`, until it ends or the writers are done (then
+/// SIGTERM).
+fn serve_once(trial: &Trial, t0: Instant, plan: Plan, writers_done: &AtomicBool) -> Call {
+    let start = ms(t0);
+    let mut child = trial
+        .cmd(Some(plan))
+        .args(["serve", RUN, "--lock-timeout", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Its first line says it listens (or it ended before: the outcome says why).
+    let mut line = String::new();
+    let _ = BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if writers_done.load(Ordering::SeqCst) {
+            // SAFETY: `kill` of our own child's pid with a valid signal number.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM)
+            };
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let o = child.wait_with_output().unwrap();
+    let mut out = outcome(&o, Some(plan), false, false);
+    if let Outcome::Ok = out
+        && !line.contains("serving run r at")
+    {
+        out = Outcome::Unexpected(format!("serve said {line:?}"));
+    }
+    Call {
+        what: format!("serve {RUN}"),
+        unit: None,
+        pid,
+        plan: Some(plan),
+        start,
+        end: ms(t0),
+        outcome: out,
+    }
+}
+
+/// A long-lived `apply RUN` (op lines on a pipe, one ack each) taking turns
+/// with six one-shot writers waiting for the writer lock; the one fault in
+/// flight is given to either.
+#[test]
+fn a_long_lived_apply_beside_one_shot_writers_under_faults_loses_no_acknowledged_change() {
+    const NAME: &str = "cli_fault_soak apply";
+    let Some(lib) = lib(NAME) else { return };
+    const WRITERS: usize = 6;
+    const CALLS: usize = 48;
+    let wanted = (faults_wanted() / 4).max(6);
+    let mut soak = Soak::new(NAME, seed() ^ 0xa991);
+    soak_loop(&mut soak, wanted, |soak, n, rng| {
+        let mut trial = Trial::new(&lib);
+        trial.set("JITTER_US", "300");
+        let binary = rng.one_in(2);
+        init(&trial, CALLS, binary);
+        let token = Token::new(rng.next());
+        let next = AtomicUsize::new(0);
+        let t0 = Instant::now();
+        let calls = std::thread::scope(|s| {
+            let applier = s.spawn(|| {
+                let mut calls = vec![];
+                while next.load(Ordering::SeqCst) < CALLS {
+                    let plan = token.take(3);
+                    calls.extend(apply_once(&trial, t0, plan, &next, CALLS, &token));
+                    token.release(plan);
+                    std::thread::sleep(Duration::from_millis(token.below(10)));
+                }
+                calls
+            });
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut calls = vec![];
+                        loop {
+                            let i = next.fetch_add(1, Ordering::SeqCst);
+                            if i >= CALLS {
+                                return calls;
+                            }
+                            let plan = token.take(1);
+                            calls.push(unit_call(&trial, t0, plan, &format!("u{i}")));
+                            token.release(plan);
+                        }
+                    })
+                })
+                .collect();
+            let mut calls: Vec<Call> = writers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap())
+                .collect();
+            calls.extend(applier.join().unwrap());
+            calls
+        });
+        let what = format!("{} codec", if binary { "binary" } else { "jsonl" });
+        soak.trial(n, &what, &trial, calls);
+    });
+    soak.finish(wanted, "");
+}
+
+/// One `apply RUN` process: up to six op lines, in bursts of one to three,
+/// each burst's acks read before the next; then stdin closed.
+fn apply_once(
+    trial: &Trial,
+    t0: Instant,
+    plan: Option<Plan>,
+    next: &AtomicUsize,
+    units: usize,
+    token: &Token,
+) -> Vec<Call> {
+    let start = ms(t0);
+    let mut child: Child = trial
+        .cmd(plan)
+        .args(["apply", RUN, "--lock-timeout", "60"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut calls: Vec<Call> = vec![];
+    let mut ended: Option<String> = None;
+    let lines = 1 + token.below(6) as usize;
+    let mut sent = 0;
+    while sent < lines && ended.is_none() {
+        let burst = (1 + token.below(3) as usize).min(lines - sent);
+        let mut batch = vec![];
+        for _ in 0..burst {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= units {
+                break;
+            }
+            let unit = format!("u{i}");
+            let op = format!(r#"{{"op":"unit","unit":"{unit}","status":"done"}}"#);
+            let written = stdin
+                .write_all(format!("{op}\n").as_bytes())
+                .and_then(|()| stdin.flush());
+            batch.push((unit, op, ms(t0)));
+            if let Err(e) = written {
+                ended = Some(format!("writing its stdin: {e}"));
+                break;
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        sent += batch.len();
+        for (unit, op, at) in batch {
+            let mut ack = String::new();
+            let got = if ended.is_none() {
+                stdout.read_line(&mut ack)
+            } else {
+                Ok(0)
+            };
+            let outcome = match got {
+                Ok(0) | Err(_) => {
+                    ended.get_or_insert_with(|| "apply ended".into());
+                    Outcome::Unknown(format!("no ack ({})", ended.as_deref().unwrap()))
+                }
+                Ok(_) => {
+                    let v: serde_json::Value = serde_json::from_str(&ack).unwrap_or_default();
+                    match (v["seq"].as_u64(), v["code"].as_u64()) {
+                        (Some(seq), _) => Outcome::Acked(seq),
+                        (None, Some(1)) => Outcome::Failed(ack.trim().to_string()),
+                        _ => Outcome::Unexpected(format!("ack {ack:?}")),
+                    }
+                }
+            };
+            calls.push(Call {
+                what: format!("apply {RUN} < {op}"),
+                unit: Some(unit),
+                pid,
+                plan,
+                start: at,
+                end: ms(t0),
+                outcome,
+            });
+        }
+    }
+    drop(stdin);
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stdout, &mut rest);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err);
+    let o = Output {
+        status,
+        stdout: rest.into_bytes(),
+        stderr: err.into_bytes(),
+    };
+    // The process itself: exit 0, 1 after a failure, or its plan's SIGKILL.
+    calls.push(Call {
+        what: format!("apply {RUN} (the process; {sent} lines sent)"),
+        unit: None,
+        pid,
+        plan,
+        start,
+        end: ms(t0),
+        outcome: outcome(&o, plan, false, false),
+    });
+    calls
+}
+
+/// The issue's schedule, held in place by the shim: writer A appends seq 3
+/// and stops before the sync lock; writer B appends seq 4, its fdatasync
+/// fails and the segment's unsynced pages are dropped (A's record too);
+/// writer C writes its record and syncs; then A goes on. A must not be
+/// acknowledged at seq 3 unless seq 3 is its record, durable; and every
+/// acknowledged call must survive in the power-loss image.
+#[test]
+fn the_issue_48_schedule_never_acknowledges_a_record_that_a_failed_fdatasync_dropped() {
+    const NAME: &str = "cli_fault_soak issue 48 schedule";
+    let Some(lib) = lib(NAME) else { return };
+    for binary in [false, true] {
+        let trial = Trial::new(&lib);
+        init(&trial, 4, binary);
+        let t0 = Instant::now();
+        let mut calls = vec![unit_call(&trial, t0, None, "u0")];
+        assert!(
+            matches!(calls[0].outcome, Outcome::Acked(2)),
+            "{}",
+            calls[0].line()
+        );
+        // A: appended, then held before the sync lock.
+        let go = trial.state.join("go");
+        let a_start = ms(t0);
+        let a = trial
+            .cmd(None)
+            .env(
+                "FAULTSHIM_HOLD",
+                format!("before_sync_lock:{}", go.display()),
+            )
+            .args(["unit", RUN, "u1", "done", "--lock-timeout", "60"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let a_pid = a.id();
+        let waited = Instant::now();
+        while !trial.held().contains(&a_pid) {
+            assert!(
+                waited.elapsed() < Duration::from_secs(60),
+                "A never reached its hold point"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // B: its fdatasync fails and drops the pages (A's record's too).
+        let plan = Plan {
+            kind: Kind::EioDrop,
+            n: 1,
+        };
+        let b = unit_call(&trial, t0, Some(plan), "u2");
+        assert!(matches!(b.outcome, Outcome::Failed(_)), "B: {}", b.line());
+        let fired = trial.fired();
+        assert_eq!(fired.len(), 1, "B's fault fired once: {fired:?}");
+        assert_eq!(fired[0].pid, b.pid);
+        // C: opens over the dropped pages, writes, syncs.
+        let c = unit_call(&trial, t0, None, "u3");
+        // A goes on.
+        std::fs::write(&go, b"").unwrap();
+        let o = a.wait_with_output().unwrap();
+        let a = Call {
+            what: format!("unit {RUN} u1 done (held before the sync lock)"),
+            unit: Some("u1".into()),
+            pid: a_pid,
+            plan: None,
+            start: a_start,
+            end: ms(t0),
+            outcome: outcome(&o, None, true, false),
+        };
+        calls.extend([a.clone(), b.clone(), c.clone()]);
+        let schedule = calls
+            .iter()
+            .map(|c| format!("\n  {}", c.line()))
+            .collect::<String>();
+        skip_support::to_fd2(&format!(
+            "{NAME} ({} codec):{schedule}\n",
+            if binary { "binary" } else { "jsonl" }
+        ));
+        let problems = check_trial(&trial, &calls);
+        assert!(
+            problems.is_empty(),
+            "{NAME} ({} codec): {}\nschedule:{schedule}",
+            if binary { "binary" } else { "jsonl" },
+            problems.join("\n- ")
+        );
+    }
+}
