@@ -1016,6 +1016,61 @@ fn apply_once(
     calls
 }
 
+/// Starts `unit RUN unit done` under the shim with `plan`, to be held
+/// before its first exclusive flock of `lock` until the file `go` exists.
+fn held_unit(trial: &Trial, plan: Option<Plan>, lock: &str, go: &Path, unit: &str) -> Child {
+    trial
+        .cmd(plan)
+        .env(
+            "FAULTSHIM_HOLD",
+            format!("before_flock:{lock}:{}", go.display()),
+        )
+        .args(["unit", RUN, unit, "done", "--lock-timeout", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// The [`Call`] of a held process, once it ended.
+fn held_call(
+    child: Child,
+    t0: Instant,
+    start: f64,
+    plan: Option<Plan>,
+    unit: &str,
+    held: &str,
+) -> Call {
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    Call {
+        what: format!("unit {RUN} {unit} done ({held})"),
+        unit: Some(unit.into()),
+        pid,
+        plan,
+        start,
+        end: ms(t0),
+        outcome: outcome(&o, plan, true, false),
+    }
+}
+
+/// Prints a held schedule, runs every check of a trial on it, and fails
+/// with the schedule.
+fn check_schedule(name: &str, binary: bool, trial: &Trial, calls: &[Call]) {
+    let codec = if binary { "binary" } else { "jsonl" };
+    let schedule = calls
+        .iter()
+        .map(|c| format!("\n  {}", c.line()))
+        .collect::<String>();
+    skip_support::to_fd2(&format!("{name} ({codec} codec):{schedule}\n"));
+    let problems = check_trial(trial, calls);
+    assert!(
+        problems.is_empty(),
+        "{name} ({codec} codec):\n- {}\nschedule:{schedule}",
+        problems.join("\n- ")
+    );
+}
+
 /// The issue's schedule, held in place by the shim: writer A appends seq 3
 /// and stops before the sync lock; writer B appends seq 4, its fdatasync
 /// fails and the segment's unsynced pages are dropped (A's record too);
@@ -1039,26 +1094,8 @@ fn the_issue_48_schedule_never_acknowledges_a_record_that_a_failed_fdatasync_dro
         // A: appended, then held before the sync lock.
         let go = trial.state.join("go");
         let a_start = ms(t0);
-        let a = trial
-            .cmd(None)
-            .env(
-                "FAULTSHIM_HOLD",
-                format!("before_sync_lock:{}", go.display()),
-            )
-            .args(["unit", RUN, "u1", "done", "--lock-timeout", "60"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let a_pid = a.id();
-        let waited = Instant::now();
-        while !trial.held().contains(&a_pid) {
-            assert!(
-                waited.elapsed() < Duration::from_secs(60),
-                "A never reached its hold point"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let a = held_unit(&trial, None, "SYNC", &go, "u1");
+        trial.wait_held("SYNC", a.id());
         // B: its fdatasync fails and drops the pages (A's record's too).
         let plan = Plan {
             kind: Kind::EioDrop,
@@ -1073,31 +1110,62 @@ fn the_issue_48_schedule_never_acknowledges_a_record_that_a_failed_fdatasync_dro
         let c = unit_call(&trial, t0, None, "u3");
         // A goes on.
         std::fs::write(&go, b"").unwrap();
-        let o = a.wait_with_output().unwrap();
-        let a = Call {
-            what: format!("unit {RUN} u1 done (held before the sync lock)"),
-            unit: Some("u1".into()),
-            pid: a_pid,
-            plan: None,
-            start: a_start,
-            end: ms(t0),
-            outcome: outcome(&o, None, true, false),
-        };
-        calls.extend([a.clone(), b.clone(), c.clone()]);
-        let schedule = calls
-            .iter()
-            .map(|c| format!("\n  {}", c.line()))
-            .collect::<String>();
-        skip_support::to_fd2(&format!(
-            "{NAME} ({} codec):{schedule}\n",
-            if binary { "binary" } else { "jsonl" }
-        ));
-        let problems = check_trial(&trial, &calls);
+        let a = held_call(a, t0, a_start, None, "u1", "held before the sync lock");
+        calls.extend([a, b, c]);
+        check_schedule(NAME, binary, &trial, &calls);
+    }
+}
+
+/// Found by the one-shot soak (seed 2, trials 3 and 6): writer C replays the
+/// log without the writer lock and reads writer X's record, not yet synced;
+/// X's fdatasync fails and the page is dropped (the record reads as zeros);
+/// C takes the writer lock, finds the sync state failed, and copies the
+/// segment (FORMAT.md §5.5 step 4) to make the records it replayed durable.
+/// Whatever C does, the run must stay openable, and C's acknowledged record
+/// must be in it.
+#[test]
+fn a_record_replayed_then_dropped_by_a_failed_fdatasync_leaves_the_run_openable() {
+    const NAME: &str = "cli_fault_soak replayed then dropped";
+    let Some(lib) = lib(NAME) else { return };
+    for binary in [false, true] {
+        let trial = Trial::new(&lib);
+        init(&trial, 4, binary);
+        let t0 = Instant::now();
+        let mut calls = vec![unit_call(&trial, t0, None, "u0")];
         assert!(
-            problems.is_empty(),
-            "{NAME} ({} codec): {}\nschedule:{schedule}",
-            if binary { "binary" } else { "jsonl" },
-            problems.join("\n- ")
+            matches!(calls[0].outcome, Outcome::Acked(2)),
+            "{}",
+            calls[0].line()
         );
+        // X: appends seq 3, is held before the sync lock; its fdatasync will
+        // fail and drop the page.
+        let (x_go, c_go) = (trial.state.join("x-go"), trial.state.join("c-go"));
+        let plan = Plan {
+            kind: Kind::EioDrop,
+            n: 1,
+        };
+        let x_start = ms(t0);
+        let x = held_unit(&trial, Some(plan), "SYNC", &x_go, "u1");
+        trial.wait_held("SYNC", x.id());
+        // C: replays without the lock (reading seq 3), held before the
+        // writer lock.
+        let c_start = ms(t0);
+        let c = held_unit(&trial, None, "LOCK", &c_go, "u2");
+        trial.wait_held("LOCK", c.id());
+        std::fs::write(&x_go, b"").unwrap();
+        let x = held_call(
+            x,
+            t0,
+            x_start,
+            Some(plan),
+            "u1",
+            "held before the sync lock",
+        );
+        assert!(matches!(x.outcome, Outcome::Failed(_)), "X: {}", x.line());
+        assert_eq!(trial.fired().len(), 1, "X's fault fired");
+        std::fs::write(&c_go, b"").unwrap();
+        let c = held_call(c, t0, c_start, None, "u2", "held before the writer lock");
+        calls.extend([x, c]);
+        check_schedule(NAME, binary, &trial, &calls);
     }
 }

@@ -264,12 +264,28 @@ impl Trial {
         self.state_file("bugs")
     }
 
-    /// The pids that reached a hold point.
-    pub fn held(&self) -> Vec<u32> {
+    /// The hold points reached: (lock file name, pid).
+    pub fn held(&self) -> Vec<(String, u32)> {
         self.state_file("held")
             .lines()
-            .filter_map(|l| l.strip_prefix("before_sync_lock ")?.parse().ok())
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("before_flock ")?.split(' ');
+                Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+            })
             .collect()
+    }
+
+    /// Waits (at most a minute) until process `pid` is held before its
+    /// first exclusive flock of `name` (FAULTSHIM_HOLD=before_flock:NAME:PATH).
+    pub fn wait_held(&self, name: &str, pid: u32) {
+        let t0 = std::time::Instant::now();
+        while !self.held().iter().any(|(n, p)| n == name && *p == pid) {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "pid {pid} never reached its hold point before the flock of {name}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// The inode's durable bytes (its shadow), `None` when no sync of it

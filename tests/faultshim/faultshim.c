@@ -57,10 +57,12 @@
  *   FAULTSHIM_JITTER_US=J      sleep a random 0..J microseconds before each
  *                    exclusive flock of a file named SYNC under the root, to
  *                    shuffle which writer syncs next.
- *   FAULTSHIM_HOLD=before_sync_lock:PATH  the first time this process takes
- *                    an exclusive flock of SYNC under the root, append
- *                    "before_sync_lock <pid>" to STATE/held, then wait until
+ *   FAULTSHIM_HOLD=before_flock:NAME:PATH  the first time this process takes
+ *                    an exclusive flock of the file NAME under the root
+ *                    (SYNC, the sync lock; LOCK, the writer lock), append
+ *                    "before_flock NAME <pid>" to STATE/held, then wait until
  *                    PATH exists (at most 120 s, then abort).
+ *                    `before_sync_lock:PATH` is `before_flock:SYNC:PATH`.
  *
  * Why the shadow is a sound image of what is durable (neither more nor less
  * than a successful fsync guarantees):
@@ -162,6 +164,7 @@ static char state[PATH_MAX];
 static enum plan_kind plan = PLAN_NONE;
 static long plan_n;
 static long sync_delay_us, jitter_us;
+static char hold_name[64];       /* the lock file's name */
 static char hold_path[PATH_MAX]; /* empty: no hold */
 static int held_once;
 static long seg_syncs, seg_writes; /* this process's counts, atomically */
@@ -211,7 +214,19 @@ static void init(void) {
     const char *j = getenv("FAULTSHIM_JITTER_US");
     if (j) jitter_us = strtol(j, NULL, 10);
     const char *h = getenv("FAULTSHIM_HOLD");
-    if (h && !strncmp(h, "before_sync_lock:", 17)) snprintf(hold_path, sizeof hold_path, "%s", h + 17);
+    if (h && !strncmp(h, "before_sync_lock:", 17)) {
+        snprintf(hold_name, sizeof hold_name, "SYNC");
+        snprintf(hold_path, sizeof hold_path, "%s", h + 17);
+    } else if (h && !strncmp(h, "before_flock:", 13) && strchr(h + 13, ':')) {
+        const char *colon = strchr(h + 13, ':');
+        snprintf(hold_name, sizeof hold_name, "%.*s", (int)(colon - (h + 13)), h + 13);
+        snprintf(hold_path, sizeof hold_path, "%s", colon + 1);
+    } else if (h && *h) {
+        char line[PATH_MAX + 128];
+        snprintf(line, sizeof line, "pid %d: FAULTSHIM_HOLD=%s is not before_flock:NAME:PATH\n", getpid(), h);
+        append_line("bugs", line);
+        abort();
+    }
     rng_state = ((unsigned long long)getpid() << 32) ^ (unsigned long long)time(NULL) ^ 0x9E3779B97F4A7C15ull;
 }
 
@@ -599,26 +614,27 @@ int openat64(int dirfd, const char *path, int flags, ...) {
     return do_open(OPENAT64, dirfd, path, flags, m);
 }
 
-/* flock: the hold point and the jitter, both before an exclusive lock of a
- * file named SYNC under the root. */
+/* flock: the jitter, before an exclusive lock of SYNC under the root, and the
+ * hold point, before the first exclusive lock of its file. */
 int flock(int fd, int op) {
     struct target t;
-    if ((op & LOCK_EX) && watched(fd, &t) && !strcmp(t.base, "SYNC")) {
-        if (jitter_us > 0) {
+    if ((op & LOCK_EX) && watched(fd, &t)) {
+        if (jitter_us > 0 && !strcmp(t.base, "SYNC")) {
             pthread_mutex_lock(&mu);
             rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
             unsigned long long r = rng_state >> 33;
             pthread_mutex_unlock(&mu);
             usleep((useconds_t)(r % (unsigned long long)(jitter_us + 1)));
         }
-        if (hold_path[0] && !__atomic_exchange_n(&held_once, 1, __ATOMIC_SEQ_CST)) {
-            char line[64];
-            snprintf(line, sizeof line, "before_sync_lock %d\n", getpid());
+        if (hold_path[0] && !strcmp(t.base, hold_name) &&
+            !__atomic_exchange_n(&held_once, 1, __ATOMIC_SEQ_CST)) {
+            char line[128];
+            snprintf(line, sizeof line, "before_flock %s %d\n", hold_name, getpid());
             append_line("held", line);
             struct stat st;
             for (int i = 0; stat(hold_path, &st) != 0; i++) {
                 if (i > 120000) {
-                    bug("held before the sync lock for 120 s: %s never appeared", hold_path);
+                    bug("held before the flock of %s for 120 s: %s never appeared", hold_name, hold_path);
                     abort();
                 }
                 usleep(1000);
