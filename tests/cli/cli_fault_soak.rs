@@ -467,7 +467,10 @@ fn check_trial(trial: &Trial, calls: &[Call]) -> Vec<String> {
 /// What a soak explored, and its failed trials.
 struct Soak {
     name: &'static str,
+    /// The seed (RUNLOG_FAULT_SOAK_SEED), as printed.
     seed: u64,
+    /// Mixed into the seed: each soak draws its own faults from it.
+    salt: u64,
     started: Instant,
     trials: usize,
     calls: usize,
@@ -479,10 +482,11 @@ struct Soak {
 }
 
 impl Soak {
-    fn new(name: &'static str, seed: u64) -> Soak {
+    fn new(name: &'static str, seed: u64, salt: u64) -> Soak {
         Soak {
             name,
             seed,
+            salt,
             started: Instant::now(),
             trials: 0,
             calls: 0,
@@ -628,7 +632,7 @@ fn keep_copy(from: &Path, to: &Path) {
 
 /// Trials until `wanted` faults fired; at most ten times that many trials.
 fn soak_loop(soak: &mut Soak, wanted: usize, mut one: impl FnMut(&mut Soak, usize, &mut Rng)) {
-    let mut rng = Rng(soak.seed);
+    let mut rng = Rng(soak.seed ^ soak.salt);
     let mut n = 0;
     while soak.fired.len() < wanted && n < 10 * wanted + 10 {
         one(soak, n, &mut rng);
@@ -649,7 +653,7 @@ fn one_shot_writers_under_page_loss_and_other_faults_lose_no_acknowledged_checkp
     const WRITERS: usize = 8;
     const CALLS: usize = 40;
     let wanted = faults_wanted();
-    let mut soak = Soak::new(NAME, seed());
+    let mut soak = Soak::new(NAME, seed(), 0);
     soak_loop(&mut soak, wanted, |soak, n, rng| {
         let mut trial = Trial::new(&lib);
         trial.set("JITTER_US", "300");
@@ -730,7 +734,7 @@ fn a_server_under_page_loss_restarted_loses_no_acknowledged_change() {
     const WRITERS: usize = 8;
     const CALLS: usize = 48;
     let wanted = (faults_wanted() / 4).max(6);
-    let mut soak = Soak::new(NAME, seed() ^ 0x5e47e);
+    let mut soak = Soak::new(NAME, seed(), 0x5e47e);
     let mut servers = 0;
     soak_loop(&mut soak, wanted, |soak, n, rng| {
         let trial = Trial::new(&lib);
@@ -862,7 +866,7 @@ fn a_long_lived_apply_beside_one_shot_writers_under_faults_loses_no_acknowledged
     const WRITERS: usize = 6;
     const CALLS: usize = 48;
     let wanted = (faults_wanted() / 4).max(6);
-    let mut soak = Soak::new(NAME, seed() ^ 0xa991);
+    let mut soak = Soak::new(NAME, seed(), 0xa991);
     soak_loop(&mut soak, wanted, |soak, n, rng| {
         let mut trial = Trial::new(&lib);
         trial.set("JITTER_US", "300");
