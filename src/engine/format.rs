@@ -203,7 +203,7 @@ pub const APPENDED_MAGIC: &[u8; 8] = b"RUNLOGap";
 /// Magic of the sync-state slot of `SHARED`.
 pub const SYNC_STATE_MAGIC: &[u8; 8] = b"RUNLOGss";
 /// Version of both `SHARED` slots' layout.
-pub const SHARED_VERSION: u16 = 1;
+pub const SHARED_VERSION: u16 = 2;
 /// Length of one `SHARED` slot; the appended position is at 0, the sync state
 /// at `SHARED_SLOT_LEN`, and a reader reads no more than two slots.
 pub const SHARED_SLOT_LEN: usize = 64;

@@ -169,13 +169,18 @@ impl<M: Machine> Shared<M> {
                     if l.unproven {
                         self.replace_with_sync_lock(&l, p.next_seq)?;
                     } else {
-                        let f = vfs
-                            .open_write(&l.path)
-                            .map_err(|e| Error::io("open segment", &l.path, e))?;
-                        retry_interrupted(|| f.set_len(l.end))
-                            .map_err(|e| Error::io("trim last segment", &l.path, e))?;
-                        retry_interrupted(|| f.sync_all())
-                            .map_err(|e| Error::io("fsync replayed segment", &l.path, e))?;
+                        // Under the sync lock, as every fsync of the log: a
+                        // failure it reports (another writer's pages lost in
+                        // the background) is recorded for every process (§5.8).
+                        self.writers.guarded(vfs, || {
+                            let f = vfs
+                                .open_write(&l.path)
+                                .map_err(|e| Error::io("open segment", &l.path, e))?;
+                            retry_interrupted(|| f.set_len(l.end))
+                                .map_err(|e| Error::io("trim last segment", &l.path, e))?;
+                            retry_interrupted(|| f.sync_all())
+                                .map_err(|e| Error::io("fsync replayed segment", &l.path, e))
+                        })?;
                     }
                 }
                 let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;

@@ -34,10 +34,18 @@
 //!   operations in any subset, a file's writes still as a prefix.
 //!   [`Persistence::Weak`] (ALICE's weakest model): any subset of anything,
 //!   including a write persisted with a hole before later sectors or writes.
-//! * **Failed fsync (fsyncgate).** When `sync_data`/`sync_all` fails, the file's
-//!   pending writes are dropped from "disk" but stay visible to in-process reads;
-//!   a later successful fsync does not bring them back. A failed `sync_dir`
-//!   leaves the directory's operations pending (they may or may not persist).
+//! * **Failed fsync (fsyncgate), two ways ([`FailedFsync`]).** When
+//!   `sync_data`/`sync_all` fails, the file's pending writes never reach the
+//!   disk, whoever wrote them: every "process" (every open of one `SimFs`)
+//!   shares one page cache, as processes on one machine do. Under
+//!   [`FailedFsync::KeepClean`] (the default) the pages stay in the cache,
+//!   marked clean: reads still see the new bytes, and a later successful fsync
+//!   does not write them. Under [`FailedFsync::DropPages`] the pages are
+//!   dropped: reads return the durable bytes again (zeros where the durable
+//!   file is shorter; the file keeps its size), for every process. Either way
+//!   the failure is reported once, to the fsync that met it (as Linux reports
+//!   it to one caller). A failed `sync_dir` leaves the directory's operations
+//!   pending (they may or may not persist).
 //! * **Injected faults.** The Nth operation (every [`Vfs`] and [`VfsFile`] call
 //!   counts, from 0) fails with EIO, ENOSPC, a short write or EINTR, once or from
 //!   then on (a persistent EINTR: the next [`EINTR_BURST`] applicable calls).
@@ -126,6 +134,17 @@ pub enum FaultKind {
     ShortWrite,
     /// `EINTR`.
     Eintr,
+}
+
+/// What a failed `sync_data`/`sync_all` does to the file's unsynced writes
+/// (FORMAT.md §7): either way they never reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailedFsync {
+    /// The pages stay in the cache, marked clean: reads see the new bytes.
+    #[default]
+    KeepClean,
+    /// The pages are dropped: reads return the durable bytes, for everyone.
+    DropPages,
 }
 
 /// A fault to inject at operation `at`.
@@ -338,6 +357,10 @@ pub struct SimState {
     probe_hook: Option<ProbeHook>,
     /// The boot this filesystem is in: a crash image starts the next one.
     boot: u64,
+    /// What a failed fsync does to the file's unsynced writes.
+    failed_fsync: FailedFsync,
+    /// The next call of this operation fails so (then it is cleared).
+    fail_next: Option<(Op, FaultKind)>,
 }
 
 impl fmt::Debug for SimState {
@@ -440,6 +463,8 @@ impl SimState {
             observer: None,
             probe_hook: None,
             boot: 1,
+            failed_fsync: FailedFsync::default(),
+            fail_next: None,
         }
     }
 
@@ -610,6 +635,14 @@ impl SimState {
         {
             obs(self, n, op);
             self.observer = Some(obs);
+        }
+        if let Some((o, k)) = self.fail_next
+            && o == op
+            && op.accepts(k)
+        {
+            self.fail_next = None;
+            self.faults_fired += 1;
+            return Some(k);
         }
         let f = self.fault?;
         let hit = n == f.at || (f.persistent && n > f.at);
@@ -1021,6 +1054,19 @@ impl SimFs {
         self.lock().fault = fault;
     }
 
+    /// Makes the next call of an operation fail so (once), whatever its
+    /// index: for a test that holds its "processes" at named points and fails
+    /// one process's call. `None` disarms one that has not fired.
+    pub fn fail_next(&self, next: Option<(Op, FaultKind)>) {
+        self.lock().fail_next = next;
+    }
+
+    /// Sets what a failed fsync does to the file's unsynced writes (the
+    /// default: [`FailedFsync::KeepClean`]).
+    pub fn on_failed_fsync(&self, how: FailedFsync) {
+        self.lock().failed_fsync = how;
+    }
+
     /// Calls `f(state, op_index, op)` before every mutating operation (a crash
     /// boundary), with the filesystem locked: `f` may take crash images.
     pub fn observe(&self, f: Option<Observer>) {
@@ -1187,6 +1233,7 @@ impl VfsFile for SimFile {
         if fault.is_none() && !s.file_mut(self.ino).pending.is_empty() {
             s.durable_changes += 1;
         }
+        let drop_pages = s.failed_fsync == FailedFsync::DropPages;
         let f = s.file_mut(self.ino);
         match fault {
             None => {
@@ -1200,8 +1247,15 @@ impl VfsFile for SimFile {
             }
             Some(FaultKind::Eintr) => Err(fault_error(FaultKind::Eintr)),
             Some(k) => {
-                // fsyncgate: the kernel marks the pages clean; they never reach the disk.
+                // fsyncgate: the pages never reach the disk. Kept in the cache
+                // marked clean, or dropped: then every reader sees the durable
+                // bytes again, at the size the file had.
                 f.pending.clear();
+                if drop_pages {
+                    let size = f.live.len();
+                    f.live = f.durable.clone();
+                    f.live.resize(size, 0);
+                }
                 Err(fault_error(k))
             }
         }

@@ -3,8 +3,11 @@
 //! state) and the sync lock (`SYNC`) held around every fsync of the log. A
 //! writer whose records another process's fsync already covered acknowledges
 //! without one of its own; a failed fsync, or one whose writer died during
-//! it, poisons what it covered for every process, until a writer's open
-//! copies the segment (§5.5 step 4). Pure encoding first, then the handle.
+//! it, stops every fsync and acknowledgement of its generation, for every
+//! process. Whoever writes the sync state afresh (over a failed, dead, lost
+//! or unreadable one) takes a new random generation, so every writer that
+//! appended before refuses (FORMAT.md §5.8, "The invariant"). Pure encoding
+//! first, then the handle.
 
 use super::format::*;
 use super::mark::{Mark, MarkFound, MarkWriter, decode_mark, read_mark};
@@ -29,6 +32,8 @@ pub struct Appended {
     pub segment: u64,
     /// Where its frame ends in that segment.
     pub end: u64,
+    /// The sync state's generation its writer appended under.
+    pub generation: u64,
 }
 
 /// What the processes syncing the log know together.
@@ -36,9 +41,11 @@ pub struct Appended {
 pub struct SyncState {
     /// The boot it was written in.
     pub boot: [u8; 16],
-    /// Bumped by every open that copies the active segment (§5.5 step 4): a
-    /// writer that appended under another generation holds a file no longer in
-    /// the store and must not fsync it for an acknowledgement.
+    /// A random number, new whenever the sync state is written afresh (an
+    /// open that copies the active segment, §5.5 step 4, or one that replaces
+    /// a failed, dead, lost or unreadable state): a writer that appended under
+    /// another generation may not acknowledge (its record may be gone, and its
+    /// seq given to another writer's record).
     pub generation: u64,
     /// An fsync of the log is running (set before it, cleared after): found
     /// set by the next holder of the sync lock, its writer died during it.
@@ -52,22 +59,23 @@ const BOOT_AT: usize = 12;
 const A_AT: usize = 28;
 const B_AT: usize = 36;
 const C_AT: usize = 44;
+const D_AT: usize = 52;
 const CRC_AT: usize = SHARED_SLOT_LEN - 4;
 
-fn encode_slot(magic: &[u8; 8], boot: &[u8; 16], a: u64, b: u64, c: u64) -> [u8; SHARED_SLOT_LEN] {
+fn encode_slot(magic: &[u8; 8], boot: &[u8; 16], f: [u64; 4]) -> [u8; SHARED_SLOT_LEN] {
     let mut s = [0u8; SHARED_SLOT_LEN];
     s[..8].copy_from_slice(magic);
     s[8..10].copy_from_slice(&SHARED_VERSION.to_le_bytes());
     s[BOOT_AT..A_AT].copy_from_slice(boot);
-    s[A_AT..B_AT].copy_from_slice(&a.to_le_bytes());
-    s[B_AT..C_AT].copy_from_slice(&b.to_le_bytes());
-    s[C_AT..C_AT + 8].copy_from_slice(&c.to_le_bytes());
+    for (at, v) in [A_AT, B_AT, C_AT, D_AT].into_iter().zip(f) {
+        s[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
     let crc = masked_crc(&[&s[..CRC_AT]]);
     s[CRC_AT..].copy_from_slice(&crc.to_le_bytes());
     s
 }
 
-type Slot = ([u8; 16], u64, u64, u64);
+type Slot = ([u8; 16], [u64; 4]);
 
 fn decode_slot(magic: &[u8; 8], s: &[u8]) -> Result<Slot, String> {
     if s.len() != SHARED_SLOT_LEN {
@@ -83,22 +91,23 @@ fn decode_slot(magic: &[u8; 8], s: &[u8]) -> Result<Slot, String> {
     if version != SHARED_VERSION {
         return Err(format!("version {version}, this build reads {SHARED_VERSION}"));
     }
-    if s[10..12] != [0, 0] || s[C_AT + 8..CRC_AT] != [0; 8] {
+    if s[10..12] != [0, 0] {
         return Err("reserved bytes not zero".into());
     }
     let mut boot = [0u8; 16];
     boot.copy_from_slice(&s[BOOT_AT..A_AT]);
-    Ok((boot, le_u64(s, A_AT), le_u64(s, B_AT), le_u64(s, C_AT)))
+    let f = [A_AT, B_AT, C_AT, D_AT].map(|at| le_u64(s, at));
+    Ok((boot, f))
 }
 
 /// The appended-position slot's 64 bytes.
 pub fn encode_appended(a: &Appended) -> [u8; SHARED_SLOT_LEN] {
-    encode_slot(APPENDED_MAGIC, &a.boot, a.seq, a.segment, a.end)
+    encode_slot(APPENDED_MAGIC, &a.boot, [a.seq, a.segment, a.end, a.generation])
 }
 
 /// Decodes an appended-position slot; `Err` says why the bytes are not one.
 pub fn decode_appended(s: &[u8]) -> Result<Appended, String> {
-    let (boot, seq, segment, end) = decode_slot(APPENDED_MAGIC, s)?;
+    let (boot, [seq, segment, end, generation]) = decode_slot(APPENDED_MAGIC, s)?;
     if segment == 0 || segment > seq || end == 0 {
         return Err(format!("seq {seq} in segment {segment} ending at {end}: not a record"));
     }
@@ -107,6 +116,7 @@ pub fn decode_appended(s: &[u8]) -> Result<Appended, String> {
         seq,
         segment,
         end,
+        generation,
     })
 }
 
@@ -115,17 +125,18 @@ pub fn encode_sync_state(s: &SyncState) -> [u8; SHARED_SLOT_LEN] {
     encode_slot(
         SYNC_STATE_MAGIC,
         &s.boot,
-        s.generation,
-        u64::from(s.in_flight),
-        u64::from(s.failed),
+        [s.generation, u64::from(s.in_flight), u64::from(s.failed), 0],
     )
 }
 
 /// Decodes a sync-state slot; `Err` says why the bytes are not one.
 pub fn decode_sync_state(s: &[u8]) -> Result<SyncState, String> {
-    let (boot, generation, in_flight, failed) = decode_slot(SYNC_STATE_MAGIC, s)?;
+    let (boot, [generation, in_flight, failed, reserved]) = decode_slot(SYNC_STATE_MAGIC, s)?;
     if in_flight > 1 || failed > 1 {
         return Err(format!("flags {in_flight}/{failed}, each is 0 or 1"));
+    }
+    if reserved != 0 {
+        return Err("reserved bytes not zero".into());
     }
     Ok(SyncState {
         boot,
@@ -157,6 +168,23 @@ pub fn decode_shared(bytes: &[u8], boot: &[u8; 16]) -> Found {
         state: slot(1)
             .and_then(|s| decode_sync_state(s).ok())
             .filter(|s| this_boot(&s.boot)),
+    }
+}
+
+/// A new generation for a sync state written afresh: random (std's SipHash
+/// keys come from the OS's randomness), never 0 (what a writer holds before
+/// it read one) and never `old`, the one it replaces. A writer that appended
+/// under an earlier generation, even one whose `SHARED` was lost meanwhile,
+/// meets a generation it does not hold, but for a chance of 2^-64.
+fn new_generation(old: Option<u64>) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let g = h.finish();
+        if g != 0 && Some(g) != old {
+            return g;
+        }
     }
 }
 
@@ -338,6 +366,7 @@ impl Writers {
             seq,
             segment,
             end,
+            generation: self.generation.load(Ordering::Relaxed),
         };
         let _ = self.write_slot(vfs, 0, &encode_appended(&a));
     }
@@ -392,9 +421,10 @@ impl Writers {
     /// At a writer's open, under the writer lock: whether the records above
     /// the durability mark that end the log at `last` may stay as they are
     /// (§5.8): this boot's sync state, no failure, no fsync that died, and the
-    /// appended position exactly at the log's last record (so every one of
-    /// them was written by a writer that follows this protocol). Records the
-    /// generation the writer appends under.
+    /// appended position exactly at the log's last record, written under the
+    /// state's generation (so every one of them was written in it by a writer
+    /// that follows this protocol). Records the generation the writer appends
+    /// under.
     pub(crate) fn vouches(&self, vfs: &dyn Vfs, last: (u64, u64, u64)) -> bool {
         let mut found = self.read(vfs);
         let Some(mut state) = found.state else {
@@ -414,38 +444,43 @@ impl Writers {
         }
         self.generation.store(state.generation, Ordering::Relaxed);
         !state.failed
-            && found
-                .appended
-                .is_some_and(|a| (a.seq, a.segment, a.end) == last)
+            && found.appended.is_some_and(|a| {
+                (a.seq, a.segment, a.end) == last && a.generation == state.generation
+            })
     }
 
     /// At a writer's open, under the writer lock, when no record is above the
-    /// durability mark: a sync state that is missing, of another boot or
-    /// unreadable is written afresh (nothing unproven, so no failure it lost
-    /// can matter), under the sync lock. Records the generation.
+    /// durability mark: a sync state that is failed, whose fsync died, missing,
+    /// of another boot or unreadable is written afresh under the sync lock,
+    /// with a new generation (nothing unproven is in the log, so the failure
+    /// lost only records no one may acknowledge now: every writer that
+    /// appended before this write holds the old generation, and refuses).
+    /// Records the generation this writer appends under.
     pub(crate) fn adopt(&self, vfs: &dyn Vfs) -> io::Result<()> {
-        if let Some(s) = self.read(vfs).state {
+        let usable = |s: &SyncState| !s.in_flight && !s.failed;
+        if let Some(s) = self.read(vfs).state.filter(usable) {
             self.generation.store(s.generation, Ordering::Relaxed);
-            if !s.in_flight && !s.failed {
-                return Ok(());
-            }
+            return Ok(());
         }
+        // Under the lock, a flag still set is a failure or a syncer that died.
         let _g = self.lock(vfs)?;
-        let found = self.read(vfs);
-        let mut s = found.state.unwrap_or_else(|| self.fresh_state());
-        if s.in_flight || s.failed {
-            // Everything is proven durable: what the failure covered is not
-            // in the log any more, or was proven after it by a fresh copy.
-            s.in_flight = false;
-            s.failed = false;
+        let found = self.read(vfs).state;
+        if let Some(s) = found.filter(usable) {
+            self.generation.store(s.generation, Ordering::Relaxed);
+            return Ok(());
         }
+        let s = SyncState {
+            generation: new_generation(found.map(|s| s.generation)),
+            ..self.fresh_state()
+        };
         self.generation.store(s.generation, Ordering::Relaxed);
         self.write_state(vfs, &s)
     }
 
     /// Runs `f`, an fsync of the log outside the group commit (an open's cut
-    /// of a torn tail), under the sync lock; its failure is recorded for
-    /// every process, as a failed fsync of [`Writers::fsync`]'s is.
+    /// of a torn tail, or its close of a last segment the history does not
+    /// continue in), under the sync lock; its failure is recorded for every
+    /// process, as a failed fsync of [`Writers::fsync`]'s is.
     pub(crate) fn guarded(
         &self,
         vfs: &dyn Vfs,
@@ -454,13 +489,18 @@ impl Writers {
         let _g = self
             .lock(vfs)
             .map_err(|e| super::error::Error::io("take the sync lock", self.dir.join(SYNC_LOCK_FILE), e))?;
+        // In flight while it runs, as [`Writers::fsync`]'s: a writer that dies
+        // during it leaves the flag, read as a failure, since the failure it
+        // may have been told of is told to no later fsync.
+        let mut s = self.read(vfs).state.unwrap_or_else(|| self.fresh_state());
+        s.failed |= s.in_flight;
+        s.in_flight = true;
+        self.write_state(vfs, &s)
+            .map_err(|e| super::error::Error::io("write the sync state", self.dir.join(SHARED_FILE), e))?;
         let r = f();
-        if r.is_err() {
-            let mut s = self.read(vfs).state.unwrap_or_else(|| self.fresh_state());
-            s.in_flight = false;
-            s.failed = true;
-            let _ = self.write_state(vfs, &s);
-        }
+        s.in_flight = false;
+        s.failed |= r.is_err();
+        let _ = self.write_state(vfs, &s);
         r
     }
 
@@ -476,10 +516,10 @@ impl Writers {
         let _g = self
             .lock(vfs)
             .map_err(|e| super::error::Error::io("take the sync lock", self.dir.join(SYNC_LOCK_FILE), e))?;
-        let before = self.read(vfs).state.map_or(0, |s| s.generation);
+        let before = self.read(vfs).state.map(|s| s.generation);
         install()?;
         let s = SyncState {
-            generation: before.max(self.generation.load(Ordering::Relaxed)) + 1,
+            generation: new_generation(before),
             ..self.fresh_state()
         };
         self.generation.store(s.generation, Ordering::Relaxed);
@@ -521,24 +561,28 @@ impl Writers {
             s.failed = true;
             self.write_state(vfs, s)?;
         }
-        // Before the mark is believed: a copy since this writer appended may
-        // have lost its record, and another's may hold the same seq.
-        if state.is_some_and(|s| s.generation != self.generation.load(Ordering::Relaxed)) {
+        // Before the mark is believed: only in the generation this writer
+        // appended under does a position name its record. A new one began
+        // after a failure, a copy or a lost state: its record may be gone,
+        // and another's may hold its seq (FORMAT.md §5.8, "The invariant").
+        let mine = self.generation.load(Ordering::Relaxed);
+        let Some(mut state) = state else {
+            return Err(io::Error::other(format!(
+                "the sync state in {} is missing or unreadable: whether an earlier fsync \
+                 failed is unknown (the next writer's open starts a new generation)",
+                self.dir.join(SHARED_FILE).display()
+            )));
+        };
+        if state.generation != mine {
             return Err(io::Error::other(
-                "another writer's open copied the active segment since this writer appended: \
-                 whether this batch is in the copy is not known",
+                "another writer's open started a new sync generation since this writer \
+                 appended (after a failed fsync, or to copy the active segment): whether \
+                 this batch is in the log is not known",
             ));
         }
         if covered_ok && on_disk.is_some_and(|m| m.seq >= own.seq) {
             return Ok(false);
         }
-        let Some(mut state) = state else {
-            return Err(io::Error::other(format!(
-                "the sync state in {} is missing or unreadable: whether an earlier fsync \
-                 failed is unknown (the next writer's open copies the segment)",
-                self.dir.join(SHARED_FILE).display()
-            )));
-        };
         if state.failed {
             return Err(io::Error::other(
                 "an fsync of the log failed in another writer, or its writer died during it: \
@@ -551,11 +595,18 @@ impl Writers {
             false => found.appended,
         };
         let target = match appended {
-            Some(a) if a.segment == own.segment && a.seq > own.seq && a.end > own.end => Mark {
-                seq: a.seq,
-                segment: a.segment,
-                end: a.end,
-            },
+            Some(a)
+                if a.generation == mine
+                    && a.segment == own.segment
+                    && a.seq > own.seq
+                    && a.end > own.end =>
+            {
+                Mark {
+                    seq: a.seq,
+                    segment: a.segment,
+                    end: a.end,
+                }
+            }
             _ => own,
         };
         state.in_flight = true;
@@ -686,6 +737,7 @@ mod tests {
             seq: 41,
             segment: 1,
             end: 4096,
+            generation: 0x5eed,
         };
         let s = SyncState {
             boot: BOOT,
@@ -722,6 +774,7 @@ mod tests {
             seq: 2,
             segment: 1,
             end: 90,
+            generation: 9,
         };
         let s = SyncState {
             boot: BOOT,

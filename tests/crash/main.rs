@@ -10,6 +10,7 @@ mod archive_gc_crash;
 mod crash_enumeration;
 mod crash_weak_model_hole_in_unsynced_batch;
 mod fault_injection;
+mod fsyncgate_across_writers;
 mod kill9_engine;
 mod kill9_keyed;
 mod many_writers_crash;
