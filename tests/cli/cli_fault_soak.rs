@@ -26,8 +26,8 @@
 //! held in place by the shim's hold point.
 //!
 //! `RUNLOG_FAULT_SOAK_FAULTS` sets how many faults the one-shot soak fires
-//! (default 40; the serve and apply soaks fire a quarter of it each, at least
-//! 6); `RUNLOG_FAULT_SOAK_SEED` its seed (default: from the clock; printed).
+//! (default 200; the serve and apply soaks fire a quarter of it each, at
+//! least 12); `RUNLOG_FAULT_SOAK_SEED` its seed (default: from the clock; printed).
 //! The seed fixes the faults drawn, not the processes' timing. A summary line
 //! per soak goes to stderr uncaptured. `RUNLOG_FAULT_SOAK_KEEP=DIR` keeps a
 //! failed trial's run, the shim's state and the report under DIR. Without a C compiler the tests skip
@@ -77,18 +77,25 @@ fn env_u64(var: &str) -> Option<u64> {
     })
 }
 
+/// RUNLOG_FAULT_SOAK_SEED, else one from the clock: the same for every soak
+/// of this test process.
 fn seed() -> u64 {
-    env_u64("RUNLOG_FAULT_SOAK_SEED").unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        env_u64("RUNLOG_FAULT_SOAK_SEED").unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                % 1_000_000_007
+        })
     })
 }
 
-/// Faults the one-shot soak fires; the serve and apply soaks fire a quarter.
+/// Faults the one-shot soak fires; the serve and apply soaks fire a quarter
+/// (at least 12).
 fn faults_wanted() -> usize {
-    env_u64("RUNLOG_FAULT_SOAK_FAULTS").unwrap_or(40) as usize
+    env_u64("RUNLOG_FAULT_SOAK_FAULTS").unwrap_or(200) as usize
 }
 
 /// A fault kind, page loss (both ways) weighted heavily.
@@ -479,6 +486,28 @@ struct Soak {
     unknown: usize,
     fired: Vec<Fired>,
     failures: Vec<String>,
+    /// Failed trials by what went wrong (a trial may count under several).
+    classes: BTreeMap<&'static str, usize>,
+}
+
+/// What a problem of [`check_trial`] says went wrong, in a word or three.
+fn class(problem: &str) -> &'static str {
+    if problem.contains("acknowledged twice") {
+        "a seq acknowledged twice"
+    } else if problem.contains("is not the log's record")
+        || problem.contains("but the run document has")
+        || problem.contains("past the log's last seq")
+    {
+        "an acknowledged call lost"
+    } else if problem.starts_with("the shim saw") {
+        "the shim saw what it does not model"
+    } else if problem.starts_with("an unexpected end") {
+        "an unexpected exit"
+    } else if problem.starts_with("the run") {
+        "the run left unopenable or unwritable"
+    } else {
+        "a power-loss image unopenable or unwritable"
+    }
 }
 
 impl Soak {
@@ -495,6 +524,7 @@ impl Soak {
             unknown: 0,
             fired: vec![],
             failures: vec![],
+            classes: BTreeMap::new(),
         }
     }
 
@@ -515,6 +545,12 @@ impl Soak {
             .filter(|c| matches!(c.outcome, Outcome::Unknown(_)))
             .count();
         if !problems.is_empty() {
+            let mut classes: Vec<&str> = problems.iter().map(|p| class(p)).collect();
+            classes.sort();
+            classes.dedup();
+            for c in classes {
+                *self.classes.entry(c).or_insert(0) += 1;
+            }
             calls.sort_by(|a, b| a.start.total_cmp(&b.start));
             let mut s = format!(
                 "{}: seed {} trial {n} ({what}) FAILED:\n",
@@ -574,7 +610,7 @@ impl Soak {
         let counts = faultshim::by_kind(&self.fired);
         skip_support::to_fd2(&format!(
             "{}: seed {}: {} trials, {} calls, {} faults fired ({}), {} acknowledged, \
-             {} refused (exit 1), {} unknown outcomes{extra}; {} trials failed; {:.1} s\n",
+             {} refused (exit 1), {} unknown outcomes{extra}; {} trials failed{}; {:.1} s\n",
             self.name,
             self.seed,
             self.trials,
@@ -585,14 +621,27 @@ impl Soak {
             self.refused,
             self.unknown,
             self.failures.len(),
+            if self.classes.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    self.classes
+                        .iter()
+                        .map(|(c, n)| format!("{c}: {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
             self.started.elapsed().as_secs_f64()
         ));
         if !self.failures.is_empty() {
             panic!(
-                "{} of {} trials failed (seed {}; RUNLOG_FAULT_SOAK_SEED={} runs the same \
-                 faults, not the same timing). The first:\n{}",
+                "{} of {} trials failed ({:?}; seed {}: RUNLOG_FAULT_SOAK_SEED={} draws the \
+                 same faults, not the same timing). The first:\n{}",
                 self.failures.len(),
                 self.trials,
+                self.classes,
                 self.seed,
                 self.seed,
                 self.failures[0]
@@ -606,11 +655,22 @@ impl Soak {
             self.trials
         );
         assert!(
-            self.page_loss() * 3 >= wanted,
+            self.page_loss() * 4 >= wanted,
             "{}: only {} page-loss faults fired of {wanted}: the soak proved little about them",
             self.name,
             self.page_loss()
         );
+        if wanted >= 50 {
+            for kind in [Kind::EioDrop, Kind::EioClean] {
+                let n = counts.get(&kind).copied().unwrap_or(0);
+                assert!(
+                    n * 10 >= wanted,
+                    "{}: only {n} {} faults fired of {wanted}",
+                    self.name,
+                    kind.name()
+                );
+            }
+        }
         assert!(self.acked > 0, "{}: nothing was acknowledged", self.name);
     }
 }
@@ -733,7 +793,7 @@ fn a_server_under_page_loss_restarted_loses_no_acknowledged_change() {
     let Some(lib) = lib(NAME) else { return };
     const WRITERS: usize = 8;
     const CALLS: usize = 48;
-    let wanted = (faults_wanted() / 4).max(6);
+    let wanted = (faults_wanted() / 4).max(12);
     let mut soak = Soak::new(NAME, seed(), 0x5e47e);
     let mut servers = 0;
     soak_loop(&mut soak, wanted, |soak, n, rng| {
@@ -865,7 +925,7 @@ fn a_long_lived_apply_beside_one_shot_writers_under_faults_loses_no_acknowledged
     let Some(lib) = lib(NAME) else { return };
     const WRITERS: usize = 6;
     const CALLS: usize = 48;
-    let wanted = (faults_wanted() / 4).max(6);
+    let wanted = (faults_wanted() / 4).max(12);
     let mut soak = Soak::new(NAME, seed(), 0xa991);
     soak_loop(&mut soak, wanted, |soak, n, rng| {
         let mut trial = Trial::new(&lib);
@@ -1018,6 +1078,124 @@ fn apply_once(
         outcome: outcome(&o, plan, false, false),
     });
     calls
+}
+
+/// The shim's model, checked with `dd` writing whole pages of a file named
+/// like a segment: a successful fsync copies what was written into the
+/// shadow; `eio_drop` fails the sync and puts the shadow's bytes back in the
+/// file; `eio_clean` fails it and leaves the bytes, which no later sync makes
+/// durable until they are written again; `enospc_write` writes nothing;
+/// `kill_before_sync` dies with nothing synced; and a change the shim did not
+/// see is reported as a bug of the shim.
+#[test]
+fn the_fault_shim_keeps_what_fsyncs_made_durable_and_loses_pages_as_told() {
+    const NAME: &str = "cli_fault_soak shim model";
+    let Some(lib) = lib(NAME) else { return };
+    let trial = Trial::new(&lib);
+    let seg = trial.root.join("seg-00000000000000000001.log");
+    const PAGE: usize = 4096;
+    let pages = |cs: &[u8]| cs.iter().flat_map(|&c| vec![c; PAGE]).collect::<Vec<u8>>();
+    // A file's pages as letters (`0` a page of zeros, `?` a mixed one).
+    let sketch = |b: Vec<u8>| -> String {
+        b.chunks(PAGE)
+            .map(|p| match p[0] {
+                _ if p.len() < PAGE || p.iter().any(|&x| x != p[0]) => '?',
+                0 => '0',
+                c => c as char,
+            })
+            .collect()
+    };
+    // `dd` under the shim with `plan`: page `at` becomes `c`, then `conv`'s sync.
+    let dd = |plan: Option<Plan>, c: u8, at: usize, conv: &str| {
+        let src = trial.state.join(format!("src-{}", c as char));
+        std::fs::write(&src, pages(&[c])).unwrap();
+        let mut cmd = std::process::Command::new("dd");
+        cmd.arg(format!("if={}", src.display()))
+            .arg(format!("of={}", seg.display()))
+            .args(["bs=4096", "count=1", "status=none"])
+            .arg(format!("seek={at}"))
+            .arg(format!("conv=notrunc,{conv}"));
+        trial.under_shim(cmd, plan).output().unwrap()
+    };
+    let file = || sketch(std::fs::read(&seg).unwrap());
+    let shadow = || sketch(trial.shadow_of(&seg).unwrap_or_default());
+    let both = || format!("file {} shadow {}", file(), shadow());
+    let plan = |kind| Some(Plan { kind, n: 1 });
+    let ok = |o: &Output, what: &str| assert!(o.status.success(), "{what}: {}", text(o));
+    let failed = |o: &Output, what: &str| {
+        assert_eq!(o.status.code(), Some(1), "{what}: {}", text(o));
+    };
+
+    ok(&dd(None, b'a', 0, "fsync"), "a synced");
+    assert_eq!(both(), "file a shadow a");
+
+    // GNU dd answers a failed fdatasync with an fsync, which succeeds: the
+    // fsyncgate sequence itself. It makes the size durable, not the page.
+    failed(&dd(plan(Kind::EioDrop), b'b', 1, "fdatasync"), "b dropped");
+    assert_eq!(
+        both(),
+        "file a0 shadow a0",
+        "the dropped page reads as the disk has it"
+    );
+    failed(
+        &dd(plan(Kind::EioClean), b'c', 1, "fdatasync"),
+        "c marked clean",
+    );
+    assert_eq!(
+        both(),
+        "file ac shadow a0",
+        "a page marked clean reads new, and the fsync after the failure does not write it"
+    );
+    ok(&dd(None, b'd', 2, "fdatasync"), "d synced");
+    assert_eq!(file(), "acd");
+    assert_eq!(
+        shadow(),
+        "a0d",
+        "a later sync does not write a page marked clean"
+    );
+    ok(
+        &dd(None, b'e', 1, "fsync"),
+        "e written over the page marked clean",
+    );
+    assert_eq!(shadow(), "aed", "a page written again is synced again");
+
+    failed(&dd(plan(Kind::EnospcWrite), b'f', 0, "fsync"), "f refused");
+    assert_eq!(both(), "file aed shadow aed");
+
+    let o = dd(plan(Kind::KillBeforeSync), b'g', 0, "fsync");
+    assert_eq!(o.status.signal(), Some(libc::SIGKILL), "g: {}", text(&o));
+    assert_eq!(both(), "file ged shadow aed");
+    let o = dd(plan(Kind::KillAfterSync), b'h', 3, "fsync");
+    assert_eq!(o.status.signal(), Some(libc::SIGKILL), "h: {}", text(&o));
+    assert_eq!(both(), "file gedh shadow gedh");
+
+    let kinds: Vec<Kind> = trial.fired().iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            Kind::EioDrop,
+            Kind::EioClean,
+            Kind::EnospcWrite,
+            Kind::KillBeforeSync,
+            Kind::KillAfterSync
+        ]
+    );
+    assert_eq!(trial.bugs(), "", "nothing the shim does not model so far");
+
+    // A write the shim did not see (this process is not under it) is found
+    // by the next sync's check of the pages it does not copy.
+    std::os::unix::fs::FileExt::write_all_at(
+        &std::fs::OpenOptions::new().write(true).open(&seg).unwrap(),
+        &pages(b"x"),
+        PAGE as u64,
+    )
+    .unwrap();
+    ok(&dd(None, b'i', 4, "fsync"), "i synced");
+    let bugs = trial.bugs();
+    assert!(
+        bugs.contains("page 1 of") && bugs.contains("no write the shim saw"),
+        "the unseen write is reported: {bugs:?}"
+    );
 }
 
 /// Starts `unit RUN unit done` under the shim with `plan`, to be held

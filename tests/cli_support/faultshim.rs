@@ -226,7 +226,11 @@ impl Trial {
     /// The binary on this trial's root under the shim, with `plan` (none:
     /// no fault in this process).
     pub fn cmd(&self, plan: Option<Plan>) -> Command {
-        let mut c = cli_support::cmd(&self.root);
+        self.under_shim(cli_support::cmd(&self.root), plan)
+    }
+
+    /// Any command under the shim, with `plan`.
+    pub fn under_shim(&self, mut c: Command, plan: Option<Plan>) -> Command {
         c.env("LD_PRELOAD", &self.lib)
             .env("FAULTSHIM_ROOT", &self.root)
             .env("FAULTSHIM_STATE", &self.state)
@@ -288,8 +292,12 @@ impl Trial {
         }
     }
 
-    /// The inode's durable bytes (its shadow), `None` when no sync of it
-    /// ever succeeded.
+    /// The durable bytes of the file at `path` (its shadow), `None` when no
+    /// sync of it ever succeeded.
+    pub fn shadow_of(&self, path: &Path) -> Option<Vec<u8>> {
+        self.shadow(&std::fs::symlink_metadata(path).unwrap())
+    }
+
     fn shadow(&self, meta: &std::fs::Metadata) -> Option<Vec<u8>> {
         let p = self
             .state
