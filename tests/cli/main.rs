@@ -1,7 +1,8 @@
 //! The `runlog` binary's tests: commands, output, refusals, exit codes, the
-//! examples and the docs' front pages. Tests that need tmux or python skip,
-//! printing a `SKIPPED` line the harness does not capture, unless
-//! `RUNLOG_REQUIRE_TMUX=1` / `RUNLOG_REQUIRE_PYTHON=1` makes that a failure.
+//! examples and the docs' front pages. Tests that need tmux, python or a C
+//! compiler skip, printing a `SKIPPED` line the harness does not capture,
+//! unless `RUNLOG_REQUIRE_TMUX=1` / `RUNLOG_REQUIRE_PYTHON=1` /
+//! `RUNLOG_REQUIRE_CC=1` makes that a failure.
 
 #[path = "../cli_support/mod.rs"]
 mod cli_support;

@@ -4,7 +4,9 @@
 //! plan each, the faults that fired, and the power-loss image built from the
 //! shim's shadows of what successful fsyncs made durable.
 //!
-//! No C compiler: [`shim`] prints a visible `SKIPPED` line and returns `None`,
+//! The compiler is `cc`, or `RUNLOG_FAULTSHIM_CC` (not `CC`, which would
+//! rebuild cargo's C dependencies). No C compiler: [`shim`] prints a visible
+//! `SKIPPED` line and returns `None`,
 //! or fails the test when `RUNLOG_REQUIRE_CC=1` (scripts/test sets it when
 //! `cc` is there). A shim that does not compile is a failure, never a skip.
 #![allow(dead_code)]
@@ -43,7 +45,7 @@ fn compile() -> Result<PathBuf, String> {
             "no /proc/self/fd (the shim finds a descriptor's file there; Linux only)".into(),
         );
     }
-    let cc = std::env::var_os("CC")
+    let cc = std::env::var_os("RUNLOG_FAULTSHIM_CC")
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "cc".into());
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/faultshim/faultshim.c");
