@@ -292,7 +292,13 @@ fn unit_call(trial: &Trial, t0: Instant, plan: Option<Plan>, unit: &str) -> Call
 
 /// `init` of a run of units `u0..u{n}` and [`PROBE`], under the shim.
 fn init(trial: &Trial, units: usize, binary: bool) {
-    let mut names: Vec<String> = (0..units).map(|i| format!("u{i}")).collect();
+    let names: Vec<String> = (0..units).map(|i| format!("u{i}")).collect();
+    init_units(trial, &names, binary);
+}
+
+/// `init` of a run of `names` and [`PROBE`], under the shim.
+fn init_units(trial: &Trial, names: &[String], binary: bool) {
+    let mut names = names.to_vec();
     names.push(PROBE.into());
     let names = names.join(",");
     let mut args = vec!["init", "--id", RUN, "--task", "t", "--units", &names];
@@ -1348,6 +1354,65 @@ fn a_record_replayed_then_dropped_by_a_failed_fdatasync_leaves_the_run_openable(
         std::fs::write(&c_go, b"").unwrap();
         let c = held_call(c, t0, c_start, None, "u2", "held before the writer lock");
         calls.extend([x, c]);
+        check_schedule(NAME, binary, &trial, &calls);
+    }
+}
+
+/// Found by the one-shot soak on the fixed protocol (seed 9, trials 483 and
+/// 785): writer C replays without the writer lock and reads writer W's record
+/// at seq 3; W's fdatasync fails and the page is dropped; writer D writes
+/// another, shorter record as seq 3 over the dropped bytes and syncs it; C
+/// takes the writer lock and catches up from where its replay ended (past
+/// D's record, in zeros), so it appends seq 4 after a gap. Whatever C does,
+/// every acknowledged record must stay the log's record at its seq, in the
+/// run and after a power loss.
+#[test]
+fn a_record_replayed_then_dropped_and_written_again_shorter_loses_no_acknowledged_checkpoint() {
+    const NAME: &str = "cli_fault_soak replayed, dropped, written again";
+    let Some(lib) = lib(NAME) else { return };
+    let long = "w-a-unit-whose-name-is-longer-than-the-others";
+    for binary in [false, true] {
+        let trial = Trial::new(&lib);
+        let names: Vec<String> = ["u0", long, "c", "d"].map(String::from).to_vec();
+        init_units(&trial, &names, binary);
+        let t0 = Instant::now();
+        let mut calls = vec![unit_call(&trial, t0, None, "u0")];
+        assert!(
+            matches!(calls[0].outcome, Outcome::Acked(2)),
+            "{}",
+            calls[0].line()
+        );
+        // W: appends seq 3 (long), held before the sync lock; its fdatasync
+        // will fail and drop the page.
+        let (w_go, c_go) = (trial.state.join("w-go"), trial.state.join("c-go"));
+        let plan = Plan {
+            kind: Kind::EioDrop,
+            n: 1,
+        };
+        let w_start = ms(t0);
+        let w = held_unit(&trial, Some(plan), "SYNC", &w_go, long);
+        trial.wait_held("SYNC", w.id());
+        // C: replays without the lock (reading W's seq 3), held before the
+        // writer lock.
+        let c_start = ms(t0);
+        let c = held_unit(&trial, None, "LOCK", &c_go, "c");
+        trial.wait_held("LOCK", c.id());
+        std::fs::write(&w_go, b"").unwrap();
+        let w = held_call(
+            w,
+            t0,
+            w_start,
+            Some(plan),
+            long,
+            "held before the sync lock",
+        );
+        assert!(matches!(w.outcome, Outcome::Failed(_)), "W: {}", w.line());
+        assert_eq!(trial.fired().len(), 1, "W's fault fired");
+        // D: writes its shorter seq 3 where W's was, and syncs it.
+        let d = unit_call(&trial, t0, None, "d");
+        std::fs::write(&c_go, b"").unwrap();
+        let c = held_call(c, t0, c_start, None, "c", "held before the writer lock");
+        calls.extend([w, d, c]);
         check_schedule(NAME, binary, &trial, &calls);
     }
 }
