@@ -22,16 +22,26 @@
 //! trials with a `runlog compact` loop beside them (FORMAT.md §5.8); a
 //! `runlog serve` under a fault, restarted after each failure, with one-shot
 //! callers handing it their changes (§5.9); a long-lived `runlog apply`
-//! beside one-shot writers, faults in either. And the issue's own schedule,
-//! held in place by the shim's hold point.
+//! beside one-shot writers, faults in either. Half the trials of each run on
+//! a slower disk (every fdatasync 0.1–1 ms longer). Then three schedules held
+//! in place by the shim's hold points: the issue's own (A appended, held
+//! before the sync lock, B's failed fdatasync drops A's record, C writes the
+//! same seq), and two the soak found after the fix, where a writer's
+//! lock-free replay read a record that a failed fdatasync then dropped (its
+//! open copies the dropped bytes; or it appends after another writer's
+//! shorter record written in their place). And the shim's own model, checked
+//! with `dd`.
 //!
 //! `RUNLOG_FAULT_SOAK_FAULTS` sets how many faults the one-shot soak fires
-//! (default 200; the serve and apply soaks fire a quarter of it each, at
-//! least 12); `RUNLOG_FAULT_SOAK_SEED` its seed (default: from the clock; printed).
+//! (default 200, about 20 s here for all of this file; CI sets 2500, about 5
+//! minutes; the serve and apply soaks fire a quarter of it each, at least
+//! 12); `RUNLOG_FAULT_SOAK_SEED` its seed (default: from the clock; printed).
 //! The seed fixes the faults drawn, not the processes' timing. A summary line
-//! per soak goes to stderr uncaptured. `RUNLOG_FAULT_SOAK_KEEP=DIR` keeps a
-//! failed trial's run, the shim's state and the report under DIR. Without a C compiler the tests skip
-//! visibly (`RUNLOG_REQUIRE_CC=1`: fail).
+//! per soak goes to stderr uncaptured, and each failed trial's report (its
+//! problems, the faults that fired and by which call, and every process of
+//! the trial with its plan, times and outcome). `RUNLOG_FAULT_SOAK_KEEP=DIR`
+//! keeps a failed trial's run, the shim's state and the report under DIR.
+//! Without a C compiler the tests skip visibly (`RUNLOG_REQUIRE_CC=1`: fail).
 use crate::cli_support::{self, text};
 use crate::faultshim::{self, Fired, Hints, Kind, Plan, Trial};
 use crate::skip_support;
@@ -706,6 +716,18 @@ fn soak_loop(soak: &mut Soak, wanted: usize, mut one: impl FnMut(&mut Soak, usiz
     }
 }
 
+/// Half the trials run on a slower disk: every fdatasync of the run takes
+/// 0.1 to 1 ms more (FAULTSHIM_SYNC_DELAY_US), which widens the windows
+/// between a writer's append and its sync. Says so for the trial's label.
+fn slow_disk(trial: &mut Trial, rng: &mut Rng) -> String {
+    if rng.one_in(2) {
+        return String::new();
+    }
+    let us = 100 + rng.below(901);
+    trial.set("SYNC_DELAY_US", &us.to_string());
+    format!(", each fdatasync {us} us slower")
+}
+
 fn lib(test: &str) -> Option<PathBuf> {
     faultshim::shim(test)
 }
@@ -723,6 +745,7 @@ fn one_shot_writers_under_page_loss_and_other_faults_lose_no_acknowledged_checkp
     soak_loop(&mut soak, wanted, |soak, n, rng| {
         let mut trial = Trial::new(&lib);
         trial.set("JITTER_US", "300");
+        let slow = slow_disk(&mut trial, rng);
         let binary = rng.one_in(2);
         let compact = rng.one_in(2);
         init(&trial, CALLS, binary);
@@ -776,7 +799,7 @@ fn one_shot_writers_under_page_loss_and_other_faults_lose_no_acknowledged_checkp
             calls
         });
         let what = format!(
-            "{} codec, {}",
+            "{} codec{slow}, {}",
             if binary { "binary" } else { "jsonl" },
             if compact {
                 "a compact loop beside"
@@ -803,7 +826,8 @@ fn a_server_under_page_loss_restarted_loses_no_acknowledged_change() {
     let mut soak = Soak::new(NAME, seed(), 0x5e47e);
     let mut servers = 0;
     soak_loop(&mut soak, wanted, |soak, n, rng| {
-        let trial = Trial::new(&lib);
+        let mut trial = Trial::new(&lib);
+        let slow = slow_disk(&mut trial, rng);
         let binary = rng.one_in(2);
         init(&trial, CALLS, binary);
         let next = AtomicUsize::new(0);
@@ -867,7 +891,7 @@ fn a_server_under_page_loss_restarted_loses_no_acknowledged_change() {
         });
         servers += started;
         let what = format!(
-            "{} codec, {started} servers",
+            "{} codec{slow}, {started} servers",
             if binary { "binary" } else { "jsonl" }
         );
         soak.trial(n, &what, &trial, calls);
@@ -936,6 +960,7 @@ fn a_long_lived_apply_beside_one_shot_writers_under_faults_loses_no_acknowledged
     soak_loop(&mut soak, wanted, |soak, n, rng| {
         let mut trial = Trial::new(&lib);
         trial.set("JITTER_US", "300");
+        let slow = slow_disk(&mut trial, rng);
         let binary = rng.one_in(2);
         init(&trial, CALLS, binary);
         let token = Token::new(rng.next());
@@ -975,7 +1000,7 @@ fn a_long_lived_apply_beside_one_shot_writers_under_faults_loses_no_acknowledged
             calls.extend(applier.join().unwrap());
             calls
         });
-        let what = format!("{} codec", if binary { "binary" } else { "jsonl" });
+        let what = format!("{} codec{slow}", if binary { "binary" } else { "jsonl" });
         soak.trial(n, &what, &trial, calls);
     });
     soak.finish(wanted, "");

@@ -94,6 +94,11 @@
  *     sendfile*) are logged there too when they touch a watched file (a
  *     shared writable mmap is not intercepted: the page check would see
  *     what it wrote).
+ * runlog writes its files with pwrite64 only, resizes them with ftruncate,
+ * syncs them with fdatasync and fsync, and creates them with openat
+ * (O_CREAT|O_EXCL for data files); strace of init, unit and compact shows no
+ * writev, pwritev, fallocate, copy_file_range or sendfile on them.
+ *
  * Directory operations (create, rename, unlink) are taken as durable at once;
  * files that are never synced have no shadow, which the test reads as empty.
  *
