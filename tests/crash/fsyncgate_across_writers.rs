@@ -14,12 +14,17 @@
 //! one record and then syncing, failing its fsync, or being killed, followed
 //! by a fourth: crash images at every mutating operation must open and hold
 //! every record acknowledged before them, every acknowledged record must be
-//! the log's record at its seq, and the store must accept writes after.
+//! the log's record at its seq, and the store must accept writes after. The
+//! same with the third writer long-lived (it holds the writer lock from its
+//! open to its close, and syncs alone once its fsync covered its own). Then
+//! an I/O error at every operation of every step (each open, catch-up,
+//! append, `SHARED` write, fsync, mark) of sampled orders
+//! (`RUNLOG_CRASH_FSYNCGATE_ORDERS`, seeded by `RUNLOG_CRASH_SEED`).
 use crate::common;
 use common::crash::*;
 use common::*;
-use runlog::engine::sim::{FailedFsync, FaultKind, Op, Persistence, SimFs};
-use runlog::engine::{Codec, Options, Store, SyncPolicy};
+use runlog::engine::sim::{FailedFsync, Fault, FaultKind, Op, Persistence, SimFs, SimRng};
+use runlog::engine::{Codec, Error, Options, Store, SyncPolicy};
 use std::sync::{Arc, Mutex};
 
 fn one_shot(fs: &SimFs, codec: Codec) -> Options {
@@ -28,6 +33,8 @@ fn one_shot(fs: &SimFs, codec: Codec) -> Options {
         // The append is written and the writer lock let go; `sync` is §5.8's
         // step 3, so the test holds each writer between the two.
         sync: SyncPolicy::Never,
+        // A writer lock held (by a long-lived writer) refuses at once.
+        lock_wait: None,
         ..sim_opts(fs, codec)
     }
 }
@@ -108,11 +115,11 @@ fn a_writer_whose_record_another_writers_failed_fsync_lost_is_refused_not_acknow
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
-    /// Open as a one-shot writer and append one record (writer lock let go).
+    /// Open and append one record (a one-shot writer lets the writer lock go).
     Write(usize),
-    /// The shared fsync (§5.8 step 3).
+    /// The shared fsync (§5.8 step 3; a long-lived writer's own).
     Sync(usize),
     /// The same, with the next fsync of the log failing.
     FailSync(usize),
@@ -146,23 +153,59 @@ fn orders(ends: &[Step]) -> Vec<Vec<Step>> {
     out
 }
 
+/// The ends of three writers numbered `k` in base 3 (sync, fail, kill).
+fn ends_of(k: usize) -> [Step; 3] {
+    let mut e = [Step::Sync(0); 3];
+    let mut k = k;
+    for (w, end) in e.iter_mut().enumerate() {
+        *end = match k % 3 {
+            0 => Step::Sync(w),
+            1 => Step::FailSync(w),
+            _ => Step::Kill(w),
+        };
+        k /= 3;
+    }
+    e
+}
+
 /// Acknowledged (value, seq) pairs.
 type Acked = Vec<(u64, u64)>;
 type Images = Vec<(SimFs, Acked)>;
+
+/// One run: the order, how a failed fsync goes, which writer (if any) is
+/// long-lived, crash images (under a model) or none, and an injected I/O
+/// error at one operation (then every step may fail, and is let fail).
+#[derive(Debug, Clone, Copy)]
+struct Plan<'a> {
+    codec: Codec,
+    how: FailedFsync,
+    order: &'a [Step],
+    long_lived: Option<usize>,
+    images: Option<(Persistence, u64)>,
+    fault_at: Option<u64>,
+}
 
 struct Outcome {
     images: Images,
     acked: Acked,
     fs: SimFs,
+    /// Operations the run made after the store was set up.
+    ops: std::ops::Range<u64>,
 }
 
-fn run(codec: Codec, how: FailedFsync, order: &[Step], model: Persistence, seed: u64) -> Outcome {
+fn run(p: Plan<'_>) -> Outcome {
+    let (codec, how, order) = (p.codec, p.how, p.order);
+    let ctx = format!(
+        "{codec:?} {how:?} {order:?} long-lived {:?} fault at {:?}",
+        p.long_lived, p.fault_at
+    );
     let fs = SimFs::new();
     fs.on_failed_fsync(how);
     two_records(&fs, codec);
+    let start = fs.ops();
     let images: Arc<Mutex<Images>> = Arc::default();
     let acked: Arc<Mutex<Acked>> = Arc::new(Mutex::new(vec![(1, 1), (2, 2)]));
-    {
+    if let Some((model, seed)) = p.images {
         let (images, acked) = (images.clone(), acked.clone());
         let mut n = seed;
         fs.observe(Some(Box::new(move |s, _, _| {
@@ -173,22 +216,46 @@ fn run(codec: Codec, how: FailedFsync, order: &[Step], model: Persistence, seed:
             }
         })));
     }
+    fs.inject(p.fault_at.map(|at| Fault {
+        at,
+        kind: FaultKind::Eio,
+        persistent: false,
+    }));
+    let faulted = p.fault_at.is_some();
     let mut writers: Vec<Option<(Store<Ledger>, u64, u64)>> = (0..3).map(|_| None).collect();
     // Whether a failure came after each writer's write (then its sync may be refused).
     let mut failed_since = [false; 3];
+    let mut long_lived_open = false;
     for step in order {
         match *step {
             Step::Write(w) => {
-                let st = Store::<Ledger>::open(dir(), one_shot(&fs, codec))
-                    .unwrap_or_else(|e| panic!("{order:?} {how:?}: writer {w} opens: {e}"));
+                let long = p.long_lived == Some(w);
+                let o = match long {
+                    true => Options {
+                        sync: SyncPolicy::Never,
+                        ..sim_opts(&fs, codec)
+                    },
+                    false => one_shot(&fs, codec),
+                };
+                let st = match Store::<Ledger>::open(dir(), o) {
+                    Ok(st) => st,
+                    Err(Error::Locked { .. }) if long_lived_open => continue,
+                    Err(_) if faulted => continue,
+                    Err(e) => panic!("{ctx}: writer {w} opens: {e}"),
+                };
                 let value = 10 + w as u64;
-                let seq = st
-                    .append(&entry(value, 10))
-                    .unwrap_or_else(|e| panic!("{order:?} {how:?}: writer {w} writes: {e}"));
+                let seq = match st.append(&entry(value, 10)) {
+                    Ok(seq) => seq,
+                    Err(_) if faulted => continue,
+                    Err(e) => panic!("{ctx}: writer {w} writes: {e}"),
+                };
+                long_lived_open |= long;
                 writers[w] = Some((st, value, seq));
             }
             Step::Sync(w) | Step::FailSync(w) => {
-                let (st, value, seq) = writers[w].take().unwrap();
+                let Some((st, value, seq)) = writers[w].take() else {
+                    continue;
+                };
                 let fail = matches!(step, Step::FailSync(_));
                 if fail {
                     fs.fail_next(Some((Op::Fsync, FaultKind::Eio)));
@@ -200,9 +267,8 @@ fn run(codec: Codec, how: FailedFsync, order: &[Step], model: Persistence, seed:
                     Ok(()) => acked.lock().unwrap().push((value, seq)),
                     Err(e) => {
                         assert!(
-                            fail || failed_since[w],
-                            "{codec:?} {how:?} {order:?}: writer {w}'s sync refused with no \
-                             failure since its write: {e}"
+                            fail || faulted || failed_since[w],
+                            "{ctx}: writer {w}'s sync refused with no failure since its write: {e}"
                         );
                         if fail {
                             for (v, f) in failed_since.iter_mut().enumerate() {
@@ -211,92 +277,123 @@ fn run(codec: Codec, how: FailedFsync, order: &[Step], model: Persistence, seed:
                         }
                     }
                 }
-                drop(st);
+                if p.long_lived == Some(w) {
+                    // Its close may meet the injected fault; what it acknowledged stands.
+                    let _ = st.close();
+                    long_lived_open = false;
+                } else {
+                    drop(st);
+                }
             }
-            Step::Kill(w) => std::mem::forget(writers[w].take().unwrap()),
+            Step::Kill(w) => {
+                if let Some(st) = writers[w].take() {
+                    std::mem::forget(st);
+                }
+            }
         }
     }
-    let last = Store::<Ledger>::open(dir(), one_shot(&fs, codec)).unwrap_or_else(|e| {
-        panic!("{codec:?} {how:?} {order:?}: the writer after them opens: {e}")
-    });
+    let ops = start..fs.ops();
+    fs.inject(None);
+    let last = Store::<Ledger>::open(dir(), one_shot(&fs, codec))
+        .unwrap_or_else(|e| panic!("{ctx}: the writer after them opens: {e}"));
     let seq = last
         .append(&entry(99, 10))
-        .unwrap_or_else(|e| panic!("{codec:?} {how:?} {order:?}: the writer after them: {e}"));
-    last.sync().unwrap_or_else(|e| {
-        panic!("{codec:?} {how:?} {order:?}: the writer after them syncs: {e}")
-    });
+        .unwrap_or_else(|e| panic!("{ctx}: the writer after them: {e}"));
+    last.sync()
+        .unwrap_or_else(|e| panic!("{ctx}: the writer after them syncs: {e}"));
     acked.lock().unwrap().push((99, seq));
     drop(last);
     fs.observe(None);
     let images = std::mem::take(&mut *images.lock().unwrap());
     let acked = acked.lock().unwrap().clone();
-    Outcome { images, acked, fs }
+    Outcome {
+        images,
+        acked,
+        fs,
+        ops,
+    }
 }
 
-#[test]
-fn every_order_of_three_writers_with_a_failed_fsync_keeps_every_acknowledged_record() {
-    // Each writer's end: synced, its fsync failing, or killed; at least one fails.
-    let ends_of = |k: usize| {
-        let mut e = [Step::Sync(0); 3];
-        let mut k = k;
-        for (w, end) in e.iter_mut().enumerate() {
-            *end = match k % 3 {
-                0 => Step::Sync(w),
-                1 => Step::FailSync(w),
-                _ => Step::Kill(w),
-            };
-            k /= 3;
+/// Every acknowledged record is the log's at its seq, in the store as the
+/// next writer opens it and after a power loss now, and every crash image
+/// opens and holds what had been acknowledged when it was taken. Returns the
+/// number of images checked.
+fn check(out: Outcome, codec: Codec, ctx: &str) -> usize {
+    let live = values(&out.fs, codec);
+    for (v, s) in &out.acked {
+        assert_eq!(
+            live.get(*s as usize - 1),
+            Some(v),
+            "{ctx}: acknowledged {v} at seq {s}; the log: {live:?}"
+        );
+    }
+    let (st, _) = recover(&out.fs.crash(&[]), codec, None)
+        .unwrap_or_else(|e| panic!("{ctx}: the power-loss image at the end: {e}"));
+    for (v, s) in &out.acked {
+        assert_eq!(
+            st.values.get(*s as usize - 1),
+            Some(v),
+            "{ctx}: acknowledged {v} at seq {s} lost at a power loss: {:?}",
+            st.values
+        );
+    }
+    let n = out.images.len();
+    for (img, acked) in out.images {
+        let (st, _) = recover(&img, codec, None)
+            .unwrap_or_else(|e| panic!("{ctx}: a crash image does not open: {e}"));
+        for (v, s) in &acked {
+            assert_eq!(
+                st.values.get(*s as usize - 1),
+                Some(v),
+                "{ctx}: acknowledged {v} at seq {s} lost: {:?}",
+                st.values
+            );
         }
-        e
-    };
-    let end_sets: Vec<[Step; 3]> = (0..27)
-        .map(ends_of)
-        .filter(|e| e.iter().any(|s| matches!(s, Step::FailSync(_))))
-        .collect();
+    }
+    n
+}
+
+/// Every order of the end sets (those with at least one failed fsync), both
+/// ways a failed fsync goes, crash images at every mutating operation.
+fn enumerate(long_lived: Option<usize>) -> (usize, usize, usize) {
     let (mut runs, mut states, mut refused) = (0usize, 0usize, 0usize);
     for codec in codecs() {
-        for (e, ends) in end_sets.iter().enumerate() {
-            for (i, order) in orders(ends).into_iter().enumerate() {
+        for e in 0..27 {
+            let ends = ends_of(e);
+            if !ends.iter().any(|s| matches!(s, Step::FailSync(_))) {
+                continue;
+            }
+            if long_lived.is_some_and(|l| matches!(ends[l], Step::Kill(_))) {
+                // A killed long-lived writer's lock outlives it here: the
+                // kill -9 soaks and the copy's rows (§5.8) cover it.
+                continue;
+            }
+            for (i, order) in orders(&ends).into_iter().enumerate() {
                 let how = [FailedFsync::DropPages, FailedFsync::KeepClean][(i + e) % 2];
                 let model = [Persistence::Ordered, Persistence::Weak][(i / 2) % 2];
-                let out = run(codec, how, &order, model, (e * 1000 + i) as u64);
-                let ctx = format!("{codec:?} {how:?} {model:?} {order:?}");
-                // Every acknowledged record is the log's at its seq, once.
-                let live = values(&out.fs, codec);
-                for (v, s) in &out.acked {
-                    assert_eq!(
-                        live.get(*s as usize - 1),
-                        Some(v),
-                        "{ctx}: acknowledged {v} at seq {s}; the log: {live:?}"
-                    );
-                }
+                let plan = Plan {
+                    codec,
+                    how,
+                    order: &order,
+                    long_lived,
+                    images: Some((model, (e * 1000 + i) as u64)),
+                    fault_at: None,
+                };
+                let ctx =
+                    format!("{codec:?} {how:?} {model:?} {order:?} long-lived {long_lived:?}");
+                let out = run(plan);
                 refused += 6 - out.acked.len();
-                let (st, _) = recover(&out.fs.crash(&[]), codec, None)
-                    .unwrap_or_else(|e| panic!("{ctx}: the power-loss image at the end: {e}"));
-                for (v, _) in &out.acked {
-                    assert!(
-                        st.values.contains(v),
-                        "{ctx}: {v} lost at the end: {:?}",
-                        st.values
-                    );
-                }
-                for (img, acked) in out.images {
-                    let (st, _) = recover(&img, codec, None)
-                        .unwrap_or_else(|e| panic!("{ctx}: a crash image does not open: {e}"));
-                    for (v, s) in &acked {
-                        assert_eq!(
-                            st.values.get(*s as usize - 1),
-                            Some(v),
-                            "{ctx}: acknowledged {v} at seq {s} lost: {:?}",
-                            st.values
-                        );
-                    }
-                    states += 1;
-                }
+                states += check(out, codec, &ctx);
                 runs += 1;
             }
         }
     }
+    (runs, states, refused)
+}
+
+#[test]
+fn every_order_of_three_writers_with_a_failed_fsync_keeps_every_acknowledged_record() {
+    let (runs, states, refused) = enumerate(None);
     eprintln!(
         "fsyncgate_across_writers: {runs} orders, {states} crash images recovered, \
          {refused} writes refused or killed"
@@ -307,4 +404,82 @@ fn every_order_of_three_writers_with_a_failed_fsync_keeps_every_acknowledged_rec
         states >= 10 * runs,
         "{states} crash images over {runs} orders"
     );
+}
+
+#[test]
+fn a_long_lived_writer_among_one_shot_writers_with_a_failed_fsync_keeps_every_acknowledged_record()
+{
+    let (runs, states, refused) = enumerate(Some(2));
+    eprintln!(
+        "fsyncgate_across_writers (writer 2 long-lived): {runs} orders, {states} crash images \
+         recovered, {refused} writes refused, killed or locked out"
+    );
+    // 13 sets of ends with a failure and writer 2 not killed, 90 orders each, two codecs.
+    assert!(runs >= 13 * 90 * 2, "{runs} orders");
+    assert!(
+        states >= 10 * runs,
+        "{states} crash images over {runs} orders"
+    );
+}
+
+#[test]
+fn an_io_error_at_every_operation_of_interleaved_writers_loses_no_acknowledged_record() {
+    let n = env_u64("RUNLOG_CRASH_FSYNCGATE_ORDERS", 24) as usize;
+    let seed = env_u64("RUNLOG_CRASH_SEED", 0x5eed_f5c);
+    let mut rng = SimRng::new(seed);
+    // Every set of ends (sync, failed fsync, kill), every order; sampled.
+    let mut all = vec![];
+    for e in 0..27 {
+        for order in orders(&ends_of(e)) {
+            all.push(order);
+        }
+    }
+    let (mut runs, mut faults) = (0usize, 0u64);
+    for k in 0..n {
+        let order = all[rng.below(all.len() as u64) as usize].clone();
+        let codec = codecs()[k % 2];
+        let how = [FailedFsync::DropPages, FailedFsync::KeepClean][(k / 2) % 2];
+        let long_lived = [None, Some(2)][(k / 4) % 2].filter(|&l| {
+            !matches!(
+                order.iter().rfind(|s| step_writer(s) == l),
+                Some(Step::Kill(_))
+            )
+        });
+        let base = Plan {
+            codec,
+            how,
+            order: &order,
+            long_lived,
+            images: None,
+            fault_at: None,
+        };
+        let ops = run(base).ops;
+        for at in ops {
+            let ctx = format!(
+                "seed {seed:#x} sample {k}: {codec:?} {how:?} {order:?} long-lived {long_lived:?}, \
+                 EIO at operation {at}"
+            );
+            let out = run(Plan {
+                fault_at: Some(at),
+                ..base
+            });
+            check(out, codec, &ctx);
+            runs += 1;
+            faults += 1;
+        }
+    }
+    eprintln!(
+        "fsyncgate_across_writers: {n} sampled orders (seed {seed:#x}), an I/O error at each of \
+         their {faults} operations, {runs} runs checked"
+    );
+    assert!(
+        faults as usize >= 20 * n,
+        "{faults} operations faulted over {n} orders"
+    );
+}
+
+fn step_writer(s: &Step) -> usize {
+    match *s {
+        Step::Write(w) | Step::Sync(w) | Step::FailSync(w) | Step::Kill(w) => w,
+    }
 }
