@@ -1,10 +1,13 @@
 //! The `runlog` binary's tests: commands, output, refusals, exit codes, the
-//! examples and the docs' front pages. Tests that need tmux or python skip,
-//! printing a `SKIPPED` line the harness does not capture, unless
-//! `RUNLOG_REQUIRE_TMUX=1` / `RUNLOG_REQUIRE_PYTHON=1` makes that a failure.
+//! examples and the docs' front pages. Tests that need tmux, python or a C
+//! compiler skip, printing a `SKIPPED` line the harness does not capture,
+//! unless `RUNLOG_REQUIRE_TMUX=1` / `RUNLOG_REQUIRE_PYTHON=1` /
+//! `RUNLOG_REQUIRE_CC=1` makes that a failure.
 
 #[path = "../cli_support/mod.rs"]
 mod cli_support;
+#[path = "../cli_support/faultshim.rs"]
+mod faultshim;
 #[path = "../skip_support/mod.rs"]
 mod skip_support;
 
@@ -13,6 +16,7 @@ mod cli_apply_kill9;
 mod cli_closed_stdout;
 mod cli_demo_cleanup;
 mod cli_errors_in_runlogs_words;
+mod cli_fault_soak;
 mod cli_get_unit;
 mod cli_help;
 mod cli_lock_wait_visible;
