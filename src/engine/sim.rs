@@ -341,6 +341,7 @@ pub enum Pending {
 
 type Observer = Box<dyn FnMut(&SimState, u64, Op) + Send>;
 type ProbeHook = Box<dyn FnMut() + Send>;
+type LockHook = Box<dyn FnMut(&Path) + Send>;
 
 /// The whole simulated filesystem at one instant: what is durable and what is pending.
 pub struct SimState {
@@ -355,6 +356,8 @@ pub struct SimState {
     observer: Option<Observer>,
     /// Run by `Vfs::lock_busy` after it looked, with the filesystem unlocked.
     probe_hook: Option<ProbeHook>,
+    /// Run by `Vfs::try_lock` before it tries, with the filesystem unlocked.
+    lock_hook: Option<LockHook>,
     /// The boot this filesystem is in: a crash image starts the next one.
     boot: u64,
     /// What a failed fsync does to the file's unsynced writes.
@@ -462,6 +465,7 @@ impl SimState {
             locks: BTreeSet::new(),
             observer: None,
             probe_hook: None,
+            lock_hook: None,
             boot: 1,
             failed_fsync: FailedFsync::default(),
             fail_next: None,
@@ -1080,6 +1084,14 @@ impl SimFs {
         self.lock().probe_hook = f;
     }
 
+    /// Calls `f(path)` at every `Vfs::try_lock`, before the lock is tried and
+    /// with the filesystem unlocked: `f` may act as another process would
+    /// between what the caller did before (a replay without the lock, say)
+    /// and its taking the lock. Not called again while it runs.
+    pub fn on_try_lock(&self, f: Option<LockHook>) {
+        self.lock().lock_hook = f;
+    }
+
     /// A crash now with `choice` (see [`SimState::image`]).
     pub fn crash(&self, choice: &[Fate]) -> SimFs {
         self.lock().image(choice)
@@ -1474,6 +1486,11 @@ impl Vfs for SimFs {
     }
 
     fn try_lock(&self, path: &Path, _holder: &str) -> io::Result<LockAttempt> {
+        let hook = self.lock().lock_hook.take();
+        if let Some(mut hook) = hook {
+            hook(path);
+            self.lock().lock_hook.get_or_insert(hook);
+        }
         let mut s = self.lock();
         if let Some(k) = s.begin(Op::TryLock) {
             return Err(fault_error(k));

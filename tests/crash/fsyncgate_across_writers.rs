@@ -115,6 +115,80 @@ fn a_writer_whose_record_another_writers_failed_fsync_lost_is_refused_not_acknow
     }
 }
 
+/// Found by the multi-process fault soak (tests/cli/cli_fault_soak.rs) on
+/// the generation rule alone: writer C replays without the writer lock and
+/// reads W's record at seq 3; before C takes the lock, W's fsync fails and
+/// drops it, and (in one variant) writer D writes a shorter record of its own
+/// as seq 3 and syncs it. C's catch-up read on from where its replay ended,
+/// past the hole, and appended seq 4 after it, or its open copied the zeros
+/// into a durable segment; either was acknowledged and lost. C must replay
+/// again once the failure is recorded.
+#[test]
+fn a_replay_that_read_a_record_a_failed_fsync_then_dropped_is_not_built_on() {
+    for codec in codecs() {
+        for how in [FailedFsync::DropPages, FailedFsync::KeepClean] {
+            for d_writes in [false, true] {
+                let ctx = format!("{codec:?} {how:?} D writes: {d_writes}");
+                let fs = SimFs::new();
+                fs.on_failed_fsync(how);
+                two_records(&fs, codec);
+                let w = Store::<Ledger>::open(dir(), one_shot(&fs, codec)).unwrap();
+                assert_eq!(w.append(&entry(10, 40)).unwrap(), 3);
+                let acked: Arc<Mutex<Acked>> = Arc::new(Mutex::new(vec![(1, 1), (2, 2)]));
+                let held = Arc::new(Mutex::new(Some(w)));
+                {
+                    let (fs2, held, acked) = (fs.clone(), held.clone(), acked.clone());
+                    fs.on_try_lock(Some(Box::new(move |path| {
+                        // C, its replay done, is about to take the writer lock.
+                        if !path.ends_with("LOCK") {
+                            return;
+                        }
+                        let Some(w) = held.lock().unwrap().take() else {
+                            return;
+                        };
+                        fs2.fail_next(Some((Op::Fsync, FaultKind::Eio)));
+                        assert!(w.sync().is_err(), "W's fsync was made to fail");
+                        drop(w);
+                        if d_writes {
+                            let d = Store::<Ledger>::open(dir(), one_shot(&fs2, codec)).unwrap();
+                            let seq = d.append(&entry(12, 1)).unwrap();
+                            d.sync().unwrap();
+                            acked.lock().unwrap().push((12, seq));
+                        }
+                    })));
+                }
+                let c = Store::<Ledger>::open(dir(), one_shot(&fs, codec))
+                    .unwrap_or_else(|e| panic!("{ctx}: C opens: {e}"));
+                fs.on_try_lock(None);
+                assert!(held.lock().unwrap().is_none(), "{ctx}: the hook ran");
+                let seq = c.append(&entry(11, 10)).unwrap();
+                if c.sync().is_ok() {
+                    acked.lock().unwrap().push((11, seq));
+                }
+                drop(c);
+                let last = Store::<Ledger>::open(dir(), one_shot(&fs, codec))
+                    .unwrap_or_else(|e| panic!("{ctx}: the writer after them opens: {e}"));
+                let seq = last.append(&entry(99, 10)).unwrap();
+                last.sync()
+                    .unwrap_or_else(|e| panic!("{ctx}: the writer after them syncs: {e}"));
+                acked.lock().unwrap().push((99, seq));
+                drop(last);
+                let out = Outcome {
+                    images: vec![],
+                    acked: acked.lock().unwrap().clone(),
+                    fs,
+                    ops: 0..0,
+                };
+                assert!(
+                    out.acked.iter().any(|a| a.0 == 11),
+                    "{ctx}: C is acknowledged"
+                );
+                check(out, codec, &ctx);
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     /// Open and append one record (a one-shot writer lets the writer lock go).

@@ -62,7 +62,10 @@
  *                    shuffle which writer syncs next.
  *   FAULTSHIM_HOLD=before_flock:NAME:PATH  the first time this process takes
  *                    an exclusive flock of the file NAME under the root
- *                    (SYNC, the sync lock; LOCK, the writer lock), append
+ *                    (LOCK, the writer lock; SYNC, the sync lock, counted
+ *                    only once the process has written to a segment: its
+ *                    sync step after its append, not its open's own check of
+ *                    the sync state under the sync lock, FORMAT.md §5.8), append
  *                    "before_flock NAME <pid>" to STATE/held, then wait until
  *                    PATH exists (at most 120 s, then abort).
  *                    `before_sync_lock:PATH` is `before_flock:SYNC:PATH`.
@@ -652,7 +655,9 @@ int flock(int fd, int op) {
             pthread_mutex_unlock(&mu);
             usleep((useconds_t)(r % (unsigned long long)(jitter_us + 1)));
         }
-        if (hold_path[0] && tracking() && !strcmp(t.base, hold_name) &&
+        int after_append = strcmp(hold_name, "SYNC") != 0 ||
+                           __atomic_load_n(&seg_writes, __ATOMIC_SEQ_CST) > 0;
+        if (hold_path[0] && tracking() && !strcmp(t.base, hold_name) && after_append &&
             !__atomic_exchange_n(&held_once, 1, __ATOMIC_SEQ_CST)) {
             char line[128];
             snprintf(line, sizeof line, "before_flock %s %d\n", hold_name, getpid());
