@@ -12,6 +12,9 @@ use runlog::engine::scan::scan_segment;
 use runlog::engine::sim::SimFs;
 use runlog::engine::snapfile::{decode_snapshot, encode_snapshot, encode_snapshot_tagged};
 use runlog::engine::tailcache::{TailCache, decode_tail_cache, encode_tail_cache};
+use runlog::engine::writers::{
+    decode_appended, decode_shared, decode_sync_state, encode_appended, encode_sync_state,
+};
 use runlog::engine::{
     ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Machine, Options, Reader,
     Store, SyncPolicy,
@@ -173,6 +176,37 @@ pub fn tail_decode(data: &[u8]) {
             again
         );
     }
+}
+
+/// Target `shared_decode`: `SHARED`'s two slots (FORMAT.md §5.8, version 2)
+/// read from any bytes, as every writer reads them: never a panic, and a slot
+/// that decodes encodes back to exactly its bytes (the generation included),
+/// so no two byte strings mean the same position or state; a file read under
+/// another boot's id keeps nothing.
+pub fn shared_decode(data: &[u8]) {
+    let boot = [0xb0; 16];
+    let found = decode_shared(data, &boot);
+    let slot = |i: usize| data.get(i * 64..(i + 1) * 64);
+    if let Some(a) = found.appended {
+        assert_eq!(&encode_appended(&a)[..], slot(0).unwrap());
+    }
+    if let Some(s) = found.state {
+        assert_eq!(&encode_sync_state(&s)[..], slot(1).unwrap());
+    }
+    for i in 0..2 {
+        let Some(bytes) = slot(i) else { continue };
+        if let Ok(a) = decode_appended(bytes) {
+            assert_eq!(&encode_appended(&a)[..], bytes);
+        }
+        if let Ok(s) = decode_sync_state(bytes) {
+            assert_eq!(&encode_sync_state(&s)[..], bytes);
+        }
+    }
+    let other = decode_shared(data, &[0xb1; 16]);
+    assert!(
+        other.appended.is_none_or(|a| a.boot == [0xb1; 16])
+            && other.state.is_none_or(|s| s.boot == [0xb1; 16])
+    );
 }
 
 /// A keyed machine for the recovery target (format v2: its state in a table

@@ -70,6 +70,11 @@ fn manifest_decode_corpus() {
     replay("manifest_decode", checks::manifest_decode);
 }
 
+#[test]
+fn shared_decode_corpus() {
+    replay("shared_decode", checks::shared_decode);
+}
+
 fn segment(codec: Codec, first: u64, n: u64) -> Vec<u8> {
     let mut b = encode_segment_header(codec, first);
     let mut p = Vec::new();
@@ -102,13 +107,14 @@ fn generated_seeds_replay() {
     let t = tempfile::tempdir().unwrap();
     generate_seed_corpus(t.path());
     type Check = fn(&[u8]);
-    let targets: [(&str, Check); 6] = [
+    let targets: [(&str, Check); 7] = [
         ("record_decode", checks::record_decode),
         ("snapshot_decode", checks::snapshot_decode),
         ("tail_decode", checks::tail_decode),
         ("recovery", checks::recovery),
         ("table_decode", checks::table_decode),
         ("manifest_decode", checks::manifest_decode),
+        ("shared_decode", checks::shared_decode),
     ];
     for (target, f) in targets {
         replay_dir(&t.path().join(target), target, f);
@@ -156,6 +162,31 @@ fn generate_seed_corpus(out: &Path) {
             digest: 0x5eed,
             payload: payload.clone(),
         });
+    // `SHARED` (FORMAT.md §5.8): both slots of this boot, one torn, one of
+    // another version.
+    {
+        use runlog::engine::writers::*;
+        let a = Appended {
+            boot: [0xb0; 16],
+            seq: 41,
+            segment: 1,
+            end: 4096,
+            generation: 0x5eed_5eed,
+        };
+        let s = SyncState {
+            boot: [0xb0; 16],
+            generation: 0x5eed_5eed,
+            in_flight: false,
+            failed: true,
+        };
+        let mut both = encode_appended(&a).to_vec();
+        both.extend_from_slice(&encode_sync_state(&s));
+        write(out, "shared_decode", "both", &both);
+        write(out, "shared_decode", "torn", &both[..100]);
+        let mut v1 = both.clone();
+        v1[8] = 1;
+        write(out, "shared_decode", "version1", &v1);
+    }
     write(out, "tail_decode", "payload", &payload);
     write(out, "tail_decode", "cache", &file);
     write(out, "tail_decode", "cache_torn", &file[..file.len() - 5]);
