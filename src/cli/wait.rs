@@ -54,7 +54,20 @@ pub fn retry_while_locked<T>(
                     noticed = true;
                 }
             }
-            other => return other,
+            // A lock still held says how long this call waited in all, not
+            // its last slice.
+            other => {
+                return other.map_err(|mut e| {
+                    if let RunError::Engine {
+                        source: engine::Error::Locked { waited, .. },
+                        ..
+                    } = &mut e
+                    {
+                        *waited = Some(started.elapsed());
+                    }
+                    e
+                });
+            }
         }
     }
 }

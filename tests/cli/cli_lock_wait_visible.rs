@@ -56,6 +56,18 @@ fn a_waiting_writer_says_who_holds_the_lock_and_for_how_long() {
         1,
         "{stderr}"
     );
+    // The failure says how long the call waited in all (it said the last
+    // 0.1 s slice's wait).
+    let waited: f64 = stderr
+        .split("waited ")
+        .nth(1)
+        .and_then(|w| w.split('s').next())
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("{stderr} does not say how long it waited"));
+    assert!(
+        waited >= 1.5,
+        "waited {waited}s of --lock-timeout 1.5: {stderr}"
+    );
 
     // A wait of a second or less says nothing extra: it fails as before.
     let o = runlog(root, &["unit", "r", "a", "done", "--lock-timeout", "0.2"]);
