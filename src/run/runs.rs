@@ -744,7 +744,10 @@ fn unreadable_summary(id: String, e: &RunError) -> RunSummary {
             RunError::NotFound { .. } => {
                 "its directory holds no run store (empty, or partly created)".to_string()
             }
-            e => e.to_string(),
+            // The row names the run: its error is the cause, file and offset
+            // and all (the run error's own text is only "run ID").
+            RunError::Engine { source, .. } => engine::ErrorChain(source).to_string(),
+            e => engine::ErrorChain(e).to_string(),
         }),
     }
 }

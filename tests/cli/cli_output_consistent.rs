@@ -106,6 +106,39 @@ fn status_list_has_a_header_aligned_columns_and_honest_rows() {
             .unwrap();
         assert!(row.contains("unreadable") && !row.contains("0/0"), "{row}");
     }
+    // A run whose log is damaged inside an acknowledged record: its row says
+    // why, with the file and the offset (it said only "run dmg").
+    ok(
+        root,
+        &["init", "--id", "dmg", "--task", "t", "--units", "a,b"],
+    );
+    ok(root, &["unit", "dmg", "a", "done"]);
+    ok(root, &["unit", "dmg", "b", "done"]);
+    let seg = std::fs::read_dir(root.join("runs/dmg"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
+        .max()
+        .unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x55;
+    std::fs::write(&seg, &bytes).unwrap();
+    let o = runlog(root, &["status", "--list"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let name = seg.file_name().unwrap().to_string_lossy().into_owned();
+    let row = out.lines().find(|l| l.starts_with("dmg ")).unwrap();
+    assert!(row.contains("unreadable") && row.contains(&name), "{row}");
+    let rows = stdout_json(&runlog(root, &["--json", "status", "--list"]));
+    let dmg = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "dmg")
+        .unwrap();
+    let why = dmg["error"].as_str().unwrap();
+    assert!(why.contains(&name) && why.contains("offset"), "{dmg}");
+    std::fs::remove_dir_all(root.join("runs/dmg")).unwrap();
     std::fs::remove_dir_all(root.join("runs/junk")).unwrap();
     std::fs::remove_dir_all(root.join("runs/empty")).unwrap();
 
