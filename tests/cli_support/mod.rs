@@ -99,11 +99,27 @@ pub fn text(o: &Output) -> String {
 
 /// [`tree_bytes`] without the `LOCK` files: a reader or a refused change may
 /// take the writer lock, which records its holder there (FORMAT.md §2), and
-/// must change no other byte.
+/// must change no other byte (docs/CLI.md). What it may write there is only
+/// that: each `LOCK` is checked to hold a holder text (`pid N`) or nothing.
 pub fn tree_bytes_but_locks(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     tree_bytes(dir)
         .into_iter()
-        .filter(|(p, _)| !p.ends_with("LOCK"))
+        .filter(|(p, bytes)| {
+            if !p.ends_with("LOCK") {
+                return true;
+            }
+            let text = String::from_utf8_lossy(bytes);
+            let holder = text.trim_end();
+            assert!(
+                holder.is_empty()
+                    || holder
+                        .strip_prefix("pid ")
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+                "{} holds {text:?}, not a holder text",
+                p.display()
+            );
+            false
+        })
         .collect()
 }
 
