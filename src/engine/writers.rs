@@ -514,6 +514,9 @@ impl Writers {
         s.in_flight = false;
         s.failed |= r.is_err();
         let _ = self.write_state(vfs, &s);
+        // This writer's own write of the state: what its open settled on
+        // moves with it (a copy after this cut finds it so, §5.8 "Read").
+        *lock(&self.settled) = Some(s);
         r
     }
 
@@ -565,6 +568,7 @@ impl Writers {
             ..self.fresh_state()
         };
         self.generation.store(s.generation, Ordering::Relaxed);
+        *lock(&self.settled) = Some(s);
         self.publish(vfs, last.0, last.1, last.2);
         self.write_state(vfs, &s).map_err(|e| {
             super::error::Error::io("write the sync state", self.dir.join(SHARED_FILE), e)

@@ -237,6 +237,41 @@ impl Token {
     }
 }
 
+/// `writers` one-shot writers, each `runlog unit RUN u<i> done` in turn for
+/// the next `i` below `calls`, each call taking a fault plan when the token
+/// has one (at its first segment sync or write); their calls once all are done.
+fn one_shot_writers(
+    trial: &Trial,
+    t0: Instant,
+    next: &AtomicUsize,
+    token: &Token,
+    (writers, calls): (usize, usize),
+) -> Vec<Call> {
+    let total = calls;
+    std::thread::scope(|s| {
+        let writers: Vec<_> = (0..writers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut calls = vec![];
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        if i >= total {
+                            return calls;
+                        }
+                        let plan = token.take(1);
+                        calls.push(unit_call(trial, t0, plan, &format!("u{i}")));
+                        token.release(plan);
+                    }
+                })
+            })
+            .collect();
+        writers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect()
+    })
+}
+
 /// Classifies a finished process: a change (`unit`) or not.
 fn outcome(o: &Output, plan: Option<Plan>, change: bool, served: bool) -> Outcome {
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -772,26 +807,7 @@ fn one_shot_writers_under_page_loss_and_other_faults_lose_no_acknowledged_checkp
                     calls
                 })
             });
-            let writers: Vec<_> = (0..WRITERS)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut calls = vec![];
-                        loop {
-                            let i = next.fetch_add(1, Ordering::SeqCst);
-                            if i >= CALLS {
-                                return calls;
-                            }
-                            let plan = token.take(1);
-                            calls.push(unit_call(&trial, t0, plan, &format!("u{i}")));
-                            token.release(plan);
-                        }
-                    })
-                })
-                .collect();
-            let mut calls: Vec<Call> = writers
-                .into_iter()
-                .flat_map(|w| w.join().unwrap())
-                .collect();
+            let mut calls = one_shot_writers(&trial, t0, &next, &token, (WRITERS, CALLS));
             writers_done.store(true, Ordering::SeqCst);
             if let Some(c) = compactor {
                 calls.extend(c.join().unwrap());
@@ -977,26 +993,7 @@ fn a_long_lived_apply_beside_one_shot_writers_under_faults_loses_no_acknowledged
                 }
                 calls
             });
-            let writers: Vec<_> = (0..WRITERS)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut calls = vec![];
-                        loop {
-                            let i = next.fetch_add(1, Ordering::SeqCst);
-                            if i >= CALLS {
-                                return calls;
-                            }
-                            let plan = token.take(1);
-                            calls.push(unit_call(&trial, t0, plan, &format!("u{i}")));
-                            token.release(plan);
-                        }
-                    })
-                })
-                .collect();
-            let mut calls: Vec<Call> = writers
-                .into_iter()
-                .flat_map(|w| w.join().unwrap())
-                .collect();
+            let mut calls = one_shot_writers(&trial, t0, &next, &token, (WRITERS, CALLS));
             calls.extend(applier.join().unwrap());
             calls
         });

@@ -774,3 +774,43 @@ pub fn random_workload(seed: u64, n: usize) -> Vec<Step> {
         })
         .collect()
 }
+
+/// Every interleaving of writers that each take two steps, a first (made by
+/// `first(w)`) and then `ends[w]`: each writer's first before its end, in
+/// every order. With three writers, 90 orders.
+pub fn interleavings<S: Copy>(ends: &[S], first: impl Fn(usize) -> S) -> Vec<Vec<S>> {
+    fn go<S: Copy>(
+        ends: &[S],
+        first: &dyn Fn(usize) -> S,
+        next: &mut [usize],
+        prefix: &mut Vec<S>,
+        out: &mut Vec<Vec<S>>,
+    ) {
+        let mut any = false;
+        for w in 0..ends.len() {
+            let step = match next[w] {
+                0 => first(w),
+                1 => ends[w],
+                _ => continue,
+            };
+            any = true;
+            next[w] += 1;
+            prefix.push(step);
+            go(ends, first, next, prefix, out);
+            prefix.pop();
+            next[w] -= 1;
+        }
+        if !any {
+            out.push(prefix.clone());
+        }
+    }
+    let mut out = vec![];
+    go(
+        ends,
+        &first,
+        &mut vec![0; ends.len()],
+        &mut vec![],
+        &mut out,
+    );
+    out
+}

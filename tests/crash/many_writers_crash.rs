@@ -23,30 +23,9 @@ enum Step {
     Kill(usize),
 }
 
-/// Every order of each writer's write before its end (sync or kill).
+/// Every order of each writer's write before its end.
 fn orders(ends: &[Step]) -> Vec<Vec<Step>> {
-    fn go(ends: &[Step], next: &mut [usize], prefix: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
-        let mut any = false;
-        for w in 0..ends.len() {
-            let step = match next[w] {
-                0 => Step::Write(w),
-                1 => ends[w],
-                _ => continue,
-            };
-            any = true;
-            next[w] += 1;
-            prefix.push(step);
-            go(ends, next, prefix, out);
-            prefix.pop();
-            next[w] -= 1;
-        }
-        if !any {
-            out.push(prefix.clone());
-        }
-    }
-    let mut out = vec![];
-    go(ends, &mut vec![0; ends.len()], &mut vec![], &mut out);
-    out
+    interleavings(ends, Step::Write)
 }
 
 fn one_shot(fs: &SimFs, codec: Codec, sync: SyncPolicy) -> Options {
