@@ -168,21 +168,16 @@ impl<M: Machine> Store<M> {
         };
         // A failed fsync in another process may have dropped or changed what
         // the replay read: it is used only when the sync state is as it was
-        // before the replay, checked under the sync lock, which is held
-        // through the decisions made on it (vouch, adopt) below. Else the log
-        // is replayed again under the writer lock, after the failure.
+        // before the replay (generation and failed), else the log is replayed
+        // again under the writer lock, after the failure (§5.8, "Read").
         let mut settled = None;
-        let mut sync_guard = None;
         let mut replays = 0;
         while loaded.is_some() {
-            let (g, now, current) = writers
-                .settle(vfs.as_ref(), before)
-                .map_err(|e| Error::io("take the sync lock", dir.join(SYNC_LOCK_FILE), e))?;
+            let (now, current) = writers.settle(vfs.as_ref(), before);
             if current {
-                (settled, sync_guard) = (now, Some(g));
+                settled = now;
                 break;
             }
-            drop(g);
             replays += 1;
             if replays > MAX_REPLAYS {
                 return Err(Error::io(
@@ -283,7 +278,6 @@ impl<M: Machine> Store<M> {
                 .adopt(vfs.as_ref(), settled)
                 .map_err(|e| Error::io("write the sync state", dir.join(SHARED_FILE), e))?;
         }
-        drop(sync_guard);
         if !opts.one_shot {
             writers.long_lived(inner.live.last_seq());
         }
