@@ -168,16 +168,21 @@ impl<M: Machine> Store<M> {
         };
         // A failed fsync in another process may have dropped or changed what
         // the replay read: it is used only when the sync state is as it was
-        // before the replay (generation and failed), else the log is replayed
-        // again under the writer lock, after the failure (§5.8, "Read").
+        // before the replay, checked under the sync lock, which is held
+        // through the decisions made on it (vouch, adopt) below. Else the log
+        // is replayed again under the writer lock, after the failure.
         let mut settled = None;
+        let mut sync_guard = None;
         let mut replays = 0;
         while loaded.is_some() {
-            let (now, current) = writers.settle(vfs.as_ref(), before);
+            let (g, now, current) = writers
+                .settle(vfs.as_ref(), before)
+                .map_err(|e| Error::io("take the sync lock", dir.join(SYNC_LOCK_FILE), e))?;
             if current {
-                settled = now;
+                (settled, sync_guard) = (now, Some(g));
                 break;
             }
+            drop(g);
             replays += 1;
             if replays > MAX_REPLAYS {
                 return Err(Error::io(
@@ -278,6 +283,7 @@ impl<M: Machine> Store<M> {
                 .adopt(vfs.as_ref(), settled)
                 .map_err(|e| Error::io("write the sync state", dir.join(SHARED_FILE), e))?;
         }
+        drop(sync_guard);
         if !opts.one_shot {
             writers.long_lived(inner.live.last_seq());
         }

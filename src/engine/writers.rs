@@ -386,22 +386,6 @@ impl Writers {
         self.lock_by_path(vfs).map(SyncGuard::Path)
     }
 
-    /// Takes the sync lock if it is free.
-    fn try_lock(&self, vfs: &dyn Vfs) -> io::Result<Option<SyncGuard<'_>>> {
-        if let Some(h) = self.handle(vfs, &self.sync_file, SYNC_LOCK_FILE, true)? {
-            let Ok(in_process) = self.in_process.try_lock() else {
-                return Ok(None);
-            };
-            return Ok(h.try_lock()?.then_some(SyncGuard::Kept(in_process, h)));
-        }
-        let path = self.dir.join(SYNC_LOCK_FILE);
-        let holder = format!("pid {}", std::process::id());
-        Ok(match vfs.try_lock(&path, &holder)? {
-            LockAttempt::Acquired(g) => Some(SyncGuard::Path(g)),
-            LockAttempt::Busy(_) => None,
-        })
-    }
-
     fn lock_by_path(&self, vfs: &dyn Vfs) -> io::Result<Box<dyn Send + Sync>> {
         let path = self.dir.join(SYNC_LOCK_FILE);
         let holder = format!("pid {}", std::process::id());
@@ -422,18 +406,29 @@ impl Writers {
         }
     }
 
-    /// At a writer's open, under the writer lock, after its replay: whether
-    /// the replay read a log that no failure has changed since (FORMAT.md
-    /// §5.8, "Read"), and the state to decide on. `before` is the sync state
-    /// read before the replay began. The replay is current when the state is
-    /// as it was, generation and *failed* alike. A failure (the only thing
-    /// that drops or cleans pages) recorded since changed one or the other;
-    /// one not recorded yet has *in flight* set, and is recorded before any
-    /// fsync that could acknowledge this writer's records (which then
-    /// refuses). No lock is taken: a writer holding the writer lock never
-    /// waits here for another's fsync, so appends go on beside it.
-    pub(crate) fn settle(&self, vfs: &dyn Vfs, before: Option<SyncState>) -> (Option<SyncState>, bool) {
-        let now = self.read(vfs).state;
+    /// At a writer's open, under the writer lock, after its replay: takes
+    /// the sync lock and says whether the replay read a log no failure has
+    /// changed since (FORMAT.md §5.8, "The open's replay"). `before` is the
+    /// sync state read before the replay began. A flag *in flight* found
+    /// under the lock is a syncer that died during its fsync: written as
+    /// *failed* first. The replay is current when the state is as it was
+    /// before it, generation and *failed* alike: a failure (the only thing
+    /// that drops or cleans pages) that came during the replay was recorded
+    /// before this lock was free, and changed one or the other. The guard is
+    /// held through the open's decisions ([`Writers::vouches`],
+    /// [`Writers::adopt`]), so that none is made on a state that has moved.
+    pub(crate) fn settle(
+        &self,
+        vfs: &dyn Vfs,
+        before: Option<SyncState>,
+    ) -> io::Result<(SyncGuard<'_>, Option<SyncState>, bool)> {
+        let g = self.lock(vfs)?;
+        let mut now = self.read(vfs).state;
+        if let Some(s) = now.as_mut().filter(|s| s.in_flight) {
+            s.in_flight = false;
+            s.failed = true;
+            self.write_state(vfs, s)?;
+        }
         let same = |a: &SyncState, b: &SyncState| a.generation == b.generation && a.failed == b.failed;
         let current = match (before, now) {
             (None, None) => true,
@@ -443,7 +438,7 @@ impl Writers {
         if current {
             *lock(&self.settled) = now;
         }
-        (now, current)
+        Ok((g, now, current))
     }
 
     /// The state to read before an open's replay, for [`Writers::settle`].
@@ -451,44 +446,13 @@ impl Writers {
         self.read(vfs).state
     }
 
-    /// Whether a flag *in flight* in `state` belongs to a syncer that died
-    /// during its fsync: the sync lock is free (tried, never waited for),
-    /// and the flag is still set under it, where it is then written as
-    /// *failed*. Returns the state as it now stands.
-    fn dead_in_flight(&self, vfs: &dyn Vfs, state: SyncState) -> SyncState {
-        if !state.in_flight || state.failed {
-            return state;
-        }
-        let Ok(Some(_g)) = self.try_lock(vfs) else {
-            return state; // a live syncer: its fsync decides
-        };
-        match self.read(vfs).state {
-            Some(mut s) if s.generation == state.generation => {
-                if s.in_flight {
-                    s.in_flight = false;
-                    s.failed = true;
-                    let _ = self.write_state(vfs, &s);
-                }
-                // This writer's own write: what its open settled on moves with it.
-                *lock(&self.settled) = Some(s);
-                s
-            }
-            // Written afresh meanwhile: not this state any more.
-            _ => SyncState {
-                failed: true,
-                ..state
-            },
-        }
-    }
-
-    /// At a writer's open, under the writer lock, on the state its replay
-    /// settled on ([`Writers::settle`]): whether the records above the
-    /// durability mark that end the log at `last` may stay as they are
-    /// (§5.8): this boot's sync state, no failure, no fsync that died, and the
-    /// appended position exactly at the log's last record, written under the
-    /// state's generation (so every one of them was written in it by a writer
-    /// that follows this protocol). Records the generation the writer appends
-    /// under.
+    /// At a writer's open, holding the sync lock ([`Writers::settle`] settled
+    /// on `state`): whether the records above the durability mark that end
+    /// the log at `last` may stay as they are (§5.8): this boot's sync state,
+    /// no failure, and the appended position exactly at the log's last
+    /// record, written under the state's generation (so every one of them was
+    /// written in it by a writer that follows this protocol). Records the
+    /// generation the writer appends under.
     pub(crate) fn vouches(
         &self,
         vfs: &dyn Vfs,
@@ -498,7 +462,6 @@ impl Writers {
         let Some(state) = state else {
             return false;
         };
-        let state = self.dead_in_flight(vfs, state);
         self.generation.store(state.generation, Ordering::Relaxed);
         !state.failed
             && self.read(vfs).appended.is_some_and(|a| {
@@ -506,23 +469,20 @@ impl Writers {
             })
     }
 
-    /// At a writer's open, under the writer lock, on the state its replay
-    /// settled on, when no record is above the durability mark: a sync state
-    /// that is failed (or whose syncer died), missing, of another boot or
-    /// unreadable is written afresh, under the sync lock, with a new
-    /// generation (nothing unproven is in the log, so the failure lost only
-    /// records no one may acknowledge now: every writer that appended before
-    /// this write holds the old generation, and refuses). Records the
-    /// generation this writer appends under.
+    /// At a writer's open, holding the sync lock ([`Writers::settle`] settled
+    /// on `state`), when no record is above the durability mark: a sync state
+    /// that is failed, missing, of another boot or unreadable is written
+    /// afresh with a new generation (nothing unproven is in the log, so the
+    /// failure lost only records no one may acknowledge now: every writer
+    /// that appended before this write holds the old generation, and
+    /// refuses). Records the generation this writer appends under.
     pub(crate) fn adopt(&self, vfs: &dyn Vfs, state: Option<SyncState>) -> io::Result<()> {
-        if let Some(s) = state.map(|s| self.dead_in_flight(vfs, s)).filter(|s| !s.failed) {
+        if let Some(s) = state.filter(|s| !s.failed) {
             self.generation.store(s.generation, Ordering::Relaxed);
             return Ok(());
         }
-        let _g = self.lock(vfs)?;
-        let found = self.read(vfs).state;
         let s = SyncState {
-            generation: new_generation(found.map(|s| s.generation)),
+            generation: new_generation(state.map(|s| s.generation)),
             ..self.fresh_state()
         };
         self.generation.store(s.generation, Ordering::Relaxed);
