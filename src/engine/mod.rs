@@ -53,6 +53,7 @@ mod realfs;
 mod repair;
 mod scratch;
 mod segment;
+mod settle;
 mod shared;
 mod slot;
 mod snapshot;
