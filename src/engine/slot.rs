@@ -11,6 +11,8 @@ use std::thread::JoinHandle;
 struct State {
     running: bool,
     last_error: Option<String>,
+    /// `last_error` says why an automatic compaction was deferred.
+    deferred: bool,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -53,8 +55,34 @@ impl Slot {
         let mut c = lock(&self.state);
         c.running = false;
         c.last_error = error;
+        c.deferred = false;
         drop(c);
         self.freed.notify_all();
+    }
+
+    /// Frees the slot as [`Slot::free`] does after an automatic compaction
+    /// that was deferred, not started: `why` is kept as the last error and
+    /// as the deferral.
+    pub(crate) fn free_deferred(&self, why: String) {
+        self.free(Some(why));
+        lock(&self.state).deferred = true;
+    }
+
+    /// Records that an automatic compaction was deferred, not started
+    /// (FORMAT.md §5.4), unless one is running: `why` is the last error
+    /// until a compaction ends.
+    pub(crate) fn defer(&self, why: String) {
+        let mut c = lock(&self.state);
+        if !c.running {
+            c.last_error = Some(why);
+            c.deferred = true;
+        }
+    }
+
+    /// Why the last automatic compaction was deferred, until one ends.
+    pub(crate) fn deferred(&self) -> Option<String> {
+        let c = lock(&self.state);
+        c.deferred.then(|| c.last_error.clone()).flatten()
     }
 
     /// Waits for the background compaction's thread, if any, to end.

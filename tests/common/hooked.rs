@@ -99,6 +99,12 @@ pub trait Hooks: Clone + fmt::Debug + Send + Sync + 'static {
     fn lock_busy(&self, _path: &Path) -> bool {
         false
     }
+    /// Not `RealFs`'s either: `None` ("cannot tell", `Vfs::free_space`'s
+    /// default), so a test that does not ask sees no compaction deferred
+    /// for the real disk's sake. A test's small disk says what it has left.
+    fn free_space(&self, _dir: &Path) -> Option<u64> {
+        None
+    }
 }
 
 /// `RealFs` with the calls of `H` in place of its own.
@@ -197,5 +203,8 @@ impl<H: Hooks> Vfs for HookedFs<H> {
     }
     fn lock_busy(&self, path: &Path) -> bool {
         self.0.lock_busy(path)
+    }
+    fn free_space(&self, dir: &Path) -> Option<u64> {
+        self.0.free_space(dir)
     }
 }
