@@ -52,20 +52,23 @@ impl Slot {
     /// Frees the slot, keeping the error of the compaction that held it (or
     /// clearing the last one when it succeeded), and wakes its waiters.
     pub(crate) fn free(&self, error: Option<String>) {
-        let mut c = lock(&self.state);
-        c.running = false;
-        c.last_error = error;
-        c.deferred = false;
-        drop(c);
-        self.freed.notify_all();
+        self.release(error, false);
     }
 
     /// Frees the slot as [`Slot::free`] does after an automatic compaction
     /// that was deferred, not started: `why` is kept as the last error and
     /// as the deferral.
     pub(crate) fn free_deferred(&self, why: String) {
-        self.free(Some(why));
-        lock(&self.state).deferred = true;
+        self.release(Some(why), true);
+    }
+
+    fn release(&self, error: Option<String>, deferred: bool) {
+        let mut c = lock(&self.state);
+        c.running = false;
+        c.last_error = error;
+        c.deferred = deferred;
+        drop(c);
+        self.freed.notify_all();
     }
 
     /// Records that an automatic compaction was deferred, not started
