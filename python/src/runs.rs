@@ -278,8 +278,9 @@ impl Runs {
 
     /// Checks every file of run `id` without a lock and without changing
     /// anything, as `runlog verify` does: a dict with `integrity` ("clean",
-    /// "torn_tail", "corrupt" or "tampered"), `last_seq`, for damage its
-    /// `path`, `offset`, `seq` and `reason`, and the lists `snapshot_fallbacks`,
+    /// "torn_tail", "append_in_progress", "corrupt" or "tampered"),
+    /// `last_seq`, for a tail its `path`, `offset`, `bytes` and `reason`, for
+    /// damage its `path`, `offset`, `seq` and `reason`, and the lists `snapshot_fallbacks`,
     /// `leftovers` and `quarantined`, and `torn_tail` (a dict or None).
     fn verify<'py>(&self, py: Python<'py>, id: String) -> PyResult<Bound<'py, PyDict>> {
         let runs = self.inner.clone();
@@ -315,6 +316,18 @@ fn verify_dict<'py>(py: Python<'py>, r: &VerifyReport) -> PyResult<Bound<'py, Py
             reason,
         } => {
             d.set_item("integrity", "torn_tail")?;
+            d.set_item("path", path.display().to_string())?;
+            d.set_item("offset", offset)?;
+            d.set_item("bytes", bytes)?;
+            d.set_item("reason", reason)?;
+        }
+        Integrity::AppendInProgress {
+            path,
+            offset,
+            bytes,
+            reason,
+        } => {
+            d.set_item("integrity", "append_in_progress")?;
             d.set_item("path", path.display().to_string())?;
             d.set_item("offset", offset)?;
             d.set_item("bytes", bytes)?;

@@ -7,6 +7,7 @@
 
 pub use runlog::run::served::Acked;
 use runlog::run::{Change, Run, RunError};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The ids `item-(last-n+1)` ..= `item-last`: the `n` items an `item` change
 /// opened, when the run's last id handed out is `last`.
@@ -14,6 +15,29 @@ pub fn ids_ending(last: u64, n: u64) -> Vec<String> {
     (last + 1 - n.min(last)..=last)
         .map(|i| format!("item-{i}"))
         .collect()
+}
+
+/// Whether this process said already that the run's automatic compaction is
+/// deferred, since the last time one ran (`apply` and `serve` each hold one
+/// run).
+static DEFERRAL_SAID: AtomicBool = AtomicBool::new(false);
+
+/// Says on stderr, once until a compaction runs again, that the long-lived
+/// writer of `run` defers its automatic compaction for want of room on the
+/// disk (FORMAT.md §5.4): `runlog: warning COMPACTION_DEFERRED: run ID: …`.
+/// Appends go on; the log grows until there is room.
+fn say_if_compaction_deferred(run: &Run) {
+    match run.compaction_deferred() {
+        None => DEFERRAL_SAID.store(false, Ordering::Relaxed),
+        Some(why) => {
+            if !DEFERRAL_SAID.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "runlog: warning COMPACTION_DEFERRED: run {}: {why}",
+                    run.id()
+                );
+            }
+        }
+    }
 }
 
 /// What the state after a change must be read for.
@@ -49,6 +73,7 @@ pub fn apply_batch(run: &Run, changes: Vec<Change>) -> Vec<Result<Acked, RunErro
             }
         }
         if stretch.is_empty() {
+            say_if_compaction_deferred(run);
             return out;
         }
         let mut results = run.apply_batch(stretch);

@@ -726,6 +726,17 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                    "bytes": bytes, "reason": reason, "lastSeq": r.recovery.last_seq}),
             EXIT_DONE,
         ),
+        // Not damage: a writer held the lock throughout (FORMAT.md §5.6).
+        Integrity::AppendInProgress {
+            path,
+            offset,
+            bytes,
+            reason,
+        } => (
+            json!({"id": id, "integrity": "append_in_progress", "path": path, "offset": offset,
+                   "bytes": bytes, "reason": reason, "lastSeq": r.recovery.last_seq}),
+            EXIT_DONE,
+        ),
         Integrity::Damaged(e) => {
             let d = Damage::of(e);
             (
@@ -807,6 +818,16 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                     if frames == 1 { "" } else { "s" }
                 )
             }
+            Integrity::AppendInProgress {
+                path,
+                offset,
+                bytes,
+                ..
+            } => format!(
+                "{id}: clean, {} records; {bytes} bytes at {} offset {offset} are an append in progress, not damage (a writer held the lock for as long as verify waited; it completes them, or drops them before it appends)",
+                r.recovery.last_seq,
+                path.display()
+            ),
             Integrity::Damaged(e) => {
                 let d = Damage::of(e);
                 let (head, why) = match d.kind {

@@ -1,9 +1,25 @@
 //! The active segment: the file appends go to, where its records end, how
 //! far it is preallocated, and the records staged for the next fsync leader.
 
-use super::vfs::{VfsFile, write_all_at};
+use super::segment::is_out_of_space;
+use super::vfs::{VfsFile, retry_interrupted, write_all_at};
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Writes records at `at`, the end of the segment's records. A write that
+/// fails for want of space (ENOSPC, EDQUOT) first cuts the file back to
+/// `at`: what it wrote of them (a prefix, never acknowledged, never fsynced)
+/// would be a torn tail that the next open must quarantine into a
+/// `.broken-…` file, one per failure on a disk that fills again and again
+/// (FORMAT.md §5.2 step 3). The writer is poisoned all the same; a failed cut
+/// leaves the torn tail to that open.
+pub(crate) fn write_records(file: &dyn VfsFile, frames: &[u8], at: u64) -> std::io::Result<()> {
+    write_all_at(file, frames, at).inspect_err(|e| {
+        if is_out_of_space(e) {
+            let _ = retry_interrupted(|| file.set_len(at));
+        }
+    })
+}
 
 /// The active segment's file, shared with an fsync leader that writes and
 /// fsyncs it outside `inner`.
@@ -77,7 +93,7 @@ impl ActiveSegment {
         if stage {
             self.staged.extend_from_slice(frames);
         } else {
-            write_all_at(self.file.file.as_ref(), frames, self.end)?;
+            write_records(self.file.file.as_ref(), frames, self.end)?;
         }
         self.end += frames.len() as u64;
         self.alloc = self.alloc.max(self.end);
@@ -103,7 +119,7 @@ impl ActiveSegment {
     pub(crate) fn write_staged(&mut self) -> std::io::Result<()> {
         if !self.staged.is_empty() {
             let at = self.end - self.staged.len() as u64;
-            write_all_at(self.file.file.as_ref(), &self.staged, at)?;
+            write_records(self.file.file.as_ref(), &self.staged, at)?;
             self.staged.clear();
         }
         Ok(())

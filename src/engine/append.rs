@@ -3,6 +3,7 @@
 //! waits for an fsync to cover them.
 
 use super::Machine;
+use super::active::write_records;
 use super::codec::encode_payload;
 use super::compact;
 use super::error::{Error, Result};
@@ -16,7 +17,7 @@ use super::shared::{Inner, Shared};
 use super::store::Store;
 use super::tag::{Key, StoreId, TAG_LEN, record_tag};
 use super::tailcache::write_tail_cache;
-use super::vfs::{retry_interrupted, write_all_at};
+use super::vfs::retry_interrupted;
 use std::sync::atomic::Ordering;
 
 impl<M: Machine> Store<M> {
@@ -97,8 +98,9 @@ impl<M: Machine> Store<M> {
                 s.poison(&mut g, cause.clone());
                 return poisoned_batch(ts.len(), &cause);
             }
-            // Not before a deferred open's first write (all refused so far).
-            let want_compact = g.prepared() && s.wants_compaction(&g);
+            // Not before a deferred open's first write (all refused so far),
+            // nor without room for it (FORMAT.md §5.4).
+            let want_compact = g.prepared() && compact::due_with_room(s, &g);
             if s.opts.one_shot && last.is_some() && !want_compact {
                 // Written: other writer processes may append after it while
                 // its fsync runs, and share it (FORMAT.md §5.8).
@@ -273,7 +275,7 @@ impl<M: Machine> Shared<M> {
                 // One write for every record staged since the last leader, then the
                 // fsync, both outside `inner`: appenders keep staging meanwhile.
                 if !staged.is_empty() {
-                    write_all_at(active.file.as_ref(), &staged, at).map_err(|e| {
+                    write_records(active.file.as_ref(), &staged, at).map_err(|e| {
                         Error::io("append to segment", &active.path, e).poison_cause()
                     })?;
                 }

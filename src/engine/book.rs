@@ -12,6 +12,7 @@
 //! appended itself, and only grows.
 
 use super::chain::{self, Link};
+use super::machine::SnapshotSizes;
 use super::options::{CompactionPolicy, Options};
 
 pub(crate) struct Book {
@@ -142,6 +143,31 @@ impl Book {
         Some(self.delta_parent(k, step))
     }
 
+    /// About how many bytes a compaction writes (its snapshot or delta
+    /// table), for the room check before an automatic one (FORMAT.md §5.4).
+    /// With the machine's estimate of the state (`sizes`): a full one, its
+    /// full size; a delta over `p`, the deltas above `p` it merges plus the
+    /// changes since the newest snapshot. Without: the tables of the newest
+    /// chain it rewrites (all of them for a full one, `delta_over` `None`)
+    /// plus every byte of the log since, an upper bound.
+    pub(crate) fn compaction_bytes(
+        &self,
+        delta_over: Option<u64>,
+        sizes: Option<SnapshotSizes>,
+    ) -> u64 {
+        let merged: u64 = self
+            .chain
+            .iter()
+            .filter(|l| delta_over.is_none_or(|p| l.seq > p))
+            .map(|l| l.bytes)
+            .sum();
+        match (delta_over, sizes) {
+            (None, Some(s)) => s.full,
+            (Some(_), Some(s)) => merged.saturating_add(s.delta),
+            (_, None) => merged.saturating_add(self.log_bytes_since_snapshot),
+        }
+    }
+
     /// The parent a delta at `k` takes (`None`: it must be full), for a
     /// writer whose deltas are `delta_bytes` long.
     pub(crate) fn delta_parent(&self, k: u64, delta_bytes: u64) -> Option<u64> {
@@ -153,5 +179,47 @@ impl Book {
     fn merges_tiers(&self, delta_bytes: u64) -> bool {
         self.appended_bytes >= delta_bytes
             || chain::deltas(&self.chain) >= chain::LIGHT_MERGE_DELTAS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(seq: u64, parent: Option<u64>, bytes: u64) -> Link {
+        Link {
+            seq,
+            parent,
+            bytes,
+            table: true,
+        }
+    }
+
+    #[test]
+    fn a_compaction_is_estimated_from_what_it_rewrites() {
+        // A full table at 100 (1,000 bytes), deltas at 150 and 180; 4,000
+        // bytes of log since.
+        let chain = vec![
+            link(100, None, 1_000),
+            link(150, Some(100), 300),
+            link(180, Some(150), 200),
+        ];
+        let mut b = Book::new(vec![1], vec![100, 150, 180], chain, 0);
+        b.appended(4_000);
+        // Not known: every table it rewrites, and the whole log.
+        assert_eq!(b.compaction_bytes(None, None), 1_500 + 4_000);
+        // A delta over 150 merges the delta at 180.
+        assert_eq!(b.compaction_bytes(Some(150), None), 200 + 4_000);
+        // Over the newest: the log only.
+        assert_eq!(b.compaction_bytes(Some(180), None), 4_000);
+        // With the machine's estimate: a full one is the state's size; a
+        // delta, what it merges and the changes since.
+        let sizes = Some(SnapshotSizes {
+            full: 1_100,
+            delta: 90,
+        });
+        assert_eq!(b.compaction_bytes(None, sizes), 1_100);
+        assert_eq!(b.compaction_bytes(Some(150), sizes), 200 + 90);
+        assert_eq!(b.compaction_bytes(Some(180), sizes), 90);
     }
 }

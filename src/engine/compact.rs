@@ -15,7 +15,7 @@ use super::format::*;
 use super::load::{LoadSpec, load, replay_one};
 use super::mutex::lock;
 use super::recovery::Verdict;
-use super::shared::Shared;
+use super::shared::{Inner, Shared};
 use super::snapshot::{SnapshotData, SnapshotSink, is_table};
 use super::table::Table;
 use std::sync::Arc;
@@ -63,7 +63,79 @@ fn finish<M: Machine>(shared: &Shared<M>, r: &Result<CompactReport>) {
     // The state rebuilt at k is gone by now; hand its pages back.
     super::trim::release_free_heap();
     let error = r.as_ref().err().map(|e| super::ErrorChain(e).to_string());
-    shared.compaction.free(error);
+    match (r, error) {
+        (Err(Error::Io { op, .. }), Some(why)) if *op == DEFERRED => {
+            shared.compaction.free_deferred(why)
+        }
+        (_, error) => shared.compaction.free(error),
+    }
+}
+
+/// The operation an automatic compaction deferred for want of room is
+/// reported as ([`Error::Io`], `StorageFull`).
+const DEFERRED: &str = "defer an automatic compaction of";
+
+/// The room an automatic compaction that writes about `writes` bytes must
+/// leave the log (FORMAT.md §5.4): as much as it takes itself, and never
+/// less than two preallocation steps.
+pub(crate) fn log_reserve(writes: u64, preallocate: u64) -> u64 {
+    writes.max(preallocate.saturating_mul(2))
+}
+
+/// Whether a compaction that writes about `writes` bytes fits in `free`
+/// bytes (`None`: not known, so it is started) and leaves the log `reserve`.
+pub(crate) fn has_room(free: Option<u64>, writes: u64, reserve: u64) -> bool {
+    free.is_none_or(|f| f >= writes.saturating_add(reserve))
+}
+
+/// Looks at the free space before an automatic compaction that writes about
+/// `writes` bytes: `Err` (counted in `Stats::compactions_deferred`) when it
+/// would leave the log less than its reserve.
+fn check_room<M: Machine>(shared: &Shared<M>, writes: u64) -> Result<()> {
+    let reserve = log_reserve(writes, shared.opts.preallocate);
+    let free = shared.vfs.free_space(&shared.dir);
+    if has_room(free, writes, reserve) {
+        return Ok(());
+    }
+    shared
+        .stats
+        .compactions_deferred
+        .fetch_add(1, Ordering::Relaxed);
+    Err(Error::Io {
+        op: DEFERRED,
+        path: shared.dir.clone(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            format!(
+                "{} bytes free on its filesystem; the compaction would write about {writes} bytes and must leave the log {reserve}: not started (the log keeps every record; it is tried again after a later append)",
+                free.unwrap_or(0)
+            ),
+        ),
+    })
+}
+
+/// About how many bytes a compaction over `delta_over` (`None`: full) at the
+/// live state's seq writes (`Book::compaction_bytes`).
+fn estimate<M: Machine>(g: &Inner<M>, delta_over: Option<u64>) -> u64 {
+    g.book
+        .compaction_bytes(delta_over, M::snapshot_sizes(g.live.state()))
+}
+
+/// Whether an automatic compaction is due now and has room to run (FORMAT.md
+/// §5.4). One that is due without room is deferred: counted, and kept as the
+/// reason [`Store::compaction_deferred`](super::Store::compaction_deferred)
+/// and `last_compaction_error` give.
+pub(crate) fn due_with_room<M: Machine>(shared: &Shared<M>, g: &Inner<M>) -> bool {
+    let Some(delta_over) = shared.next_compaction(g, g.live.last_seq()) else {
+        return false;
+    };
+    match check_room(shared, estimate(g, delta_over)) {
+        Ok(()) => true,
+        Err(e) => {
+            shared.compaction.defer(super::ErrorChain(&e).to_string());
+            false
+        }
+    }
 }
 
 /// Starts a compaction in a background thread unless one is running.
@@ -100,6 +172,11 @@ fn run_claimed<M: Machine>(shared: &Shared<M>, kind: Kind) -> Result<CompactRepo
         };
         if k == base {
             return Ok(nothing(base, started));
+        }
+        // An automatic one first looks for room (§5.4); an explicit one runs,
+        // and a full disk fails it at its write (its temp file removed).
+        if kind == Kind::Policy {
+            check_room(shared, estimate(&g, delta_over))?;
         }
         if g.active.first_seq() <= k
             && let Err(e) = shared.rotate(&mut g, k + 1)
@@ -260,4 +337,27 @@ fn open_installed_table<M: Machine>(shared: &Shared<M>, k: u64) -> Result<Option
     }
     let key = shared.tagging.as_ref().map(|s| &s.0);
     Ok(Some(Arc::new(Table::from_bytes(path, bytes, key)?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_automatic_compaction_needs_room_for_itself_and_as_much_again_for_the_log() {
+        // Two 64 KiB preallocation steps at least, else what it writes.
+        assert_eq!(log_reserve(1_000, 64 << 10), 128 << 10);
+        assert_eq!(log_reserve(4 << 20, 64 << 10), 4 << 20);
+        let fits =
+            |free: Option<u64>, writes: u64| has_room(free, writes, log_reserve(writes, 64 << 10));
+        // The report: a 4 MB table with 3.5 MB free is deferred.
+        assert!(!fits(Some(3_500_000), 4_000_000));
+        assert!(!fits(Some(7_999_999), 4_000_000));
+        assert!(fits(Some(8_000_000), 4_000_000));
+        // A small delta on a nearly full disk still runs: it is what gives room back.
+        assert!(fits(Some(1 << 20), 16 << 10));
+        assert!(!fits(Some(100 << 10), 16 << 10));
+        // Not known: started, as before.
+        assert!(fits(None, u64::MAX));
+    }
 }

@@ -12,7 +12,7 @@ use super::Machine;
 use super::codec::decode_payload;
 use super::error::{Error, Result};
 use super::format::Codec;
-use super::machine::ApplyError;
+use super::machine::{ApplyError, SnapshotSizes};
 use super::merge::{Source, pop_newest};
 use super::snapshot::{SnapshotData, SnapshotSink};
 use super::table::{Table, TableIter};
@@ -502,6 +502,18 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
 
     fn tail_copy(state: &KeyedState<M>) -> Option<KeyedState<M>> {
         state.tail_copy()
+    }
+
+    /// The entries (all of them, and the overlay's) times the bytes per
+    /// entry of the chain's full table, blocks, index and footer included.
+    /// No table yet, or an empty one: not known.
+    fn snapshot_sizes(state: &KeyedState<M>) -> Option<SnapshotSizes> {
+        let full = state.tables.first().filter(|t| !t.is_empty())?;
+        let per = full.size().div_ceil(full.len());
+        Some(SnapshotSizes {
+            full: per.saturating_mul(state.len.max(1)),
+            delta: per.saturating_mul(state.overlay.len() as u64),
+        })
     }
 
     const KEEPS_TAIL_CACHE: bool = true;

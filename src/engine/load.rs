@@ -102,6 +102,12 @@ pub struct RecoveryReport {
     pub bytes_scanned: u64,
     /// A torn tail that was found (and, for a writer, dropped).
     pub torn_tail: Option<TornTailReport>,
+    /// A lock-free reader's bad frame at the end of the log that is not known
+    /// to be torn: a writer held the lock while it looked (FORMAT.md §5.6), so
+    /// it is an append in progress (or a torn tail that writer drops before
+    /// it appends). Not counted, not damage; `torn_tail` is then `None`.
+    /// Always `None` for a writer's open, which holds the lock.
+    pub append_in_progress: Option<TornTailReport>,
     /// Size of the starting snapshot file.
     pub snapshot_bytes: u64,
     /// Log bytes scanned that the snapshot already covered.

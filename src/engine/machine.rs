@@ -8,6 +8,17 @@ use super::snapshot::{SnapshotData, SnapshotSink};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+/// What [`Machine::snapshot_sizes`] estimates: the bytes of a full snapshot
+/// of the state, and of a delta table of what changed since its newest
+/// snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotSizes {
+    /// A full snapshot (or table) of the whole state.
+    pub full: u64,
+    /// A delta table of the entries changed since the newest snapshot.
+    pub delta: u64,
+}
+
 /// A state machine the store persists: a state, its transitions, and `apply`.
 ///
 /// `apply` must be deterministic (replay after a crash runs it again on the same
@@ -74,6 +85,16 @@ pub trait Machine: Send + Sync + 'static {
     /// and copies its overlay, which holds only what changed since the newest
     /// snapshot. `None`, the default, always rebuilds.
     fn tail_copy(state: &Self::State) -> Option<Self::State> {
+        let _ = state;
+        None
+    }
+
+    /// About how many bytes a snapshot of `state` would take, and a delta of
+    /// what changed since its newest snapshot, for the room check before an
+    /// automatic compaction (FORMAT.md §5.4). `None`, the default: not known;
+    /// the check then counts the newest snapshot's files and every byte of
+    /// the log since, an upper bound.
+    fn snapshot_sizes(state: &Self::State) -> Option<SnapshotSizes> {
         let _ = state;
         None
     }

@@ -53,6 +53,7 @@ mod realfs;
 mod repair;
 mod scratch;
 mod segment;
+mod settle;
 mod shared;
 mod slot;
 mod snapshot;
@@ -94,7 +95,7 @@ pub use keyed::{Entries, Keyed, KeyedMachine, KeyedState, WholeState};
 #[cfg(feature = "remote")]
 pub(crate) use load::snapshot_parent;
 pub use load::{RecoveryReport, TornTailReport};
-pub use machine::{ApplyError, Machine};
+pub use machine::{ApplyError, Machine, SnapshotSizes};
 pub use options::{CompactionPolicy, Options, Progress, Stats, SyncPolicy};
 pub use reader::Reader;
 pub use realfs::RealFs;

@@ -188,4 +188,10 @@ pub struct Stats {
     /// Tail caches (FORMAT.md §15) that could not be written: the next open
     /// replays instead, nothing else changes.
     pub tail_cache_failures: AtomicU64,
+    /// Automatic compactions not started because the store's filesystem had
+    /// too little room for what they write plus the log's reserve (FORMAT.md
+    /// §5.4): the log keeps every record, and the compaction is tried again
+    /// after later appends. [`Store::compaction_deferred`](super::Store::compaction_deferred)
+    /// says why.
+    pub compactions_deferred: AtomicU64,
 }

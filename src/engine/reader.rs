@@ -4,9 +4,11 @@
 use super::error::{Error, Result};
 use super::load::{self, RecoveryReport};
 use super::machine::Machine;
+use super::settle::{Tail, settle};
 use super::tag::Key;
 use super::vfs::Vfs;
 use std::path::Path;
+use std::time::Duration;
 
 /// Reads a store without taking the writer lock and without modifying any
 /// file: its state ([`Reader::state`]), its integrity ([`Reader::verify`]) and
@@ -63,10 +65,32 @@ impl<'a> Reader<'a> {
     /// The store's state, as a writer's open would recover it, and what
     /// recovery found.
     ///
-    /// Sees every transition acknowledged before it started; a torn tail
-    /// (possibly a record being written right now) is ignored and reported,
-    /// not truncated.
+    /// Sees every transition acknowledged before it started; a bad frame at
+    /// the end of the log (possibly a record being written right now) is
+    /// ignored, never truncated, and reported: as
+    /// [`RecoveryReport::torn_tail`] when a read after the writer lock was
+    /// seen free found it again, unchanged, else (a writer held the lock when
+    /// this looked, once, without waiting) as
+    /// [`RecoveryReport::append_in_progress`] (FORMAT.md §5.6).
     pub fn state<M: Machine>(&self) -> Result<(M::State, RecoveryReport)> {
+        let first = self.state_once::<M>()?;
+        let ((state, mut report), tail) = settle(
+            self.vfs,
+            self.dir,
+            Duration::ZERO,
+            first,
+            |(_, r)| r.torn_tail.clone(),
+            || self.state_once::<M>(),
+        )?;
+        if tail == Tail::InProgress {
+            report.append_in_progress = report.torn_tail.take();
+        }
+        Ok((state, report))
+    }
+
+    /// One read of the state: [`Reader::state`] before its bad frame, if
+    /// any, is settled.
+    pub(crate) fn state_once<M: Machine>(&self) -> Result<(M::State, RecoveryReport)> {
         let (vfs, dir, key) = (self.vfs, self.dir, self.key);
         super::dir::check_dir(vfs, dir)?;
         load::with_retries(|| {

@@ -281,6 +281,28 @@ impl Vfs for RealFs {
         File::open(dir)?.sync_all()
     }
 
+    /// `statvfs(2)` of `dir`: the blocks free for an unprivileged writer
+    /// (`f_bavail`, not `f_bfree`: root's reserve is not the log's) times the
+    /// fragment size. `None` when the call fails.
+    fn free_space(&self, dir: &Path) -> Option<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: all-zero bytes are a valid `statvfs` (plain integers).
+        #[allow(unsafe_code)]
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-terminated path, `st` a writable statvfs.
+        #[allow(unsafe_code)]
+        let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+        if r != 0 {
+            return None;
+        }
+        #[allow(
+            clippy::unnecessary_cast,
+            reason = "the field types differ between targets"
+        )]
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+
     /// Tries the lock on a read-only descriptor of its own: the kernel lets
     /// go of a lock it got the moment the file closes, a system call later.
     fn lock_busy(&self, path: &Path) -> bool {

@@ -205,10 +205,6 @@ impl<M: Machine> Shared<M> {
         self.group.fail(cause);
     }
 
-    pub(crate) fn wants_compaction(&self, g: &Inner<M>) -> bool {
-        self.next_compaction(g, g.live.last_seq()).is_some()
-    }
-
     /// What an automatic compaction at `k` writes now: `Some(None)` a full
     /// snapshot, `Some(Some(p))` a delta over `p`, `None` nothing yet.
     pub(crate) fn next_compaction(&self, g: &Inner<M>, k: u64) -> Option<Option<u64>> {

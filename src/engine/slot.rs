@@ -11,6 +11,8 @@ use std::thread::JoinHandle;
 struct State {
     running: bool,
     last_error: Option<String>,
+    /// `last_error` says why an automatic compaction was deferred.
+    deferred: bool,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -50,11 +52,40 @@ impl Slot {
     /// Frees the slot, keeping the error of the compaction that held it (or
     /// clearing the last one when it succeeded), and wakes its waiters.
     pub(crate) fn free(&self, error: Option<String>) {
+        self.release(error, false);
+    }
+
+    /// Frees the slot as [`Slot::free`] does after an automatic compaction
+    /// that was deferred, not started: `why` is kept as the last error and
+    /// as the deferral.
+    pub(crate) fn free_deferred(&self, why: String) {
+        self.release(Some(why), true);
+    }
+
+    fn release(&self, error: Option<String>, deferred: bool) {
         let mut c = lock(&self.state);
         c.running = false;
         c.last_error = error;
+        c.deferred = deferred;
         drop(c);
         self.freed.notify_all();
+    }
+
+    /// Records that an automatic compaction was deferred, not started
+    /// (FORMAT.md §5.4), unless one is running: `why` is the last error
+    /// until a compaction ends.
+    pub(crate) fn defer(&self, why: String) {
+        let mut c = lock(&self.state);
+        if !c.running {
+            c.last_error = Some(why);
+            c.deferred = true;
+        }
+    }
+
+    /// Why the last automatic compaction was deferred, until one ends.
+    pub(crate) fn deferred(&self) -> Option<String> {
+        let c = lock(&self.state);
+        c.deferred.then(|| c.last_error.clone()).flatten()
     }
 
     /// Waits for the background compaction's thread, if any, to end.

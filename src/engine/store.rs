@@ -105,9 +105,21 @@ impl<M: Machine> Store<M> {
         compact::run(&self.shared, compact::Kind::Delta)
     }
 
-    /// The error of the last background compaction, if it failed.
+    /// The error of the last background compaction, if it failed, or why
+    /// the last automatic compaction was deferred (see
+    /// [`Store::compaction_deferred`]); `None` once a compaction succeeds.
     pub fn last_compaction_error(&self) -> Option<String> {
         self.shared.compaction.last_error()
+    }
+
+    /// Why the last automatic compaction was not started, until a
+    /// compaction ends: the store's filesystem had less room than twice what
+    /// it would write (the log keeps as much room as the compaction takes,
+    /// and at least two preallocation steps; FORMAT.md §5.4). Appends go on; the log keeps every record; every
+    /// later append looks again. Counted in [`Stats::compactions_deferred`].
+    /// An explicit [`Store::compact`] or [`Store::flush`] is never deferred.
+    pub fn compaction_deferred(&self) -> Option<String> {
+        self.shared.compaction.deferred()
     }
 }
 

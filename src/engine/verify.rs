@@ -10,6 +10,7 @@ use super::load::{
     with_retries,
 };
 use super::reader::Reader;
+use super::settle::{Tail, VERIFY_SETTLE_WAIT, settle};
 use super::snapshot::SnapshotData;
 use super::table::Table;
 use super::tag::Key;
@@ -38,6 +39,21 @@ pub enum Integrity {
         /// What is wrong.
         reason: String,
     },
+    /// A bad frame at the end of the last segment while a writer held the
+    /// writer lock for as long as `verify` waited for it (FORMAT.md §5.6): an
+    /// append in progress, not damage. Every record before it is checked.
+    /// (It may also be a torn tail that this writer has not cut yet; it cuts
+    /// it before it appends.)
+    AppendInProgress {
+        /// The segment.
+        path: PathBuf,
+        /// Byte offset within the file where the frame starts.
+        offset: u64,
+        /// Bytes from there to the end of the file.
+        bytes: u64,
+        /// What the bytes read as.
+        reason: String,
+    },
     /// Damage that is not a torn tail, as the error every open returns:
     /// [`Error::Corrupt`], or [`Error::Tampered`] in a tagged store whose bytes
     /// pass their checksums but not their tag.
@@ -60,9 +76,13 @@ impl Integrity {
         matches!(self, Integrity::Clean)
     }
 
-    /// True when every open reads the store: clean, or only a torn tail.
+    /// True when every open reads the store: clean, only a torn tail, or an
+    /// append in progress.
     pub fn is_readable(&self) -> bool {
-        matches!(self, Integrity::Clean | Integrity::TornTail { .. })
+        matches!(
+            self,
+            Integrity::Clean | Integrity::TornTail { .. } | Integrity::AppendInProgress { .. }
+        )
     }
 
     /// The damage, when there is some: the error an open returns.
@@ -134,7 +154,18 @@ impl Reader<'_> {
     /// Read-only integrity check of the framing of every file (checksums, seq
     /// continuity, snapshot choice; in a tagged store, every record's and the
     /// base snapshot's tag). Takes no lock, modifies nothing.
+    ///
+    /// A bad frame at the end of the log is reported as a torn tail only when
+    /// a read started after the writer lock was seen free finds it again,
+    /// unchanged; while a writer holds the lock it waits for it, up to 2 s,
+    /// and then reports [`Integrity::AppendInProgress`] (FORMAT.md §5.6).
     pub fn verify(&self) -> Result<VerifyReport> {
+        settled(self.vfs, self.dir, || self.verify_once())
+    }
+
+    /// One pass of [`Reader::verify`], its bad frame at the end, if any, not
+    /// settled.
+    fn verify_once(&self) -> Result<VerifyReport> {
         let (vfs, dir, key) = (self.vfs, self.dir, self.key);
         check_dir(vfs, dir)?;
         let r = with_retries(|| {
@@ -171,6 +202,40 @@ impl Reader<'_> {
     }
 }
 
+/// Runs a verify pass, then settles a torn tail it reports (FORMAT.md §5.6,
+/// `settle.rs`): reported as torn only when the pass made after the writer
+/// lock was seen free finds it again, the same; an append in progress when a
+/// writer held the lock for all of [`VERIFY_SETTLE_WAIT`].
+fn settled(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    mut pass: impl FnMut() -> Result<VerifyReport>,
+) -> Result<VerifyReport> {
+    let first = pass()?;
+    let torn = |r: &VerifyReport| match r.integrity {
+        Integrity::TornTail { .. } => r.recovery.torn_tail.clone(),
+        _ => None,
+    };
+    let (mut report, tail) = settle(vfs, dir, VERIFY_SETTLE_WAIT, first, torn, pass)?;
+    if tail == Tail::InProgress
+        && let Integrity::TornTail {
+            path,
+            offset,
+            bytes,
+            reason,
+        } = report.integrity
+    {
+        report.integrity = Integrity::AppendInProgress {
+            path,
+            offset,
+            bytes,
+            reason,
+        };
+        report.recovery.append_in_progress = report.recovery.torn_tail.take();
+    }
+    Ok(report)
+}
+
 /// The quarantine files present (FORMAT.md §2), in name order.
 fn quarantined(vfs: &dyn Vfs, dir: &Path) -> Vec<PathBuf> {
     let Ok(mut names) = vfs.list(dir) else {
@@ -197,13 +262,19 @@ pub fn verify_as<M: super::Machine>(
     key: Option<&Key>,
 ) -> Result<VerifyReport> {
     let reader = Reader::new(vfs, dir).with_key(key);
-    let framing = reader.verify()?;
+    settled(vfs, dir, || verify_as_once::<M>(&reader))
+}
+
+/// One pass of [`verify_as`]: the framing, then the open's own verdict, its
+/// bad frame at the end, if any, not settled.
+fn verify_as_once<M: super::Machine>(reader: &Reader<'_>) -> Result<VerifyReport> {
+    let framing = reader.verify_once()?;
     if !framing.integrity.is_readable() {
         return Ok(framing);
     }
-    let r = reader.state::<M>().map(|(_, report)| report);
+    let r = reader.state_once::<M>().map(|(_, report)| report);
     let mut report = match r {
-        Ok(recovery) => integrity_of_report(vfs, recovery),
+        Ok(recovery) => integrity_of_report(reader.vfs, recovery),
         Err(e) => integrity_of_error(e)?,
     };
     report.leftovers = framing.leftovers;

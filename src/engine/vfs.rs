@@ -156,6 +156,14 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn lock_busy(&self, _path: &Path) -> bool {
         false
     }
+    /// Bytes this process may still write on the filesystem holding `dir`
+    /// (`statvfs`: `f_bavail` × `f_frsize`), or `None` when it cannot tell
+    /// (the default). A writer looks before it starts an automatic compaction
+    /// and defers one that would leave its log too little room (FORMAT.md
+    /// §5.4); `None` starts it without looking.
+    fn free_space(&self, _dir: &Path) -> Option<u64> {
+        None
+    }
     /// Tries to take the exclusive writer lock at `path`, recording `holder` in it.
     fn try_lock(&self, path: &Path, holder: &str) -> io::Result<LockAttempt>;
     /// Takes the lock as [`Vfs::try_lock`] does, waiting up to `timeout` for its

@@ -110,6 +110,19 @@ impl Run {
         self.store.stats()
     }
 
+    /// Why the run's last automatic compaction was not started (too little
+    /// room on the disk, FORMAT.md §5.4), until a compaction runs again:
+    /// [`Store::compaction_deferred`].
+    pub fn compaction_deferred(&self) -> Option<String> {
+        self.store.compaction_deferred()
+    }
+
+    /// The error of the run's last background compaction, or why the last
+    /// automatic one was deferred: [`Store::last_compaction_error`].
+    pub fn last_compaction_error(&self) -> Option<String> {
+        self.store.last_compaction_error()
+    }
+
     /// The engine store underneath: test support (feature `sim`), not the API.
     #[cfg(feature = "sim")]
     #[doc(hidden)]

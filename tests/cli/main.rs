@@ -34,6 +34,7 @@ mod cli_status_watch;
 mod cli_tagged;
 mod cli_ui_browser;
 mod cli_ui_view;
+mod cli_verify_beside_writers;
 mod cli_watch_tmux;
 mod demo_main_job;
 mod docs_commands;

@@ -92,6 +92,19 @@ pub trait Hooks: Clone + fmt::Debug + Send + Sync + 'static {
     fn lock_wait(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<LockAttempt> {
         RealFs.lock_wait(path, holder, timeout)
     }
+    /// Not `RealFs`'s: `false` ("cannot tell", `Vfs::lock_busy`'s default),
+    /// as for every `HookedFs` before this hook existed, so that a test that
+    /// does not ask for it sees no look at the lock. A test that does calls
+    /// `RealFs.lock_busy(path)` from its own.
+    fn lock_busy(&self, _path: &Path) -> bool {
+        false
+    }
+    /// Not `RealFs`'s either: `None` ("cannot tell", `Vfs::free_space`'s
+    /// default), so a test that does not ask sees no compaction deferred
+    /// for the real disk's sake. A test's small disk says what it has left.
+    fn free_space(&self, _dir: &Path) -> Option<u64> {
+        None
+    }
 }
 
 /// `RealFs` with the calls of `H` in place of its own.
@@ -187,5 +200,11 @@ impl<H: Hooks> Vfs for HookedFs<H> {
     }
     fn lock_wait(&self, path: &Path, holder: &str, timeout: Duration) -> io::Result<LockAttempt> {
         self.0.lock_wait(path, holder, timeout)
+    }
+    fn lock_busy(&self, path: &Path) -> bool {
+        self.0.lock_busy(path)
+    }
+    fn free_space(&self, dir: &Path) -> Option<u64> {
+        self.0.free_space(dir)
     }
 }

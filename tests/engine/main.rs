@@ -44,6 +44,7 @@ mod hardening_permissions;
 mod hardening_symlinks;
 mod integrity_errors_not_swallowed;
 mod integrity_lock_follows_directory;
+mod integrity_reader_during_append;
 mod integrity_reader_during_rotation;
 mod integrity_snapshot_limit;
 mod integrity_verify_open_verdict;
