@@ -1,8 +1,7 @@
 //! The active segment: the file appends go to, where its records end, how
 //! far it is preallocated, and the records staged for the next fsync leader.
 
-use super::segment::is_out_of_space;
-use super::vfs::{VfsFile, retry_interrupted, write_all_at};
+use super::vfs::{VfsFile, is_out_of_space, retry_interrupted, write_all_at};
 use std::path::PathBuf;
 use std::sync::Arc;
 

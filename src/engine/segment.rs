@@ -8,14 +8,9 @@ use super::format::*;
 use super::frame::encode_segment_header_checked;
 use super::shared::{Inner, Shared};
 use super::tag::{Key, StoreId};
-use super::vfs::{Vfs, retry_interrupted, write_all_at};
+use super::vfs::{Vfs, is_out_of_space, retry_interrupted, write_all_at};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-
-/// ENOSPC or EDQUOT: the disk (or the quota) is full.
-pub(crate) fn is_out_of_space(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::StorageFull || matches!(e.raw_os_error(), Some(28 | 122))
-}
 
 /// Creates a segment file holding only its header, durably (file and directory).
 pub(crate) fn create_segment(
