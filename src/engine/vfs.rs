@@ -257,6 +257,11 @@ pub fn read_full_with(
     Ok(n)
 }
 
+/// ENOSPC or EDQUOT: the disk (or the quota) is full.
+pub(crate) fn is_out_of_space(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::StorageFull || matches!(e.raw_os_error(), Some(28 | 122))
+}
+
 /// Runs an fsync-like call, retrying only EINTR (which reports nothing about the data).
 pub fn retry_interrupted(mut f: impl FnMut() -> io::Result<()>) -> io::Result<()> {
     loop {
