@@ -309,8 +309,3 @@ mod tests {
         assert_eq!(id, parse_boot_id(&text));
     }
 }
-
-/// ENOSPC or EDQUOT: the disk (or the quota) is full.
-pub(crate) fn is_out_of_space(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::StorageFull || matches!(e.raw_os_error(), Some(28 | 122))
-}
