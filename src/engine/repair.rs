@@ -82,6 +82,27 @@ impl<M: Machine> Shared<M> {
         })
     }
 
+    /// Cuts the segment at `path` to `len` and fsyncs it, under the sync lock
+    /// ([`Writers::guarded`](super::writers::Writers::guarded)), as every
+    /// fsync of the log runs (§5.8): a failure it meets, its own or one the
+    /// kernel's writeback met for another process, is recorded for all.
+    /// `ops` names the cut and the fsync in an error.
+    fn cut_under_sync_lock(
+        &self,
+        path: &std::path::Path,
+        len: u64,
+        ops: (&'static str, &'static str),
+    ) -> Result<()> {
+        let vfs = self.vfs.as_ref();
+        self.writers.guarded(vfs, || {
+            let f = vfs
+                .open_write(path)
+                .map_err(|e| Error::io("open segment", path, e))?;
+            retry_interrupted(|| f.set_len(len)).map_err(|e| Error::io(ops.0, path, e))?;
+            retry_interrupted(|| f.sync_all()).map_err(|e| Error::io(ops.1, path, e))
+        })
+    }
+
     /// FORMAT.md §5.5 steps 3–5.
     fn prepare(&self, g: &mut Inner<M>, p: Pending) -> Result<Option<PathBuf>> {
         let (vfs, dir) = (self.vfs.as_ref(), self.dir.as_path());
@@ -99,15 +120,11 @@ impl<M: Machine> Shared<M> {
             } else {
                 // Under the sync lock: other processes' records before the cut
                 // may be waiting for an fsync, and this one covers them (§5.8).
-                self.writers.guarded(vfs, || {
-                    let f = vfs
-                        .open_write(&t.path)
-                        .map_err(|e| Error::io("open segment", &t.path, e))?;
-                    retry_interrupted(|| f.set_len(t.offset))
-                        .map_err(|e| Error::io("truncate torn tail", &t.path, e))?;
-                    retry_interrupted(|| f.sync_all())
-                        .map_err(|e| Error::io("fsync truncated segment", &t.path, e))
-                })?;
+                self.cut_under_sync_lock(
+                    &t.path,
+                    t.offset,
+                    ("truncate torn tail", "fsync truncated segment"),
+                )?;
             }
         }
         // Step 4. Segments before the last need no fsync here: a rotation fsyncs
@@ -180,15 +197,11 @@ impl<M: Machine> Shared<M> {
                         // Under the sync lock, as every fsync of the log: a
                         // failure it reports (another writer's pages lost in
                         // the background) is recorded for every process (§5.8).
-                        self.writers.guarded(vfs, || {
-                            let f = vfs
-                                .open_write(&l.path)
-                                .map_err(|e| Error::io("open segment", &l.path, e))?;
-                            retry_interrupted(|| f.set_len(l.end))
-                                .map_err(|e| Error::io("trim last segment", &l.path, e))?;
-                            retry_interrupted(|| f.sync_all())
-                                .map_err(|e| Error::io("fsync replayed segment", &l.path, e))
-                        })?;
+                        self.cut_under_sync_lock(
+                            &l.path,
+                            l.end,
+                            ("trim last segment", "fsync replayed segment"),
+                        )?;
                     }
                 }
                 let (a, len) = create_segment(vfs, dir, self.codec, p.next_seq, id)?;
