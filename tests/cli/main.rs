@@ -6,6 +6,8 @@
 
 #[path = "../cli_support/mod.rs"]
 mod cli_support;
+#[path = "../depth/mod.rs"]
+mod depth;
 #[path = "../cli_support/faultshim.rs"]
 mod faultshim;
 #[path = "../skip_support/mod.rs"]

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 use super::*;
+use runlog::engine::format::SHARED_FILE;
 use runlog::engine::sim::{Fate, Op, Persistence, SimFs, SimRng, SimState};
 use runlog::engine::{self, Codec, Integrity, Options, Store, SyncPolicy};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -248,15 +249,38 @@ pub fn model_of(h: &[(u64, usize)]) -> LedgerState {
 /// A fast 64-bit hash of a file set (FNV-style over 8-byte words with a
 /// final avalanche); only used to skip crash images already checked.
 pub fn fingerprint(files: &BTreeMap<PathBuf, Vec<u8>>) -> u64 {
+    hash_files(files, false)
+}
+
+/// [`fingerprint`] of a crash image that starts a new boot (`SimState::image`),
+/// leaving `SHARED`'s bytes out: every slot it holds was written in the boot
+/// the crash ended, and an open keeps only slots of its own boot (FORMAT.md
+/// §5.8, "Read"; `decode_shared`), so such images that differ only there
+/// recover alike. `SHARED` is never fsynced, so its writes pile up as pending
+/// writes whose subsets multiplied a workload's crash states without one more
+/// state of the log; the first image of each log state is still recovered,
+/// with whatever `SHARED` it had (`shared_decode` fuzzes the bytes). Images
+/// of the same boot ([`fs_of`], where `SHARED`'s slots count) hash apart.
+pub fn fingerprint_next_boot(files: &BTreeMap<PathBuf, Vec<u8>>) -> u64 {
+    hash_files(files, true)
+}
+
+fn hash_files(files: &BTreeMap<PathBuf, Vec<u8>>, next_boot: bool) -> u64 {
     fn mix(h: u64, w: u64) -> u64 {
         (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29)
     }
     let mut h = 0xcbf2_9ce4_8422_2325u64;
+    if next_boot {
+        h = mix(h, 0x6e65_7874_626f_6f74);
+    }
     for (p, b) in files {
         for c in p.as_os_str().as_encoded_bytes().chunks(8) {
             let mut w = [0u8; 8];
             w[..c.len()].copy_from_slice(c);
             h = mix(h, u64::from_le_bytes(w));
+        }
+        if next_boot && p.file_name() == Some(std::ffi::OsStr::new(SHARED_FILE)) {
+            continue;
         }
         h = mix(h, 0xff ^ b.len() as u64);
         let mut chunks = b.chunks_exact(8);
@@ -360,6 +384,7 @@ pub fn recover_as<S: Subject>(
         let images = images.clone();
         let mut rng = SimRng::new(seed);
         let mut seen = 0u64;
+        let mut distinct = std::collections::HashSet::new();
         img.observe(Some(Box::new(move |s: &SimState, _n, _op| {
             // Skip boundaries where nothing could differ from the last one taken.
             let key = s.durable_changes() * 1_000_003 + s.pending().len() as u64;
@@ -368,7 +393,12 @@ pub fn recover_as<S: Subject>(
             }
             seen = key;
             for o in s.outcomes(model, cap, rng.next_u64()) {
-                images.lock().unwrap().push(s.image(&o));
+                // Each distinct image once (recovery is deterministic).
+                let image = s.image(&o);
+                if distinct.insert(image.with_state(|i| fingerprint_next_boot(&i.durable_files())))
+                {
+                    images.lock().unwrap().push(image);
+                }
             }
         })));
     }
@@ -433,6 +463,8 @@ pub struct Figures {
     pub table_temps: u64,
     /// Crash states holding a table snapshot (format v2) under its own name.
     pub tables: u64,
+    /// Workloads a quick sweep left out of its sample (tests/depth).
+    pub sampled_out: u64,
 }
 
 impl std::ops::AddAssign for Figures {
@@ -443,6 +475,7 @@ impl std::ops::AddAssign for Figures {
         self.recovery_crash_states += o.recovery_crash_states;
         self.table_temps += o.table_temps;
         self.tables += o.tables;
+        self.sampled_out += o.sampled_out;
     }
 }
 
@@ -582,7 +615,7 @@ impl<S: Subject> Explored<S> {
                 }
             } else {
                 let img = s.image(&o);
-                let fp = img.with_state(|i| fingerprint(&i.durable_files()));
+                let fp = img.with_state(|i| fingerprint_next_boot(&i.durable_files()));
                 (fp, Some(img))
             };
             if let Some(&i) = self.seen.get(&fp) {
@@ -720,6 +753,7 @@ pub fn explore_as<S: Subject>(steps: &[Step], x: Explore) -> Result<Figures, Str
         recovery_crash_states: ex.recovery_crash_states,
         table_temps: ex.table_temps,
         tables: ex.tables,
+        sampled_out: 0,
     })
 }
 

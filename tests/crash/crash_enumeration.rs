@@ -50,6 +50,7 @@
 //!     cargo test --release --test crash crash_enumeration::random -- --nocapture
 //! ```
 use crate::common;
+use crate::depth;
 use common::crash::*;
 use common::env_u64;
 use runlog::engine::sim::{Persistence, SimFs};
@@ -68,8 +69,13 @@ fn codec_of(n: u64) -> Codec {
 fn exhaustive(model: Persistence) {
     let f = exhaustive_as::<common::Ledger>(model, 4);
     // A sweep that explored next to nothing would pass vacuously: every
-    // workload of up to 4 steps has ~8,400 boundaries and ~57,000 crash states.
-    explored_at_least(&f, 8_000, 50_000);
+    // workload of up to 4 steps has ~8,400 boundaries and ~57,000 crash states;
+    // the quick depth's sample of the longest about a third of that.
+    if f.sampled_out == 0 {
+        explored_at_least(&f, 8_000, 50_000);
+    } else {
+        explored_at_least(&f, 2_000, 12_000);
+    }
 }
 
 /// Fails a sweep that explored fewer boundaries or crash states than its
@@ -84,12 +90,24 @@ fn explored_at_least(f: &Figures, boundaries: u64, crash_states: u64) {
     );
 }
 
+/// Workloads of the longest length run at the quick depth: 1 in this many,
+/// drawn from a printed seed (`RUNLOG_SAMPLE_SEED`); the full depth runs all
+/// (`RUNLOG_SHORT_ONE_IN=1`).
+const SHORT_ONE_IN_QUICK: u64 = 8;
+
 fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) -> Figures {
     let started = Instant::now();
     let mut f = Figures::default();
     let mut workloads = 0;
+    let one_in = depth::scaled("RUNLOG_SHORT_ONE_IN", SHORT_ONE_IN_QUICK, 1).max(1);
+    let sample = depth::sample_seed();
     for len in 1..=max_len {
         for w in 0..4usize.pow(len) {
+            // Every shorter workload always; of the longest, 1 in `one_in`.
+            if len == max_len && one_in > 1 && (w as u64 + sample) % one_in != 0 {
+                f.sampled_out += 1;
+                continue;
+            }
             let steps = short_workload(w, len);
             let x = Explore {
                 model,
@@ -116,15 +134,21 @@ fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) -> Figures {
             f.crash_states
         ));
     }
-    common::progress(format_args!(
-        "crash_enumeration: exhaustive {} {model:?}: {workloads} workloads, {} boundaries ({} sampled at the cap), {} crash states, {} crash states during recovery, {:?}",
-        std::any::type_name::<S>(),
-        f.boundaries,
-        f.capped,
-        f.crash_states,
-        f.recovery_crash_states,
-        started.elapsed()
-    ));
+    depth::explored(
+        &format!(
+            "crash_enumeration exhaustive {} {model:?}",
+            std::any::type_name::<S>()
+        ),
+        format_args!(
+            "{workloads} workloads ({} of length {max_len} left out: 1 in {one_in} run, RUNLOG_SAMPLE_SEED={sample}), {} boundaries ({} sampled at the cap), {} crash states, {} crash states during recovery, {:?}",
+            f.sampled_out,
+            f.boundaries,
+            f.capped,
+            f.crash_states,
+            f.recovery_crash_states,
+            started.elapsed()
+        ),
+    );
     f
 }
 

@@ -5,6 +5,8 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../depth/mod.rs"]
+mod depth;
 
 mod archive_gc_crash;
 mod crash_enumeration;

@@ -11,6 +11,8 @@
 mod cli_support;
 #[path = "../common/mod.rs"]
 mod common;
+#[path = "../depth/mod.rs"]
+mod depth;
 #[path = "../open_counting_vfs/mod.rs"]
 mod open_counting_vfs;
 

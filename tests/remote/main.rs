@@ -3,6 +3,8 @@
 //! is configured).
 #![cfg(feature = "remote")]
 
+#[path = "../depth/mod.rs"]
+mod depth;
 #[path = "../remote_support/mod.rs"]
 mod remote_support;
 #[path = "../skip_support/mod.rs"]
