@@ -1,7 +1,7 @@
 //! Whether `build.rs` hands `link/symbol-order.txt` to the linker: a pure
 //! decision over what Cargo tells a build script, so that its tests (below,
 //! compiled with the library's: `src/lib.rs`, `link_decide`) can hold it to
-//! README's words.
+//! docs/GUIDE.md's words ("Embedding the engine in Rust").
 
 /// What the build script reads from its environment.
 pub struct LinkEnv<'a> {

@@ -10,7 +10,7 @@
 # speed, never correctness). The release profile has no debug info: with it,
 # the `.llvm.<hash>` suffixes that ThinLTO gives the functions it promotes
 # hash the checkout's path too, and a clone elsewhere (CI's, a user's) would
-# miss them (docs/PERFORMANCE.md, "The symbol order, path-independent"):
+# miss them (docs/PERFORMANCE.md, "What a one-shot call costs beyond the floor"):
 #
 #   bash scripts/symbol-order.sh          # rewrite the file
 #   bash scripts/symbol-order.sh --check  # how many listed names this build has

@@ -102,8 +102,13 @@ pub mod tour {}
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The guide's code blocks (`docs/GUIDE.md`), compiled as doctests likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/GUIDE.md")]
+pub struct GuideDoctests;
+
 /// `build.rs`'s decision whether to hand the linker `link/symbol-order.txt`
-/// (README, "Features"), compiled here for its tests.
+/// (docs/GUIDE.md, "Embedding the engine in Rust"), compiled here for its tests.
 #[cfg(test)]
 #[path = "../link/decide.rs"]
 mod link_decide;

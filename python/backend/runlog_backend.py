@@ -13,7 +13,7 @@ links. Its progress goes to stderr, which `pip install -v` shows.
 
 A native binary rather than a console script calling into the extension: a
 one-shot CLI call is a checkpoint's hot path, and a console script starts a
-Python interpreter for each call (README, Python, has the figures).
+Python interpreter for each call (docs/GUIDE.md, Python, has the figures).
 
 Only the PEP 517 path (`pip install ./python`, `pip wheel ./python`,
 `python -m build python`) goes through here; a bare `maturin build` or

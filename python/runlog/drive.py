@@ -10,7 +10,7 @@ its error) and resubmitted until ``retries`` are used; then the unit is
 the run alone: done units are skipped, units in flight at the crash are
 submitted again (a new attempt).
 
-Exactly-once outputs (see the README's "Driving a cluster"):
+Exactly-once outputs (see docs/GUIDE.md, "Driving a cluster"):
 
 * A unit's bytes (or a result too big to inline) go to ``outputs``, an
   ``s3://bucket/prefix`` or ``file:///dir``, as the object

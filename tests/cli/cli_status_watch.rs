@@ -204,7 +204,7 @@ fn watch_piped_on_an_idle_run_ends_when_its_reader_goes() {
             .unwrap();
         assert_eq!(err, "", "json={json}: quiet");
     }
-    // And through a shell pipeline, as README shows it.
+    // And through a shell pipeline, as docs/GUIDE.md ("The CLI") says it ends quietly.
     let script = "\"$0\" --dir \"$1\" status idle --watch --interval 0.1 | head -3 >/dev/null; echo \"status=${PIPESTATUS[0]}\"";
     let t = Instant::now();
     let o = std::process::Command::new("timeout")

@@ -1,7 +1,7 @@
 //! Proves the docs are true to the binary: every command in the shell and
-//! console blocks of README.md, docs/TOUR.md and docs/CLI.md is run with bash,
-//! and wherever a doc shows output, the output is compared, so a changed
-//! message fails the build.
+//! console blocks of README.md, docs/GUIDE.md, docs/TOUR.md and docs/CLI.md is
+//! run with bash, and wherever a doc shows output, the output is compared, so
+//! a changed message fails the build.
 //!
 //! The convention (docs/CLI.md, "Commands in these docs", says it for the
 //! docs' writers):
@@ -27,7 +27,7 @@
 //!   unrun.
 //! * `<!-- docs-test: shrink: FROM => TO -->` there (one per line, beside a
 //!   skip or each other) runs the block's commands with FROM replaced by TO:
-//!   a smaller size for a command that takes too long at the doc's (README's
+//!   a smaller size for a command that takes too long at the doc's (the guide's
 //!   `runlog demo --units 2000 … --lose-host`, 47 s, runs at 200 units). A
 //!   FROM the block does not contain is an error.
 //!
@@ -44,10 +44,10 @@
 //! `cargo run -q --example NAME --` is the example's executable as
 //! `cargo test` built it (`cli_support::example_binary`). Each command gets
 //! [`COMMAND_TIMEOUT`]. Not run: the skipped blocks, and blocks in any other
-//! language (Rust: `docs_front_pages.rs` and the doctests; Python: README's is
-//! run by `python/tests/test_readme.py`; `text` and `json` show shapes, not
-//! commands). A document that runs `python3` is skipped, saying so, when
-//! python3 is absent, unless `RUNLOG_REQUIRE_PYTHON=1`.
+//! language (Rust: `docs_front_pages.rs` and the doctests; Python: README's are
+//! run by `python/tests/test_readme.py` and `test_drive_example.py`; `text`
+//! and `json` show shapes, not commands). A document that runs `python3` is
+//! skipped, saying so, when python3 is absent, unless `RUNLOG_REQUIRE_PYTHON=1`.
 use crate::cli_support::{BIN, example_binary};
 use std::fmt::Write as _;
 use std::io::Read;
@@ -673,6 +673,11 @@ fn doc_runs_as_shown(rel: &str) {
 #[test]
 fn readme_commands_run_as_shown() {
     doc_runs_as_shown("README.md");
+}
+
+#[test]
+fn guide_commands_run_as_shown() {
+    doc_runs_as_shown("docs/GUIDE.md");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Proves the front pages read as written: README's Rust block is a whole
 //! program inside `fn main` (no hidden `# Ok::<…>` line, which GitHub shows),
-//! and the crate's front page links the tour and needs no dev-dependency.
+//! the crate's front page links the tour and needs no dev-dependency, and the
+//! README's and the guide's Rust blocks are compiled as doctests.
 const README: &str = include_str!("../../README.md");
 const LIB: &str = include_str!("../../src/lib.rs");
 
@@ -28,4 +29,6 @@ fn readme_rust_block_is_a_program_and_the_crate_page_links_the_tour() {
         "the front page example needs a dev-dependency"
     );
     assert!(LIB.contains("include_str!(\"../docs/TOUR.md\")"));
+    assert!(LIB.contains("include_str!(\"../README.md\")"));
+    assert!(LIB.contains("include_str!(\"../docs/GUIDE.md\")"));
 }

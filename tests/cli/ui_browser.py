@@ -6,7 +6,7 @@ runs page, the run page's counts moving without a reload while this script
 advances the run with the CLI, a failure (blocked with a note) and a retry
 appearing in the failures lists, the unit search, and a unit whose name and
 note are HTML shown as text with no script run. With --shots DIR it saves
-DIR/ui-runs.png and DIR/ui-run.png (the README's screenshots).
+DIR/ui-runs.png and DIR/ui-run.png (docs/GUIDE.md's screenshots).
 """
 
 import argparse
