@@ -106,9 +106,3 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/GUIDE.md")]
 pub struct GuideDoctests;
-
-/// `build.rs`'s decision whether to hand the linker `link/symbol-order.txt`
-/// (docs/GUIDE.md, "Embedding the engine in Rust"), compiled here for its tests.
-#[cfg(test)]
-#[path = "../link/decide.rs"]
-mod link_decide;

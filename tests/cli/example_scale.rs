@@ -37,17 +37,10 @@ fn scale_measures_a_tiny_run_with_no_error() {
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
     assert_eq!(v, written, "--out must hold what --json printed");
-    // The binary measured is named, with how many of the symbol-order names
-    // its link laid out (or why that could not be counted).
+    // The binary measured is named, and a test build's is said to be one.
     let b = &v["binary"];
     assert_eq!(b["path"], BIN);
-    match (
-        b["order_names_found"].as_u64(),
-        b["order_names_listed"].as_u64(),
-    ) {
-        (Some(found), Some(listed)) => assert!(listed > 0 && found <= listed, "{b:#}"),
-        _ => assert!(b["why_unknown"].is_string(), "{b:#}"),
-    }
+    assert_eq!(b["release"], BIN.contains("/release/"), "{b:#}");
 
     let sizes = v["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 1);
