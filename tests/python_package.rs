@@ -6,6 +6,8 @@
 //! and runs `python/tests` with pytest there, the wheel-in-a-fresh-venv test
 //! included. Without that venv it says why it skipped, unless
 //! `RUNLOG_REQUIRE_PYTHON=1` (CI) makes that a failure.
+#[path = "depth/mod.rs"]
+mod depth;
 #[path = "skip_support/mod.rs"]
 mod skip_support;
 
@@ -81,9 +83,24 @@ fn python_package_builds_and_passes_pytest() {
         return;
     };
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The full depth builds the wheel as a user's `pip install ./python` does:
+    // release, in a target directory of its own. The quick one builds it with
+    // the `test` profile in the target directory this test was built in, where
+    // `cargo test` already compiled the dependencies (about 20 crates are left
+    // to compile, not 210 in release; cargo holds no lock while tests run).
+    let full = depth::full();
     let target = std::env::var_os(ENV_TARGET)
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo.join("target/python"));
+        .unwrap_or_else(|| {
+            if full {
+                repo.join("target/python")
+            } else {
+                std::env::var_os("CARGO_TARGET_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| repo.join("target"))
+            }
+        });
+    let profile = if full { "release" } else { "test" };
     let dist = tempfile::tempdir().expect("temp dir");
 
     // Through the package's PEP 517 backend, as `pip install ./python` builds
@@ -105,7 +122,9 @@ fn python_package_builds_and_passes_pytest() {
             .arg(repo.join("python"))
             // maturin's backend runs `maturin` from PATH.
             .env("PATH", path_with(python.parent().expect("venv bin")))
-            .env("CARGO_TARGET_DIR", &target),
+            .env("CARGO_TARGET_DIR", &target)
+            .env("RUNLOG_WHEEL_PROFILE", profile)
+            .env("MATURIN_PEP517_ARGS", format!("--profile {profile}")),
     );
     let wheels: Vec<PathBuf> = std::fs::read_dir(dist.path())
         .expect("read dist")

@@ -62,11 +62,19 @@ def _root_manifest():
     raise RuntimeError("runlog_backend: no `runlog` package in the workspace of python/Cargo.toml")
 
 
+def _profile():
+    """The cargo profile: `release`, unless `RUNLOG_WHEEL_PROFILE` names another
+    (this repository's quick test suite builds its wheel with `test`, the
+    profile whose dependencies `cargo test` already compiled; maturin is then
+    given the same with `MATURIN_PEP517_ARGS="--profile test"`)."""
+    return os.environ.get("RUNLOG_WHEEL_PROFILE") or "release"
+
+
 def _build_cli():
     """Builds the `runlog` binary; returns its path. Stripped as the module is
     (`strip = true`): `-C strip=symbols` is a rustc flag for the binary only,
     so the dependencies' builds are the ones maturin made."""
-    cmd = [_cargo(), "rustc", "--release", "--manifest-path", _root_manifest(),
+    cmd = [_cargo(), "rustc", "--profile", _profile(), "--manifest-path", _root_manifest(),
            "--bin", BIN, "--features", "cli",
            "--message-format", "json-render-diagnostics", "--", "-C", "strip=symbols"]
     _say("building the runlog CLI: " + " ".join(cmd))

@@ -43,6 +43,7 @@
 //! keeps a failed trial's run, the shim's state and the report under DIR.
 //! Without a C compiler the tests skip visibly (`RUNLOG_REQUIRE_CC=1`: fail).
 use crate::cli_support::{self, text};
+use crate::depth;
 use crate::faultshim::{self, Fired, Hints, Kind, Plan, Trial};
 use crate::skip_support;
 use std::collections::BTreeMap;
@@ -102,10 +103,10 @@ fn seed() -> u64 {
     })
 }
 
-/// Faults the one-shot soak fires; the serve and apply soaks fire a quarter
-/// (at least 12).
+/// Faults the one-shot soak fires (200 at the quick depth, 2,500 at the full
+/// one: tests/depth); the serve and apply soaks fire a quarter (at least 12).
 fn faults_wanted() -> usize {
-    env_u64("RUNLOG_FAULT_SOAK_FAULTS").unwrap_or(200) as usize
+    depth::scaled("RUNLOG_FAULT_SOAK_FAULTS", 200, 2500) as usize
 }
 
 /// A fault kind, page loss (both ways) weighted heavily.
@@ -659,33 +660,35 @@ impl Soak {
     /// failures first, then the floors on what was explored.
     fn finish(self, wanted: usize, extra: &str) {
         let counts = faultshim::by_kind(&self.fired);
-        skip_support::to_fd2(&format!(
-            "{}: seed {}: {} trials, {} calls, {} faults fired ({}), {} acknowledged, \
-             {} refused (exit 1), {} unknown outcomes{extra}; {} trials failed{}; {:.1} s\n",
+        depth::explored(
             self.name,
-            self.seed,
-            self.trials,
-            self.calls,
-            self.fired.len(),
-            faultshim::kinds_line(&counts),
-            self.acked,
-            self.refused,
-            self.unknown,
-            self.failures.len(),
-            if self.classes.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " ({})",
-                    self.classes
-                        .iter()
-                        .map(|(c, n)| format!("{c}: {n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            },
-            self.started.elapsed().as_secs_f64()
-        ));
+            format_args!(
+                "RUNLOG_FAULT_SOAK_SEED={}: {} trials, {} calls, {} faults fired ({}), {} acknowledged, \
+             {} refused (exit 1), {} unknown outcomes{extra}; {} trials failed{}; {:.1} s",
+                self.seed,
+                self.trials,
+                self.calls,
+                self.fired.len(),
+                faultshim::kinds_line(&counts),
+                self.acked,
+                self.refused,
+                self.unknown,
+                self.failures.len(),
+                if self.classes.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({})",
+                        self.classes
+                            .iter()
+                            .map(|(c, n)| format!("{c}: {n}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                },
+                self.started.elapsed().as_secs_f64()
+            ),
+        );
         if !self.failures.is_empty() {
             panic!(
                 "{} of {} trials failed ({:?}; seed {}: RUNLOG_FAULT_SOAK_SEED={} draws the \

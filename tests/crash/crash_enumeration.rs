@@ -3,11 +3,17 @@
 //! prefix of the issued history holding every acknowledged transition, and to
 //! the same state again after a crash during recovery.
 //!
+//! Each sweep has a quick depth (the default) and a full one
+//! (`RUNLOG_TEST_DEPTH=full`, `scripts/test --full`, CI; tests/depth); the
+//! figures below are the full depth's, with the quick one's in brackets.
+//!
 //! * **Short workloads**: every workload of up to 4 steps (append, batch of 2–8,
 //!   compact, reopen; pads of 1 B–64 KiB), crashed at every write / fsync /
 //!   rename / unlink / truncate / directory-fsync boundary, with up to 128
 //!   allowed crash outcomes per boundary (torn and garbage sectors, subsets of
-//!   pending operations), and a crash during recovery of 1 in 2 crash states.
+//!   pending operations), and a crash during recovery of 1 in 2 crash states
+//!   [every workload of up to 3 steps, and 1 in 8 of 4 steps
+//!   (`RUNLOG_SHORT_ONE_IN`), drawn from the printed `RUNLOG_SAMPLE_SEED`].
 //! * **Random workloads** of 200 steps from seeds (appends of 1, 511, 512,
 //!   4095, 4097 and 64 KiB pads and sizes around them, batches of 2–8,
 //!   concurrent appends, compactions, reopens; half the seeds in the Weak model,
@@ -16,7 +22,7 @@
 //!   everything pending persisted (the enumeration when at most two are
 //!   allowed). Identical images are recovered once, with the highest
 //!   acknowledged watermark of any boundary that left them. Seeds below
-//!   `RUNLOG_CRASH_FULL_SEEDS` (default 160) crash at **every** boundary; the
+//!   `RUNLOG_CRASH_FULL_SEEDS` (160 [48]) crash at **every** boundary; the
 //!   others at each boundary with probability 1 in `RUNLOG_EVERY` (default
 //!   500), to keep the debug `cargo test` of this file near 3 minutes on two
 //!   cores. A crash during recovery is taken for 1 in 4 crash states; read-only
@@ -25,7 +31,7 @@
 //! * **Keyed stores** (format v2, the state in a table snapshot): the keyed
 //!   test machine (tests/common/keyed.rs) through the same enumeration: every
 //!   short workload of up to 3 steps at every boundary (Weak and Ordered), and
-//!   `RUNLOG_KEYED_CRASH_SEEDS` (default 24) random workloads of 60 steps
+//!   `RUNLOG_KEYED_CRASH_SEEDS` (24 [8]) random workloads of 60 steps
 //!   crashed at every boundary, so crashes land inside every table write of a
 //!   compaction (temp file partly written, before and after its rename, before
 //!   the directory fsync, during the old segments' deletion). The recovered
@@ -38,7 +44,7 @@
 //!   acknowledged transition (issue 11: no writer acknowledges into a run the
 //!   next open cannot read).
 //!
-//! Knobs: `RUNLOG_CRASH_SEEDS` (default 2000) sets how many seeds,
+//! Knobs: `RUNLOG_CRASH_SEEDS` (2000 [600]) sets how many seeds,
 //! `RUNLOG_CRASH_FULL_SEEDS` how many of them crash at every boundary,
 //! `RUNLOG_EVERY` the sampling of the rest, `RUNLOG_CRASH_SEED=n` reruns one
 //! seed (at every boundary if `n` < `RUNLOG_CRASH_FULL_SEEDS`). Every boundary
@@ -67,7 +73,8 @@ fn codec_of(n: u64) -> Codec {
 }
 
 fn exhaustive(model: Persistence) {
-    let f = exhaustive_as::<common::Ledger>(model, 4);
+    let one_in = depth::scaled("RUNLOG_SHORT_ONE_IN", SHORT_ONE_IN_QUICK, 1).max(1);
+    let f = exhaustive_as::<common::Ledger>(model, 4, one_in);
     // A sweep that explored next to nothing would pass vacuously: every
     // workload of up to 4 steps has ~8,400 boundaries and ~57,000 crash states;
     // the quick depth's sample of the longest about a third of that.
@@ -95,11 +102,11 @@ fn explored_at_least(f: &Figures, boundaries: u64, crash_states: u64) {
 /// (`RUNLOG_SHORT_ONE_IN=1`).
 const SHORT_ONE_IN_QUICK: u64 = 8;
 
-fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32) -> Figures {
+/// Every workload of up to `max_len` steps, but of the longest only 1 in `one_in`.
+fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32, one_in: u64) -> Figures {
     let started = Instant::now();
     let mut f = Figures::default();
     let mut workloads = 0;
-    let one_in = depth::scaled("RUNLOG_SHORT_ONE_IN", SHORT_ONE_IN_QUICK, 1).max(1);
     let sample = depth::sample_seed();
     for len in 1..=max_len {
         for w in 0..4usize.pow(len) {
@@ -171,10 +178,10 @@ fn every_crash_state_of_every_short_workload_ordered_model() {
     exhaustive(Persistence::Ordered);
 }
 
-/// Seeds run by default (`RUNLOG_CRASH_SEEDS`).
-const SEEDS: u64 = 2000;
-/// Seeds below this crash at every boundary (`RUNLOG_CRASH_FULL_SEEDS`).
-const FULL_SEEDS: u64 = 160;
+/// Seeds run at the quick and the full depth (`RUNLOG_CRASH_SEEDS`; tests/depth).
+const SEEDS: (u64, u64) = (600, 2000);
+/// Seeds below this crash at every boundary (`RUNLOG_CRASH_FULL_SEEDS`), quick and full.
+const FULL_SEEDS: (u64, u64) = (48, 160);
 /// The other seeds crash at each boundary with probability 1 in this (`RUNLOG_EVERY`).
 const SAMPLE_EVERY: u64 = 500;
 
@@ -194,7 +201,7 @@ fn sync_of(seed: u64) -> SyncPolicy {
 fn random(first: u64) {
     let started = Instant::now();
     let mut f = Figures::default();
-    let full_seeds = env_u64("RUNLOG_CRASH_FULL_SEEDS", FULL_SEEDS);
+    let full_seeds = depth::scaled("RUNLOG_CRASH_FULL_SEEDS", FULL_SEEDS.0, FULL_SEEDS.1);
     let every = env_u64("RUNLOG_EVERY", SAMPLE_EVERY).max(1);
     let (mut seed, n) = match std::env::var("RUNLOG_CRASH_SEED")
         .ok()
@@ -202,7 +209,7 @@ fn random(first: u64) {
     {
         Some(s) if s % 2 == first => (s, s + 1),
         Some(_) => return,
-        None => (first, env_u64("RUNLOG_CRASH_SEEDS", SEEDS)),
+        None => (first, depth::scaled("RUNLOG_CRASH_SEEDS", SEEDS.0, SEEDS.1)),
     };
     let (mut count, mut full) = (0u64, 0u64);
     while seed < n {
@@ -241,13 +248,16 @@ fn random(first: u64) {
             ));
         }
     }
-    common::progress(format_args!(
-        "crash_enumeration: random from {first}: {count} seeds ({full} crashed at every boundary, the rest at 1 in {every}), {} boundaries, {} crash states, {} during recovery, {:?}",
-        f.boundaries,
-        f.crash_states,
-        f.recovery_crash_states,
-        started.elapsed()
-    ));
+    depth::explored(
+        &format!("crash_enumeration random from {first}"),
+        format_args!(
+            "{count} seeds ({full} crashed at every boundary, the rest at 1 in {every}), {} boundaries, {} crash states, {} during recovery, {:?}",
+            f.boundaries,
+            f.crash_states,
+            f.recovery_crash_states,
+            started.elapsed()
+        ),
+    );
     // Each 200-step workload has ~170 boundaries; a seed crashed at every
     // boundary has at least one crash state at each of them.
     explored_at_least(&f, 100 * count, 100 * full);
@@ -265,20 +275,21 @@ fn random_workloads_odd_seeds() {
 
 #[test]
 fn keyed_every_crash_state_of_every_short_workload_weak_model() {
-    let f = exhaustive_as::<KeyedTab>(Persistence::Weak, 3);
+    let f = exhaustive_as::<KeyedTab>(Persistence::Weak, 3, 1);
     assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
     explored_at_least(&f, 1_500, 8_000);
 }
 
 #[test]
 fn keyed_every_crash_state_of_every_short_workload_ordered_model() {
-    let f = exhaustive_as::<KeyedTab>(Persistence::Ordered, 3);
+    let f = exhaustive_as::<KeyedTab>(Persistence::Ordered, 3, 1);
     assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
     explored_at_least(&f, 1_500, 8_000);
 }
 
-/// Keyed seeds run by default (`RUNLOG_KEYED_CRASH_SEEDS`), each at every boundary.
-const KEYED_SEEDS: u64 = 24;
+/// Keyed seeds run at the quick and the full depth (`RUNLOG_KEYED_CRASH_SEEDS`),
+/// each at every boundary.
+const KEYED_SEEDS: (u64, u64) = (8, 24);
 
 /// Random keyed workloads: 60 steps, so several compactions write tables over
 /// a table; every boundary of every seed.
@@ -286,7 +297,7 @@ const KEYED_SEEDS: u64 = 24;
 fn keyed_random_workloads_every_boundary() {
     let started = Instant::now();
     let mut f = Figures::default();
-    let n = env_u64("RUNLOG_KEYED_CRASH_SEEDS", KEYED_SEEDS);
+    let n = depth::scaled("RUNLOG_KEYED_CRASH_SEEDS", KEYED_SEEDS.0, KEYED_SEEDS.1);
     let mut compactions = 0;
     for seed in 0..n {
         let steps = random_workload(seed ^ 0x6b65_7964, 60);
@@ -322,15 +333,18 @@ fn keyed_random_workloads_every_boundary() {
             ));
         }
     }
-    common::progress(format_args!(
-        "crash_enumeration: keyed random: {n} seeds, {compactions} compactions, {} boundaries, {} crash states ({} inside a table write, {} holding a table), {} during recovery, {:?}",
-        f.boundaries,
-        f.crash_states,
-        f.table_temps,
-        f.tables,
-        f.recovery_crash_states,
-        started.elapsed()
-    ));
+    depth::explored(
+        "crash_enumeration keyed random",
+        format_args!(
+            "{n} seeds, {compactions} compactions, {} boundaries, {} crash states ({} inside a table write, {} holding a table), {} during recovery, {:?}",
+            f.boundaries,
+            f.crash_states,
+            f.table_temps,
+            f.tables,
+            f.recovery_crash_states,
+            started.elapsed()
+        ),
+    );
     // Crashes did land inside table writes, and tables were recovered from.
     assert!(f.table_temps > 0 && f.tables > 0, "{f:?}");
     // ~640 boundaries and ~500 crash states per 60-step seed on average.

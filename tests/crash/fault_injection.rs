@@ -12,6 +12,7 @@
 //! disk at any operation of a compaction leaves the previous table snapshot in
 //! force, with the store still appending.
 use crate::common;
+use crate::depth;
 use common::crash::*;
 use common::keyed::{Tab, tab_model, tab_observe};
 use common::*;
@@ -365,14 +366,12 @@ fn model_state(values: &[u64]) -> LedgerState {
     model(values, 500)
 }
 
-/// Random single-threaded workloads of 30 steps (RUNLOG_FAULT_SEEDS, default 6).
+/// Random single-threaded workloads of 30 steps (`RUNLOG_FAULT_SEEDS`: 3 at the
+/// quick depth, 6 at the full one; tests/depth).
 #[test]
 fn every_fault_at_every_operation_of_random_workloads() {
     let started = Instant::now();
-    let n: u64 = std::env::var("RUNLOG_FAULT_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(6);
+    let n: u64 = depth::scaled("RUNLOG_FAULT_SEEDS", 3, 6);
     let (mut runs, mut injected) = (0, 0);
     for seed in 0..n {
         let steps: Vec<Step> = random_workload(seed, 30)
@@ -395,9 +394,12 @@ fn every_fault_at_every_operation_of_random_workloads() {
             ))),
         }
     }
-    eprintln!(
-        "fault injection, {n} random workloads: {runs} runs, {injected} faults injected, {:?}",
-        started.elapsed()
+    depth::explored(
+        "fault_injection random",
+        format_args!(
+            "{n} random workloads: {runs} runs, {injected} faults injected, {:?}",
+            started.elapsed()
+        ),
     );
 }
 

@@ -19,8 +19,10 @@
 //! open to its close, and syncs alone once its fsync covered its own). Then
 //! an I/O error at every operation of every step (each open, catch-up,
 //! append, `SHARED` write, fsync, mark) of sampled orders
-//! (`RUNLOG_CRASH_FSYNCGATE_ORDERS`, seeded by `RUNLOG_CRASH_SEED`).
+//! (`RUNLOG_CRASH_FSYNCGATE_ORDERS`: 8 at the quick depth, 24 at the full one;
+//! seeded by `RUNLOG_CRASH_SEED`).
 use crate::common;
+use crate::depth;
 use common::crash::*;
 use common::*;
 use runlog::engine::sim::{FailedFsync, Fault, FaultKind, Op, Persistence, SimFs, SimRng};
@@ -477,7 +479,7 @@ fn a_long_lived_writer_among_one_shot_writers_with_a_failed_fsync_keeps_every_ac
 
 #[test]
 fn an_io_error_at_every_operation_of_interleaved_writers_loses_no_acknowledged_record() {
-    let n = env_u64("RUNLOG_CRASH_FSYNCGATE_ORDERS", 24) as usize;
+    let n = depth::scaled("RUNLOG_CRASH_FSYNCGATE_ORDERS", 8, 24) as usize;
     let seed = env_u64("RUNLOG_CRASH_SEED", 0x05ee_df5c);
     let mut rng = SimRng::new(seed);
     // Every set of ends (sync, failed fsync, kill), every order; sampled.
@@ -521,9 +523,12 @@ fn an_io_error_at_every_operation_of_interleaved_writers_loses_no_acknowledged_r
             faults += 1;
         }
     }
-    eprintln!(
-        "fsyncgate_across_writers: {n} sampled orders (seed {seed:#x}), an I/O error at each of \
-         their {faults} operations, {runs} runs checked"
+    depth::explored(
+        "fsyncgate_across_writers EIO",
+        format_args!(
+            "{n} sampled orders (RUNLOG_CRASH_SEED={seed}), an I/O error at each of \
+             their {faults} operations, {runs} runs checked"
+        ),
     );
     assert!(
         faults as usize >= 20 * n,

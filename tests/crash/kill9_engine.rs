@@ -6,8 +6,9 @@
 //! is still recovering) or after its recovery (mid-append, often mid-snapshot),
 //! reopens, and checks that every acked seq holds its value, the state is exactly
 //! the model's fold, and a second recovery and a read-only load agree.
-//! `RUNLOG_KILL9_ITERS` (default 200) sets the iterations, `RUNLOG_KILL9_SEED` the seed.
+//! `RUNLOG_KILL9_ITERS` (100 at the quick depth, 1,000 at the full one: tests/depth) sets the iterations, `RUNLOG_KILL9_SEED` the seed.
 use crate::common;
+use crate::depth;
 use common::kill9;
 use common::*;
 use runlog::engine::{self, Codec, CompactionPolicy, Machine, Options, RealFs, Store, SyncPolicy};
@@ -152,7 +153,7 @@ fn check_store(
 
 #[test]
 fn kill9_soak() {
-    let iters = env_u64("RUNLOG_KILL9_ITERS", 200);
+    let iters = depth::scaled("RUNLOG_KILL9_ITERS", 100, 1000);
     let seed = kill9::seed();
     let mut rng = kill9::Rng(seed);
     let t = tempfile::tempdir().unwrap();
@@ -204,10 +205,13 @@ fn kill9_soak() {
             assert!(acked.is_empty(), "{what}");
         }
     }
-    eprintln!(
-        "kill9_soak: seed {seed}, {iters} kills, {total_acked} acked appends checked, \
-         {killed_before_open} kills before the open finished, {killed_compacting} during an \
-         explicit compaction"
+    depth::explored(
+        "kill9_soak",
+        format_args!(
+            "RUNLOG_KILL9_SEED={seed}, {iters} kills, {total_acked} acked appends checked, \
+             {killed_before_open} kills before the open finished, {killed_compacting} during an \
+             explicit compaction"
+        ),
     );
     assert!(total_acked > 0, "no child ever acknowledged an append");
 }

@@ -9,12 +9,13 @@
 //! streaming merge, which it counts), reopens, and checks that every
 //! acknowledged key holds its value, that the entry count and header agree with
 //! the recovered seq, and that `verify` finds every block clean.
-//! `RUNLOG_KILL9_KEYED_ITERS` (default 20; CI sets 100) sets the iterations:
+//! `RUNLOG_KILL9_KEYED_ITERS` (10 at the quick depth, 100 at the full one: tests/depth) sets the iterations:
 //! its own variable, because an iteration here rebuilds a 100k-entry table and
 //! costs many of `kill9_engine`'s, whose `RUNLOG_KILL9_ITERS` CI sets to 1,000.
 //! `RUNLOG_KILL9_SEED` sets the seed, `RUNLOG_KILL9_ENTRIES` (default 100,000) the
 //! table's size.
 use crate::common;
+use crate::depth;
 use common::{Rejected, env_u64, kill9};
 use runlog::engine::{
     self, ApplyError, Codec, CompactionPolicy, Keyed, KeyedMachine, KeyedState, Options, RealFs,
@@ -150,7 +151,7 @@ fn check(dir: &Path, iter: u64, acked: &[(u64, u64)], entries: u64, what: &str) 
 
 #[test]
 fn kill9_keyed_soak() {
-    let iters = env_u64("RUNLOG_KILL9_KEYED_ITERS", 20);
+    let iters = depth::scaled("RUNLOG_KILL9_KEYED_ITERS", 10, 100);
     let entries = env_u64("RUNLOG_KILL9_ENTRIES", 100_000);
     let seed = kill9::seed();
     let mut rng = kill9::Rng(seed);
@@ -200,9 +201,12 @@ fn kill9_keyed_soak() {
         total_acked += acked.len();
         check(&dir, iter, &acked, entries, &what);
     }
-    eprintln!(
-        "kill9_keyed_soak: seed {seed}, {entries} entries, {iters} kills, {total_acked} acked \
-         appends checked, {compactions} compactions finished, {killed_compacting} kills during a compaction"
+    depth::explored(
+        "kill9_keyed_soak",
+        format_args!(
+            "RUNLOG_KILL9_SEED={seed}, {entries} entries, {iters} kills, {total_acked} acked \
+             appends checked, {compactions} compactions finished, {killed_compacting} kills during a compaction"
+        ),
     );
     assert!(total_acked > 0, "no child ever acknowledged an append");
 }
