@@ -85,7 +85,7 @@ fn python_package_builds_and_passes_pytest() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     // The full depth builds the wheel as a user's `pip install ./python` does:
     // release, in a target directory of its own. The quick one builds it with
-    // the `test` profile in the target directory this test was built in, where
+    // the dev profile in the target directory this test was built in, where
     // `cargo test` already compiled the dependencies (about 20 crates are left
     // to compile, not 210 in release; cargo holds no lock while tests run).
     let full = depth::full();
@@ -100,7 +100,9 @@ fn python_package_builds_and_passes_pytest() {
                     .unwrap_or_else(|| repo.join("target"))
             }
         });
-    let profile = if full { "release" } else { "test" };
+    // `dev`, not `test`: `cargo rustc --profile test` would build the module
+    // as a test harness. The dev profile is the test profile's (Cargo.toml).
+    let profile = if full { "release" } else { "dev" };
     let dist = tempfile::tempdir().expect("temp dir");
 
     // Through the package's PEP 517 backend, as `pip install ./python` builds

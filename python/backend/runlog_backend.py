@@ -64,9 +64,9 @@ def _root_manifest():
 
 def _profile():
     """The cargo profile: `release`, unless `RUNLOG_WHEEL_PROFILE` names another
-    (this repository's quick test suite builds its wheel with `test`, the
-    profile whose dependencies `cargo test` already compiled; maturin is then
-    given the same with `MATURIN_PEP517_ARGS="--profile test"`)."""
+    (this repository's quick test suite builds its wheel with `dev`, whose
+    dependencies `cargo test` already compiled; maturin is then given the
+    same with `MATURIN_PEP517_ARGS="--profile dev"`)."""
     return os.environ.get("RUNLOG_WHEEL_PROFILE") or "release"
 
 
