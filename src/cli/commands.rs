@@ -371,8 +371,14 @@ fn start(
 
 /// `item`: open items, printing the ids they were given.
 fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> {
-    let v = Json::parse_limited(text).map_err(invalid)?;
-    let items = items_from_json(v).map_err(invalid)?;
+    // A refusal shows the shape expected, with an example to copy.
+    let shape = |why: String| {
+        invalid(format!(
+            "{why}; an item is a JSON object (or an array of objects), e.g. runlog item {run} '{{\"finding\":\"flaky test\"}}'"
+        ))
+    };
+    let v = Json::parse_limited(text).map_err(shape)?;
+    let items = items_from_json(v).map_err(shape)?;
     let n = items.len() as u64;
     let c = Change::Items { items };
     // `nextItem` holds the last id handed out: the new ones end there.

@@ -19,6 +19,7 @@ mod cli_errors_in_runlogs_words;
 mod cli_fault_soak;
 mod cli_get_unit;
 mod cli_help;
+mod cli_item_refusal_shows_the_shape;
 mod cli_lock_wait_visible;
 mod cli_many_writers_kill9;
 mod cli_nothing_silent;
