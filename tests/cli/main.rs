@@ -26,6 +26,7 @@ mod cli_nothing_silent;
 mod cli_output_consistent;
 mod cli_parallel_writers;
 mod cli_readers_live;
+mod cli_rebuild_damaged_says_next_step;
 mod cli_refusals;
 mod cli_resume_set;
 mod cli_run_ids;
