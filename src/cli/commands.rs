@@ -564,10 +564,11 @@ fn rebuild_next_step(runs: &Runs, id: &str) -> String {
     let dir = runs
         .run_dir(id)
         .map_or_else(|_| id.to_string(), |d| d.display().to_string());
-    let remote = runs
-        .run_dir(id)
-        .ok()
-        .and_then(|d| runlog::remote::RemoteConfig::read(&RealFs, &d).ok().flatten());
+    let remote = runs.run_dir(id).ok().and_then(|d| {
+        runlog::remote::RemoteConfig::read(&RealFs, &d)
+            .ok()
+            .flatten()
+    });
     let copy = match remote {
         Some(r) => format!(
             "this run ships to {url}: move {dir} out of the runs root (keep it: it holds the damaged bytes), then `runlog restore {id} --remote {url}`",

@@ -13,7 +13,10 @@ fn item_refusal_shows_the_expected_shape_and_a_working_example() {
     for (given, why) in [
         ("not json", "invalid JSON"),
         ("\"a string\"", "must be a JSON object"),
-        ("[1, 2]", "every element of an item array must be a JSON object"),
+        (
+            "[1, 2]",
+            "every element of an item array must be a JSON object",
+        ),
     ] {
         let before = tree_bytes_but_locks(root);
         let o = runlog(root, &["item", "r1", given]);

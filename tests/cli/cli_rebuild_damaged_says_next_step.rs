@@ -52,7 +52,10 @@ fn rebuild_refused_with_next_step(root: &Path, run: &str) -> String {
 fn rebuild_of_a_damaged_run_says_to_verify_then_restore_from_a_backup() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    ok(root, &["init", "--id", "r1", "--task", "t", "--units", "a,b,c"]);
+    ok(
+        root,
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b,c"],
+    );
     for u in ["a", "b", "c"] {
         ok(root, &["unit", "r1", u, "done"]);
     }
@@ -73,7 +76,10 @@ fn rebuild_of_a_damaged_shipped_run_names_its_remote_and_the_restore_works() {
     let remote = d.path().join("remote");
     std::fs::create_dir_all(&remote).unwrap();
     let url = format!("file://{}", remote.display());
-    ok(&root, &["init", "--id", "r1", "--task", "t", "--units", "a,b,c"]);
+    ok(
+        &root,
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b,c"],
+    );
     ok(&root, &["remote", "attach", "r1", &url]);
     for u in ["a", "b", "c"] {
         ok(&root, &["unit", "r1", u, "done"]);
