@@ -30,6 +30,15 @@ import zipfile
 
 import maturin as _maturin
 
+# maturin's CLI warns "`build-backend` in pyproject.toml is not set to
+# `maturin`, packaging tools such as pip will not use maturin to build this
+# project" whenever the name there is not literally "maturin", once per hook
+# (so twice in `pip install -v ./python`: metadata, then the wheel). Here it is
+# false: this backend *is* maturin's, wrapped. maturin reads this variable to
+# skip that one check (and nothing else), so every other line it prints,
+# errors included, still shows. Set for the maturin processes the hooks start.
+os.environ.setdefault("MATURIN_NO_MISSING_BUILD_BACKEND_WARNING", "1")
+
 # maturin's hooks that need nothing added.
 build_sdist = _maturin.build_sdist
 get_requires_for_build_sdist = _maturin.get_requires_for_build_sdist

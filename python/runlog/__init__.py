@@ -30,6 +30,8 @@ from ._errors import (
 from ._types import PhaseStatus, RunStatus, UnitStatus
 from ._runlog import (
     CHECKPOINT_DISCARDED,
+    RUN_FINISHED_STARTED_FRESH,
+    START_ARGS_IGNORED,
     Counts,
     Names,
     NamesIter,
@@ -74,6 +76,8 @@ __all__ = [
     "BatchError",
     "CheckpointDiscarded",
     "CHECKPOINT_DISCARDED",
+    "RUN_FINISHED_STARTED_FRESH",
+    "START_ARGS_IGNORED",
     "drive",
     "DriveSummary",
     "output",

@@ -106,8 +106,28 @@ class BatchError(Error):
 
 
 class CheckpointDiscarded(UserWarning):
-    """Issued by ``Runs.start`` when the live run's fingerprint differed: the old
-    run was archived and a fresh one started (code ``CHECKPOINT_DISCARDED``)."""
+    """Issued by ``Runs.start`` for each warning it has (also in ``run.warnings``):
+    the live run's fingerprint differed, so the old run was archived and a
+    fresh one started (``CHECKPOINT_DISCARDED``); a finished run was archived
+    and a fresh one started, every unit to be done again
+    (``RUN_FINISHED_STARTED_FRESH``); or what ``start`` was given differs from
+    the live run it resumed and was ignored (``START_ARGS_IGNORED``).
+
+    The message starts with the code (``"RUN_FINISHED_STARTED_FRESH: run …"``),
+    as the CLI prints ``runlog: warning CODE: …``. Attributes: ``code``,
+    ``changed`` (the fingerprint parts or arguments that differ) and
+    ``archived_to`` (where the old run was moved, or "")."""
+
+    code: str
+    changed: List[str]
+    archived_to: str
+
+    def __init__(self, message: str = "", code: str = "CHECKPOINT_DISCARDED",
+                 changed: Optional[List[str]] = None, archived_to: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.changed = list(changed or [])
+        self.archived_to = archived_to
 
 for _cls in (Error, Refused, NotFound, Corrupt, Tampered, Locked, Fenced, BatchError,
              CheckpointDiscarded):

@@ -7,6 +7,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from ._types import PhaseStatus, RunStatus, UnitStatus
 
 CHECKPOINT_DISCARDED: str
+RUN_FINISHED_STARTED_FRESH: str
+START_ARGS_IGNORED: str
 
 _Path = Union[str, "os.PathLike[str]"]
 _UnitEntry = Union[

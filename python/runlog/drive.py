@@ -29,6 +29,14 @@ Exactly-once outputs (see docs/GUIDE.md, "Driving a cluster"):
   its workers' outputs stay orphans. ``gc_outputs`` deletes orphans.
 * ``output()`` reads a unit's committed result and checks its length and
   digest (``runlog.Corrupt`` naming the object otherwise).
+
+Where the drive stands is recorded in the run, as the phase ``runlog.drive``
+(views tell a stopped drive from a working one by it; ``runlog ui`` lists
+such a run first, as needing attention): ``running`` while a drive works,
+``done`` once every unit is, and ``blocked`` when it returned with units
+blocked (their retries used up): the run stays open, so that they can be set
+``pending`` once their cause is fixed and the same call made again (it sets
+the phase back to ``running``). ``DriveSummary.state`` says the same.
 """
 
 import concurrent.futures as _cf
@@ -53,8 +61,11 @@ __all__ = ["drive", "DriveSummary", "output", "gc_outputs", "output_name"]
 INLINE_LIMIT = 4096
 #: The longest output ``output()`` reads back (and a create-only put re-reads).
 MAX_OUTPUT_LEN = 1 << 32
-#: The phase a drive writes only to learn whether it was fenced (see ``probe_fenced``).
-PROBE_PHASE = "runlog.drive"
+#: The phase that records where the drive stands (``running``, ``done``, or
+#: ``blocked``: returned with units blocked), also written to learn whether
+#: it was fenced (see ``probe_fenced``).
+PHASE = "runlog.drive"
+PROBE_PHASE = PHASE
 #: The longest error text kept in a unit's note.
 MAX_ERROR_CHARS = 2000
 
@@ -135,6 +146,21 @@ class DriveSummary:
         return self.done == self.units
 
     @property
+    def needs_attention(self) -> bool:
+        """Units are blocked (their retries used up): the drive stopped short,
+        and recorded so in the run (phase ``runlog.drive`` ``blocked``)."""
+        return bool(self.blocked)
+
+    @property
+    def state(self) -> str:
+        """``"complete"`` (every unit done), ``"needs_attention"`` (units
+        blocked; the run stays open, its phase ``runlog.drive`` ``blocked``),
+        else ``"incomplete"``."""
+        if self.complete:
+            return "complete"
+        return "needs_attention" if self.needs_attention else "incomplete"
+
+    @property
     def rate(self) -> float:
         """Units done by this call per second."""
         return self.done_now / self.seconds if self.seconds > 0 else 0.0
@@ -152,6 +178,12 @@ class DriveSummary:
             lines.append("  blocked %s: %s" % (name, err.splitlines()[0] if err else ""))
         if len(self.blocked) > 10:
             lines.append("  … and %d more blocked" % (len(self.blocked) - 10))
+        if self.needs_attention:
+            lines.append(
+                "  needs attention: %d unit(s) blocked, recorded in the run (phase %s "
+                "blocked); it stays open: fix the cause, set them pending "
+                "(`runlog unit %s UNIT pending`) and drive again"
+                % (len(self.blocked), PHASE, self.run_id))
         return "\n".join(lines)
 
 
@@ -330,6 +362,8 @@ class _Coordinator:
 
     def _go(self) -> DriveSummary:
         self.load()
+        if self.ready:  # work to do (a call with none writes nothing here)
+            self.mark("running")
         results: List[tuple] = []
         try:
             while self.ready or self.in_flight or results:
@@ -476,6 +510,12 @@ class _Coordinator:
         except Error:
             pass
 
+    def mark(self, status: str) -> None:
+        """Records where the drive stands as the phase ``runlog.drive`` (one
+        write, only when it changes)."""
+        if self.run.status().phases.get(PHASE) != status:
+            self.run.phase(PHASE, status)
+
     def summary(self) -> DriveSummary:
         done = self.done_before + self.done_now
         dep_blocked = sum(1 for u, k in self.remaining.items()
@@ -485,6 +525,10 @@ class _Coordinator:
                          resubmitted=self.resubmitted, failed_attempts=self.failed,
                          blocked=dict(self.blocked), dep_blocked=dep_blocked,
                          seconds=time.monotonic() - self.t0)
+        if s.needs_attention:
+            self.mark("blocked")
+        elif s.complete:
+            self.mark("done")
         show = self.print_summary
         if show is None:
             show = sys.stdout.isatty()

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use runlog::engine;
 use runlog::remote::RemoteError;
-use runlog::run::RunError;
+use runlog::run::{self, RunError};
 
 static CLASSES: [PyOnceLock<Py<PyAny>>; 8] = [const { PyOnceLock::new() }; 8];
 const NAMES: [&str; 8] = [
@@ -105,4 +105,35 @@ static DISCARDED: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 /// The `CheckpointDiscarded` warning category.
 pub fn discarded(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
     DISCARDED.import(py, "runlog._errors", "CheckpointDiscarded")
+}
+
+/// The text of a warning of `Runs.start`: `CODE: message`, with the command
+/// that brings a finished run back, as the CLI prints it (`runlog: warning
+/// CODE: …`, src/cli/commands.rs `warn_all`); the wheel ships that CLI.
+pub fn started_text(w: &run::Warning) -> String {
+    let archived = std::path::Path::new(&w.archived_to).file_name();
+    match archived {
+        Some(name) if w.code == run::Warning::RUN_FINISHED_STARTED_FRESH => format!(
+            "{}: {}; `runlog archive restore {}` brings it back",
+            w.code,
+            w.message,
+            name.to_string_lossy()
+        ),
+        _ => format!("{}: {}", w.code, w.message),
+    }
+}
+
+/// Issues `w` as a `CheckpointDiscarded` warning whose message is
+/// [`started_text`] and whose `code`, `changed` and `archived_to` are the
+/// library's (so a filter or `-W error` sees which warning it is).
+pub fn warn_started(py: Python<'_>, w: &run::Warning) -> PyResult<()> {
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("code", &w.code)?;
+    kwargs.set_item("changed", w.changed.clone())?;
+    kwargs.set_item("archived_to", &w.archived_to)?;
+    let warning = discarded(py)?.call((started_text(w),), Some(&kwargs))?;
+    // stacklevel 1: the Python frame that called `Runs.start`.
+    py.import("warnings")?
+        .call_method1("warn", (warning, py.None(), 1))?;
+    Ok(())
 }

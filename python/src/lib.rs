@@ -36,5 +36,13 @@ fn _runlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "CHECKPOINT_DISCARDED",
         runlog::run::Warning::CHECKPOINT_DISCARDED,
     )?;
+    m.add(
+        "RUN_FINISHED_STARTED_FRESH",
+        runlog::run::Warning::RUN_FINISHED_STARTED_FRESH,
+    )?;
+    m.add(
+        "START_ARGS_IGNORED",
+        runlog::run::Warning::START_ARGS_IGNORED,
+    )?;
     Ok(())
 }

@@ -117,7 +117,7 @@ impl Run {
         self.resumed
     }
 
-    /// Warnings from `Runs.start` (`StartWarning`, code `CHECKPOINT_DISCARDED`).
+    /// Warnings from `Runs.start` (`StartWarning`: its `code`, e.g. `CHECKPOINT_DISCARDED` or `RUN_FINISHED_STARTED_FRESH`).
     #[getter]
     fn warnings(&self, py: Python<'_>) -> Vec<Py<StartWarning>> {
         self.warnings.iter().map(|w| w.clone_ref(py)).collect()

@@ -12,7 +12,6 @@ use pyo3::types::PyDict;
 use runlog::engine::{Error, Integrity, Key, SyncPolicy, VerifyReport};
 use runlog::run::{self, InitSpec, Launch, RunError};
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -164,7 +163,9 @@ impl Runs {
     /// Restore-or-create run `id`. The live run is restored when its
     /// fingerprint equals `fingerprint`; when it differs the old run is
     /// archived, a fresh one started, and a `CheckpointDiscarded` warning
-    /// issued (also in `run.warnings`). A finished run starts fresh.
+    /// issued (also in `run.warnings`). A finished run starts fresh (warning
+    /// `RUN_FINISHED_STARTED_FRESH`). Each warning's message starts with its
+    /// code, and `.code` holds it, as the CLI prints `warning CODE: …`.
     /// Returns the `Run`, open for writing (`run.resumed` says which).
     #[pyo3(signature = (id, *, task=String::new(), units=None, deps=None, fingerprint=None, launch=None))]
     #[allow(clippy::too_many_arguments)]
@@ -181,12 +182,9 @@ impl Runs {
         let spec = spec("start", id, task, units, deps, fingerprint, launch)?;
         let runs = self.inner.clone();
         let started = py.detach(move || runs.start(spec)).py_err()?;
-        let category = errors::discarded(py)?;
         let mut warnings = Vec::new();
         for w in &started.warnings {
-            let msg = CString::new(w.message.replace('\0', " "))
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            PyErr::warn(py, category, &msg, 1)?;
+            errors::warn_started(py, w)?;
         }
         for w in started.warnings {
             warnings.push(Py::new(py, StartWarning::from(w))?);

@@ -2,6 +2,7 @@
 
 import datetime
 import os
+import warnings
 
 import pytest
 
@@ -220,6 +221,36 @@ def test_start_restores_same_fingerprint_and_warns_on_change(runs):
     assert w.changed == ["v"] and os.path.isdir(w.archived_to)
     assert run.unit_status("a").status is UnitStatus.PENDING
     run.close()
+
+
+def test_a_finished_run_started_again_warns_with_its_code_as_the_cli_does(runs):
+    """The warning carries the library's code (RUN_FINISHED_STARTED_FRESH), in
+    its message and as ``.code``, and the command that brings the old run back,
+    as `runlog start` prints it; with -W error it is raised, code and all."""
+    with runs.start("f", units=["a"]) as run:
+        run.unit("a", "done")
+        run.finalize("done")
+    with pytest.warns(runlog.CheckpointDiscarded) as caught:
+        run = runs.start("f", units=["a"])
+    (w,) = [c.message for c in caught]
+    (sw,) = run.warnings
+    run.close()
+    assert w.code == sw.code == runlog.RUN_FINISHED_STARTED_FRESH == "RUN_FINISHED_STARTED_FRESH"
+    assert str(w).startswith("RUN_FINISHED_STARTED_FRESH: run f had finished (done); "), str(w)
+    name = os.path.basename(sw.archived_to)
+    assert str(w).endswith("; `runlog archive restore %s` brings it back" % name), str(w)
+    assert w.archived_to == sw.archived_to and os.path.isdir(w.archived_to)
+    assert w.changed == []
+
+    with runs.start("f", units=["a"]) as run:
+        run.unit("a", "done")
+        run.finalize("done")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", runlog.CheckpointDiscarded)
+        with pytest.raises(runlog.CheckpointDiscarded) as raised:
+            runs.start("f", units=["a"])
+    assert raised.value.code == "RUN_FINISHED_STARTED_FRESH"
+    assert str(raised.value).startswith("RUN_FINISHED_STARTED_FRESH: ")
 
 
 def test_launch_descriptor(runs):

@@ -96,6 +96,42 @@ def test_a_failure_is_retried_then_the_unit_blocked(tmp_path, root, shared_pool)
     assert json.loads(runlog.Runs(root).get("d2").unit_status("u004").note)["failures"] == 4
 
 
+def test_a_drive_left_with_blocked_units_records_it_in_the_run_and_says_so(tmp_path, root,
+                                                                          shared_pool):
+    """Returning with units blocked, drive marks the run (phase runlog.drive
+    blocked: `runlog ui` lists it as needing attention), keeps it open, and
+    says so (DriveSummary.state, its text); a call with nothing to do writes
+    nothing; once the unit is set pending and the drive completes, the phase
+    is done."""
+    units = names(4)
+    deps = {"u003": ["u002"]}
+    fn = functools.partial(work.picky, str(tmp_path), {"u002"}, set())
+    s = runlog.drive(root, "d9", fn, units, deps=deps, executor=shared_pool, retries=1)
+    assert set(s.blocked) == {"u002"} and s.dep_blocked == 1
+    assert s.state == "needs_attention" and s.needs_attention and not s.complete
+    text = str(s)
+    assert "needs attention: 1 unit(s) blocked" in text, text
+    assert "phase runlog.drive blocked" in text and "`runlog unit d9 UNIT pending`" in text, text
+    st = runlog.Runs(root).get("d9").status()
+    assert st.phases == {"runlog.drive": runlog.PhaseStatus.BLOCKED}
+    assert not st.closed and st.status is runlog.RunStatus.RUNNING
+
+    # Again, with the unit still blocked: nothing to submit, nothing written.
+    s = runlog.drive(root, "d9", fn, units, deps=deps, executor=shared_pool, retries=1)
+    assert s.state == "needs_attention" and s.done_now == 0
+    again = runlog.Runs(root).get("d9").status()
+    assert again.updated_at == st.updated_at and again.phases == st.phases
+
+    # The cause fixed, the unit set pending: the drive completes, and says so.
+    with runlog.Runs(root).open("d9") as run:
+        run.unit("u002", "pending", note="disk replaced")
+    good = functools.partial(work.picky, str(tmp_path), set(), set())
+    s = runlog.drive(root, "d9", good, units, deps=deps, executor=shared_pool, retries=1)
+    assert s.state == "complete" and s.done_now == 2 and not s.needs_attention
+    assert "needs attention" not in str(s)
+    assert runlog.Runs(root).get("d9").status().phases == {"runlog.drive": "done"}
+
+
 def test_bytes_go_to_outputs_and_reading_checks_the_digest(tmp_path, root, shared_pool):
     store = (tmp_path / "objects").as_uri()
     units = names(8)

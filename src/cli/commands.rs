@@ -371,8 +371,14 @@ fn start(
 
 /// `item`: open items, printing the ids they were given.
 fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> {
-    let v = Json::parse_limited(text).map_err(invalid)?;
-    let items = items_from_json(v).map_err(invalid)?;
+    // A refusal shows the shape expected, with an example to copy.
+    let shape = |why: String| {
+        invalid(format!(
+            "{why}; an item is a JSON object (or an array of objects), e.g. runlog item {run} '{{\"finding\":\"flaky test\"}}'"
+        ))
+    };
+    let v = Json::parse_limited(text).map_err(shape)?;
+    let items = items_from_json(v).map_err(shape)?;
     let n = items.len() as u64;
     let c = Change::Items { items };
     // `nextItem` holds the last id handed out: the new ones end there.
@@ -513,7 +519,15 @@ fn resume(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
 /// `rebuild`: the snapshot rebuilt from the log.
 fn rebuild(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     let id = runs.resolve(run)?;
-    let (rec, c) = with_lock_notice(runs, |r| r.rebuild_snapshot(&id))?;
+    let (rec, c) = match with_lock_notice(runs, |r| r.rebuild_snapshot(&id)) {
+        Ok(done) => done,
+        Err(e) if is_damage(&e) => {
+            eprintln!("runlog: {}", super::report(&e));
+            eprintln!("runlog: {}", rebuild_next_step(runs, &id));
+            return Ok(EXIT_FAILED);
+        }
+        Err(e) => return Err(e),
+    };
     if json {
         let v = json!({
             "id": id,
@@ -535,6 +549,38 @@ fn rebuild(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
         ))?;
     }
     Ok(EXIT_DONE)
+}
+
+/// Damage in a run's files that its open refuses: corruption or a failed tag.
+fn is_damage(e: &RunError) -> bool {
+    matches!(e, RunError::Engine { source, .. } if source.is_corrupt() || source.is_tampered())
+}
+
+/// What to do about a run `rebuild` found damaged (docs/CLI.md, `rebuild`):
+/// rebuild drops a torn tail only, and nothing repairs damage below it, so
+/// the run comes back from a copy: its remote when it ships to one (`restore`
+/// needs the damaged directory out of the way), else a backup.
+fn rebuild_next_step(runs: &Runs, id: &str) -> String {
+    let dir = runs
+        .run_dir(id)
+        .map_or_else(|_| id.to_string(), |d| d.display().to_string());
+    let remote = runs.run_dir(id).ok().and_then(|d| {
+        runlog::remote::RemoteConfig::read(&RealFs, &d)
+            .ok()
+            .flatten()
+    });
+    let copy = match remote {
+        Some(r) => format!(
+            "this run ships to {url}: move {dir} out of the runs root (keep it: it holds the damaged bytes), then `runlog restore {id} --remote {url}`",
+            url = r.url
+        ),
+        None => format!(
+            "from a backup of {dir}, if there is one (move the damaged directory out of the runs root first, and keep it: it holds the damaged bytes)"
+        ),
+    };
+    format!(
+        "rebuild repairs only a torn tail (the last record a crash left unfinished); this damage is not one, no command repairs it, and nothing was modified. Next: `runlog verify {id}` shows where every damaged record is; then bring the run back from a copy: {copy}"
+    )
 }
 
 /// `compact`: a full snapshot now.

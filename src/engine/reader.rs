@@ -62,6 +62,14 @@ impl<'a> Reader<'a> {
         Reader { key, ..self }
     }
 
+    /// Whether a writer holds the store's lock (`LOCK`) right now: a look, as
+    /// a reader takes at a bad frame at the end of the log (FORMAT.md §5.6,
+    /// [`Vfs::lock_busy`]), which never waits and writes nothing. `false`
+    /// when the filesystem cannot tell, or the store has no `LOCK` file.
+    pub fn writer_active(&self) -> bool {
+        self.vfs.lock_busy(&self.dir.join(super::format::LOCK_FILE))
+    }
+
     /// The store's state, as a writer's open would recover it, and what
     /// recovery found.
     ///

@@ -27,6 +27,7 @@ mod error;
 mod fingerprint;
 mod follow;
 mod handle;
+mod health;
 mod id;
 mod json;
 mod machine;
@@ -50,6 +51,7 @@ sim_pub_use!(doc::SCHEMA_VERSION);
 pub use error::{Result, RunError};
 pub use follow::UnitsChanged;
 pub use handle::{Claim, Run};
+pub use health::{Assessment, Health, IDLE_AFTER};
 pub use json::Json;
 #[cfg(feature = "sim")]
 #[doc(hidden)]

@@ -8,6 +8,7 @@
 use super::clock::{Clock, SystemClock, parse_rfc3339};
 use super::doc::{RunDoc, RunStatus, Unit};
 use super::error::{Result, RunError};
+use super::health::Assessment;
 use super::id::{check_run_id, is_archive_name};
 use super::machine::RunKeyed;
 use super::view::RunRead;
@@ -314,6 +315,25 @@ impl Runs {
             Err(engine::Error::NotFound { .. }) => Err(self.not_found(id)),
             Err(e) => Err(RunError::engine(id, e)),
         }
+    }
+
+    /// Whether a writer holds run `id`'s lock right now (a look that never
+    /// waits and writes nothing: [`engine::Reader::writer_active`]): a
+    /// long-lived writer (`runlog serve`, `apply`, an open `Run`) holds it
+    /// between its changes, a one-shot one only while it writes.
+    pub fn writer_active(&self, id: &str) -> Result<bool> {
+        let dir = self.run_dir(id)?;
+        Ok(engine::Reader::new(self.vfs.as_ref(), &dir).writer_active())
+    }
+
+    /// The health of run `id` as `read` shows it, at `now_ms` (ms since the
+    /// epoch): [`Assessment::of`], looking at its writer lock only when that
+    /// decides it.
+    pub fn health(&self, read: &RunRead, now_ms: i64) -> Assessment {
+        let view = read.view();
+        Assessment::of(view.header(), &view.counts(), now_ms, || {
+            self.writer_active(read.id()).unwrap_or(false)
+        })
     }
 
     /// Checks every file of run `id` (exact) without a lock and without

@@ -15,7 +15,7 @@
 
 use super::follow::{Follower, Step};
 use super::lists::{self, ListSet};
-use runlog::run::{RunDoc, RunError, RunRead, RunView, Runs};
+use runlog::run::{Assessment, Health, RunDoc, RunError, RunRead, RunView, Runs};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -70,13 +70,43 @@ pub fn rate_since_start(d: &RunDoc, done: u64, now_ms: i64) -> Option<f64> {
 }
 
 /// The rate to show and where it comes from: the one measured over the
-/// last minute (`"lastMinute"`), else the average since the run started
-/// (`"sinceStart"`).
-pub fn shown_rate(measured: Option<f64>, d: &RunDoc, done: u64) -> (Option<f64>, &'static str) {
+/// last minute (`"lastMinute"`); else, for a live run that has not changed
+/// for the whole window, 0 over the last minute (every change, a unit done
+/// included, moves the header's `updatedAt`, so none was done in it); else
+/// the average since the run started (`"sinceStart"`). So a stalled run's
+/// first paint shows no rate from its better days, and no ETA from it.
+pub fn shown_rate(
+    measured: Option<f64>,
+    d: &RunDoc,
+    done: u64,
+    now_ms: i64,
+) -> (Option<f64>, &'static str) {
+    let quiet = runlog::run::SystemClock::parse_rfc3339(&d.updated_at)
+        .is_some_and(|t| now_ms - t >= RATE_WINDOW.as_millis() as i64);
     match measured {
         Some(r) => (Some(r), "lastMinute"),
-        None => (rate_since_start(d, done, now_ms()), "sinceStart"),
+        None if quiet && !d.is_closed() => (Some(0.0), "lastMinute"),
+        None => (rate_since_start(d, done, now_ms), "sinceStart"),
     }
+}
+
+/// The ETA (seconds) of a run with `open` units not done at `rate`: only for
+/// a run running as expected ([`Health::Running`]) that is moving; an idle
+/// or stalled run, or a finalized one, has none.
+pub fn eta(rate: Option<f64>, open: u64, health: &Assessment) -> Option<f64> {
+    rate.filter(|r| *r > 0.0 && health.health == Health::Running)
+        .map(|r| open as f64 / r)
+}
+
+/// A run's health as the pages show it: `health`, `healthWhy`, `writer`.
+pub fn health_json(h: &Assessment) -> serde_json::Value {
+    serde_json::json!({
+        "health": h.health,
+        "why": h.why,
+        "quietMs": h.quiet_ms,
+        "writer": h.writer,
+        "trouble": h.health.is_trouble(),
+    })
 }
 
 /// Adds a sample (at most one a second) and drops those past the window.
@@ -125,9 +155,11 @@ pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Va
 /// The summary of a run a page shows and each live update carries: header,
 /// counts, rate, ETA, phases, budgets, items, fingerprint. Costs the same at
 /// any run size: no unit is read.
+#[allow(clippy::too_many_arguments)]
 pub fn summary(
     view: &RunView<'_>,
     seq: u64,
+    health: &Assessment,
     rate: Option<f64>,
     remote: Option<&serde_json::Value>,
     lists: Option<&ListSet>,
@@ -136,11 +168,8 @@ pub fn summary(
 ) -> serde_json::Value {
     let d = view.header();
     let c = view.counts();
-    let (rate, rate_from) = shown_rate(rate, d, c.done);
-    let eta = rate
-        .filter(|r| *r > 0.0)
-        .map(|r| c.open() as f64 / r)
-        .filter(|_| !d.is_closed());
+    let (rate, rate_from) = shown_rate(rate, d, c.done, now_ms());
+    let eta = eta(rate, c.open(), health);
     let mut budgets: Vec<_> = d.budgets.iter().collect();
     // Exhausted ones first, then by name.
     budgets.sort_by_key(|(n, b)| (!b.is_exhausted(), n.as_str()));
@@ -181,6 +210,7 @@ pub fn summary(
         "rate": rate,
         "rateFrom": rate_from,
         "etaSecs": eta,
+        "health": health_json(health),
         "phases": phases,
         "budgets": budgets,
         "openItems": {"total": d.open_items.len(), "shown": items},
@@ -338,7 +368,8 @@ impl Watchers {
         }
         let read = self.runs.read_run(id)?;
         let seq = read.recovery().last_seq;
-        let first = summary(&read.view(), seq, None, None, None, false, None).to_string();
+        let health = self.runs.health(&read, now_ms());
+        let first = summary(&read.view(), seq, &health, None, None, None, false, None).to_string();
         drop(read);
         let w = Arc::new(Watcher::new(id, first, seq));
         {
@@ -445,6 +476,7 @@ fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher
                     summary(
                         &view,
                         seq,
+                        &runs.health(&read, now_ms()),
                         rate_of(&samples),
                         remote.as_ref(),
                         lists.as_deref(),

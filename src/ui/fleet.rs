@@ -1,6 +1,8 @@
 //! The runs page: every run under the root with its status, task, progress,
 //! rate over the last minute, ETA, last change and remote lag; finished and
-//! archived runs apart. Each run costs one lock-free read of its header and
+//! archived runs apart. Each run's health ([`runlog::run::Health`]: needs
+//! attention, failed, idle, running, done) orders the lists, trouble first,
+//! then the newest change first; only a running run has an ETA. Each run costs one lock-free read of its header and
 //! counts. The page asks every [`REFRESH_EVERY`]; a snapshot younger than
 //! that is served as it is, so any number of pages cost one refresh. The rate
 //! is measured by this view between refreshes (it has no earlier history):
@@ -8,7 +10,9 @@
 //! run's average since it started (its done count over its age, from the
 //! header: no unit read), marked as such (`rateFrom`).
 
-use super::feed::{RATE_WINDOW, lock, now_ms, rate_of, remote_part, sample, shown_rate};
+use super::feed::{
+    RATE_WINDOW, eta, health_json, lock, now_ms, rate_of, remote_part, sample, shown_rate,
+};
 use runlog::run::{RunError, Runs};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -69,9 +73,12 @@ impl Fleet {
         // Forget what belongs to runs no longer there.
         lock(&self.samples).retain(|k, _| seen.contains(k));
         lock(&self.remotes).retain(|k, _| seen.contains(k));
+        // Trouble first (needs attention, failed, idle: `Health::rank`), then
+        // the newest change first.
         rows.sort_by(|a, b| {
+            let rank = |r: &serde_json::Value| r["rank"].as_u64().unwrap_or(0);
             let k = |r: &serde_json::Value| r["updatedAt"].as_str().unwrap_or("").to_string();
-            k(b).cmp(&k(a))
+            rank(a).cmp(&rank(b)).then_with(|| k(b).cmp(&k(a)))
         });
         let total = rows.len();
         rows.truncate(MAX_LISTED);
@@ -103,9 +110,10 @@ impl Fleet {
         let read = match runs.read_run(id) {
             Ok(r) => r,
             Err(e) => {
+                // An unreadable run is trouble: listed first.
                 return serde_json::json!({
                     "id": id, "error": runlog::engine::ErrorChain(&e).to_string(),
-                    "closed": false, "updatedAt": "",
+                    "closed": false, "updatedAt": "", "rank": 0,
                 });
             }
         };
@@ -119,10 +127,10 @@ impl Fleet {
             sample(s, now, c.done);
             rate_of(s)
         };
-        let (rate, rate_from) = shown_rate(rate, d, c.done);
-        let eta = rate
-            .filter(|r| *r > 0.0 && !d.is_closed())
-            .map(|r| c.open() as f64 / r);
+        let now_ms = now_ms();
+        let health = runs.health(&read, now_ms);
+        let (rate, rate_from) = shown_rate(rate, d, c.done, now_ms);
+        let eta = eta(rate, c.open(), &health);
         let remote = self.remote(runs, id, seq, now);
         serde_json::json!({
             "id": id,
@@ -138,6 +146,8 @@ impl Fleet {
             "rate": rate,
             "rateFrom": rate_from,
             "etaSecs": eta,
+            "health": health_json(&health),
+            "rank": health.health.rank(),
             "remote": remote,
             "seq": seq,
         })

@@ -3,8 +3,10 @@
 //! venv at $RUNLOG_PYTHON_VENV (tests/cli/ui_browser.py): the token refused
 //! then accepted, the runs page, the counts moving without a reload while
 //! the run advances, a failure and a retry appearing in the failures lists,
-//! the unit search (with a driven unit's output reference), and a crafted name and note shown as text with no script
-//! run. Skipped, saying so, without a browser or the venv, unless
+//! the unit search (with a driven unit's output reference, its digest shown
+//! once, and a long note shown whole), each list's values under their own
+//! headers, a stalled run listed first and flagged with no ETA, and a crafted
+//! name and note shown as text with no script run. Skipped, saying so, without a browser or the venv, unless
 //! `RUNLOG_REQUIRE_BROWSER=1` (scripts/test sets it) makes that a failure.
 //! With `RUNLOG_UI_SCREENSHOTS=DIR` it saves DIR/ui-runs.png and DIR/ui-run.png.
 use crate::cli_support::*;
@@ -16,6 +18,7 @@ const TEST: &str = "ui_in_a_real_browser";
 const REQUIRE: &str = "RUNLOG_REQUIRE_BROWSER";
 const TOKEN: &str = "browser-test-token-0123456789";
 const CRAFTED: &str = "<script>alert(1)</script>";
+const STALLED: &str = "stalled-export";
 
 /// The browser and the Python with Playwright, or why not.
 fn tools() -> Result<(PathBuf, PathBuf), String> {
@@ -114,6 +117,35 @@ fn ui_in_a_real_browser() {
         ],
     );
     ok(root, &["unit", "reindex-eu", "a", "done"]);
+    // A run stalled an hour ago with a unit blocked and no writer: the runs
+    // page lists it first, flagged, with no ETA.
+    let an_hour_ago = {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        runlog::run::clock::format_rfc3339(now - 3_600_000)
+    };
+    for args in [
+        &[
+            "init",
+            "--id",
+            STALLED,
+            "--task",
+            "export the archive",
+            "--units",
+            "x1,x2,x3",
+        ][..],
+        &["unit", STALLED, "x1", "done"],
+        &["unit", STALLED, "x2", "blocked", "--note", "quota exceeded"],
+    ] {
+        let o = cmd(root)
+            .env("RUNLOG_NOW", &an_hour_ago)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{args:?}");
+    }
     ok(
         root,
         &[
@@ -164,6 +196,8 @@ fn ui_in_a_real_browser() {
             run,
             "--crafted",
             CRAFTED,
+            "--stalled",
+            STALLED,
         ])
         .arg("--chromium")
         .arg(&chromium)

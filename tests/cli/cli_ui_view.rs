@@ -579,3 +579,181 @@ fn ui_runs_page_shows_the_average_rate_on_its_first_paint() {
     assert_eq!(s["rateFrom"], "sinceStart", "{s}");
     assert!(s["rate"].as_f64().is_some_and(|r| r > 0.0), "{s}");
 }
+
+/// The time an hour ago, as `$RUNLOG_NOW` takes it: what runs write with it
+/// has been quiet that long.
+fn an_hour_ago() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    runlog::run::clock::format_rfc3339(now - 3_600_000)
+}
+
+/// `ok`, with the run's clock at `at`.
+fn ok_at(root: &Path, at: &str, args: &[&str]) {
+    let o = cmd(root).env("RUNLOG_NOW", at).args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A long-lived writer: `runlog apply RUN`, holding the lock while its stdin is open.
+struct Writer(Child);
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn ui_runs_page_lists_trouble_first_and_gives_a_stalled_run_no_eta() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let old = an_hour_ago();
+    // Stalled an hour ago with a unit blocked, no writer: needs attention.
+    ok_at(
+        root,
+        &old,
+        &["init", "--id", "stalled", "--task", "t", "--units", "a,b,c"],
+    );
+    ok_at(root, &old, &["unit", "stalled", "a", "done"]);
+    ok_at(
+        root,
+        &old,
+        &["unit", "stalled", "b", "blocked", "--note", "disk full"],
+    );
+    // Quiet for an hour, nothing blocked, no writer: idle.
+    ok_at(
+        root,
+        &old,
+        &["init", "--id", "idle", "--task", "t", "--units", "a,b"],
+    );
+    ok_at(root, &old, &["unit", "idle", "a", "done"]);
+    // Quiet for an hour, but a writer holds it (a long unit): running.
+    ok_at(
+        root,
+        &old,
+        &["init", "--id", "held", "--task", "t", "--units", "a,b"],
+    );
+    let mut w = cmd(root)
+        .env("RUNLOG_NOW", &old)
+        .args(["apply", "held"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    writeln!(
+        w.stdin.as_mut().unwrap(),
+        r#"{{"op":"unit","unit":"a","status":"done"}}"#
+    )
+    .unwrap();
+    let mut ack = String::new();
+    BufReader::new(w.stdout.take().unwrap())
+        .read_line(&mut ack)
+        .unwrap();
+    assert!(ack.contains("\"seq\""), "{ack}");
+    let _writer = Writer(w);
+    // Changed just now, with a phase blocked (runlog.drive's mark of a drive
+    // that returned with units blocked): needs attention at once.
+    ok(
+        root,
+        &["init", "--id", "driven", "--task", "t", "--units", "a,b"],
+    );
+    ok(root, &["unit", "driven", "a", "done"]);
+    ok(root, &["phase", "driven", "runlog.drive", "blocked"]);
+    // Changed just now: running, with an ETA.
+    ok(
+        root,
+        &["init", "--id", "fresh", "--task", "t", "--units", "a,b,c"],
+    );
+    ok(root, &["unit", "fresh", "a", "done"]);
+    // Finished: done, and aborted (failed).
+    ok(
+        root,
+        &["init", "--id", "fine", "--task", "t", "--units", "a"],
+    );
+    ok(root, &["unit", "fine", "a", "done"]);
+    ok(root, &["finalize", "fine", "done"]);
+    ok(
+        root,
+        &["init", "--id", "dropped", "--task", "t", "--units", "a"],
+    );
+    ok(root, &["finalize", "dropped", "aborted"]);
+    // fresh is a second old: its average since it started exists.
+    std::thread::sleep(Duration::from_millis(1100));
+
+    let srv = serve(root, &[]);
+    let a = srv.addr.as_str();
+    let v = get(a, "/api/runs", None, &[]).json();
+    let ids = |k: &str| -> Vec<String> {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Trouble first (needs attention, newest change first; then idle), then running.
+    assert_eq!(
+        ids("live"),
+        ["driven", "stalled", "idle", "fresh", "held"],
+        "{v}"
+    );
+    assert_eq!(ids("finished"), ["dropped", "fine"], "{v}");
+    let row = |id: &str| {
+        ["live", "finished"]
+            .iter()
+            .flat_map(|k| v[*k].as_array().unwrap().iter())
+            .find(|r| r["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let health = |id: &str| row(id)["health"]["health"].as_str().unwrap().to_string();
+    assert_eq!(health("driven"), "needs_attention");
+    assert_eq!(health("stalled"), "needs_attention");
+    assert_eq!(health("idle"), "idle");
+    assert_eq!(health("held"), "running");
+    assert_eq!(health("fresh"), "running");
+    assert_eq!(health("dropped"), "failed");
+    assert_eq!(health("fine"), "done");
+    let why = |id: &str| row(id)["health"]["why"].as_str().unwrap().to_string();
+    assert_eq!(why("driven"), "phase runlog.drive blocked");
+    assert!(
+        why("stalled").starts_with("1 unit(s) blocked; no writer, no change for 1h"),
+        "{}",
+        why("stalled")
+    );
+    assert!(why("idle").contains("no writer"), "{}", why("idle"));
+    assert!(
+        why("held").starts_with("a writer holds it"),
+        "{}",
+        why("held")
+    );
+    assert_eq!(row("held")["health"]["writer"], true);
+    // No ETA for a stalled or idle run: nothing was done in the last minute.
+    for id in ["stalled", "idle", "driven", "held"] {
+        assert!(row(id)["etaSecs"].is_null(), "{id}: {}", row(id));
+    }
+    for id in ["stalled", "idle", "held"] {
+        assert_eq!(row(id)["rate"], 0.0, "{id}: {}", row(id));
+        assert_eq!(row(id)["rateFrom"], "lastMinute", "{id}: {}", row(id));
+    }
+    assert!(
+        row("fresh")["etaSecs"].as_f64().is_some(),
+        "{}",
+        row("fresh")
+    );
+
+    // A stalled run's own page: its health, no ETA, no rate from its past.
+    let s = get(a, "/api/runs/stalled", None, &[]).json();
+    assert_eq!(s["health"]["health"], "needs_attention", "{s}");
+    assert!(s["etaSecs"].is_null(), "{s}");
+    assert_eq!(s["rate"], 0.0, "{s}");
+    assert_eq!(s["rateFrom"], "lastMinute", "{s}");
+    let s = get(a, "/api/runs/fresh", None, &[]).json();
+    assert_eq!(s["health"]["health"], "running", "{s}");
+    assert!(s["etaSecs"].as_f64().is_some(), "{s}");
+}

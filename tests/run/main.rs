@@ -19,6 +19,7 @@ mod integrity_schema_version;
 mod run_archive_lock;
 mod run_checkpoint_undecodable;
 mod run_delta_tail;
+mod run_health;
 mod run_model_rules;
 mod run_resume_set;
 mod run_start_units;

@@ -49,6 +49,34 @@ function ago(ts) {
 }
 function runHref(id) { return "/run/" + encodeURIComponent(id); }
 function statusEl(s) { return el("span", { class: "status st-" + String(s).replace(/[^a-z_]/g, "") }, String(s)); }
+// A run's health (the server decides it: runlog::run::Health): the label a
+// live run shows instead of its status "running", and its colour.
+const HEALTH_LABEL = { needs_attention: "needs attention", idle: "idle", running: "running", failed: "failed", done: "done" };
+function healthName(h) { return h && HEALTH_LABEL[h.health] ? h.health : "running"; }
+// A run's status cell: a live run by its health (why underneath when it is
+// trouble), a finished one by its status, coloured by its health.
+function runStateEl(r, withWhy = true) {
+  if (!r.initialized) return el("span", { class: "status h-idle" }, "not initialized");
+  const h = healthName(r.health);
+  const label = r.closed ? String(r.status) : HEALTH_LABEL[h];
+  const why = healthWhy(r);
+  return el("span", {},
+    el("span", { class: "status h-" + h, "data-health": h, title: why || null }, label),
+    withWhy && why ? el("div", { class: "muted small why" }, why) : null);
+}
+// Why a run is trouble (empty for one running or done as expected).
+function healthWhy(r) {
+  const h = healthName(r.health);
+  return r.health && r.health.why && h !== "running" && h !== "done" ? r.health.why : "";
+}
+// The ETA cell: none for a finished run, "stalled" for an idle one or one
+// that needs attention (the server gives them no ETA).
+function etaText(r) {
+  if (r.closed) return "";
+  const h = healthName(r.health);
+  if (h === "idle" || h === "needs_attention") return "stalled";
+  return fmtDur(r.etaSecs);
+}
 
 function bar(counts, total) {
   const b = el("div", { class: "bar", role: "img", "aria-label": "progress" });
@@ -80,8 +108,9 @@ function setConn(state, text) {
 // ---------------------------------------------------------------- runs page
 
 function runsTable(rows, finished) {
+  const heads = [["run"], ["status"], ["task"], ["progress"], ["done", "num"], ["rate (1 min)", "num"], ["ETA", "num"], ["last change"], ["remote"]];
   const t = el("table", { class: finished ? "finished" : "live" },
-    el("thead", {}, el("tr", {}, ["run", "status", "task", "progress", "done", "rate (1 min)", "ETA", "last change", "remote"].map(h => el("th", {}, h)))));
+    el("thead", {}, el("tr", {}, heads.map(([h, c]) => el("th", { class: c }, h)))));
   const tb = el("tbody");
   for (const r of rows) {
     if (r.error) {
@@ -90,14 +119,14 @@ function runsTable(rows, finished) {
       continue;
     }
     const remote = r.remote ? (r.remote.lag ? "lag " + fmtNum(r.remote.lag.lag) : r.remote.line) : "";
-    tb.appendChild(el("tr", { "data-run": r.id },
+    tb.appendChild(el("tr", { "data-run": r.id, "data-health": healthName(r.health), class: "row-" + healthName(r.health) },
       el("td", {}, el("a", { href: runHref(r.id) }, r.id)),
-      el("td", {}, r.initialized ? statusEl(r.status) : "not initialized"),
+      el("td", {}, runStateEl(r)),
       el("td", { class: "note" }, r.task),
       el("td", {}, bar(r.counts, r.total)),
       el("td", { class: "num" }, fmtNum(r.done) + " / " + fmtNum(r.total)),
       el("td", { class: "num", title: r.rateFrom === "sinceStart" ? "average since the run started (measured over a minute once this page has seen two refreshes)" : "over the last minute" }, r.closed ? "" : fmtRate(r.rate) + (r.rateFrom === "sinceStart" ? " avg" : "")),
-      el("td", { class: "num" }, r.closed ? "" : fmtDur(r.etaSecs)),
+      el("td", { class: "num eta" }, etaText(r)),
       el("td", {}, ago(r.updatedAt)),
       el("td", { class: "muted" }, remote)));
   }
@@ -122,7 +151,8 @@ async function runsPage() {
     main.appendChild(el("h1", {}, "Runs"));
     main.appendChild(el("p", { class: "muted" }, `${fmtNum(v.total)} runs under ${v.root}` +
       (v.total > v.listedLimit ? ` (the ${fmtNum(v.listedLimit)} changed last are listed)` : "")));
-    main.appendChild(el("h2", {}, `Running (${v.live.length})`));
+    const trouble = v.live.filter(r => r.error || (r.health && r.health.trouble)).length;
+    main.appendChild(el("h2", {}, `Live (${v.live.length})` + (trouble ? ` · ${trouble} need${trouble === 1 ? "s" : ""} a look (listed first)` : "")));
     main.appendChild(v.live.length ? runsTable(v.live, false) : el("p", { class: "muted" }, "none"));
     main.appendChild(el("h2", {}, `Finished (${v.finished.length})`));
     main.appendChild(v.finished.length ? runsTable(v.finished, true) : el("p", { class: "muted" }, "none"));
@@ -191,14 +221,16 @@ function renderSummary(s) {
   setText("run-task", s.task);
   const st = byId("run-status");
   clear(st);
-  st.appendChild(s.initialized ? statusEl(s.status) : el("span", {}, "not initialized"));
+  st.appendChild(runStateEl(s, false));
+  setText("run-why", healthWhy(s));
+  byId("run-why").className = "why-line why-" + healthName(s.health);
   setText("run-meta", `seq ${fmtNum(s.seq)} · created ${s.createdAt} · last change ${ago(s.updatedAt)}` + (s.finishedAt ? ` · finished ${s.finishedAt}` : "") + (s.result ? ` · result: ${s.result}` : ""));
   const b = byId("run-bar");
   clear(b);
   b.appendChild(bar(s.counts, s.total));
   for (const k of STATUSES) setText("count-" + k, fmtNum(s.counts[COUNT_KEY[k]]));
   setText("count-total", fmtNum(s.total));
-  setText("run-rate", `${fmtRate(s.rate)} ${s.rateFrom === "sinceStart" ? "on average since the run started" : "over the last minute"} · ETA ${s.closed ? "–" : fmtDur(s.etaSecs)}`);
+  setText("run-rate", `${fmtRate(s.rate)} ${s.rateFrom === "sinceStart" ? "on average since the run started" : "over the last minute"} · ETA ${s.closed ? "–" : etaText(s)}`);
   if (s.rate !== null && s.rate !== undefined && s.rateFrom === "lastMinute") {
     live.points.push({ t: Date.now(), r: s.rate });
     if (live.points.length > 120) live.points.shift();
@@ -252,9 +284,11 @@ async function loadList(kind, page) {
   clear(box);
   if (v.scanning) { box.appendChild(el("p", { class: "muted" }, "scanning…")); return; }
   if (!v.entries.length) { box.appendChild(el("p", { class: "muted" }, "none")); return; }
-  const cols = kind === "held_back" ? ["unit", "status", "waiting on", "blocking roots"]
-    : kind === "stuck" ? ["unit", "attempts", "started", "note"]
-    : ["unit", "status", "attempts", "note", "last change"];
+  // Each header is aligned as its column's cells (numbers to the right), so
+  // every value sits under its own header.
+  const cols = kind === "held_back" ? [["unit"], ["status"], ["waiting on"], ["blocking roots"]]
+    : kind === "stuck" ? [["unit"], ["attempts", "num"], ["started"], ["note"]]
+    : [["unit"], ["status"], ["attempts", "num"], ["note"], ["last change"]];
   const rows = v.entries.map(e => {
     const name = el("td", { class: "unit" }, el("a", { href: "#unit", "data-unit": "1" }, e.name));
     name.firstChild.addEventListener("click", ev => { ev.preventDefault(); lookup(e.name); });
@@ -262,7 +296,7 @@ async function loadList(kind, page) {
     if (kind === "stuck") return el("tr", {}, name, el("td", { class: "num" }, e.attempts), el("td", {}, ago(e.startedAt)), el("td", { class: "note" }, e.note));
     return el("tr", {}, name, el("td", {}, statusEl(e.status)), el("td", { class: "num" }, e.attempts), el("td", { class: "note" }, e.note), el("td", {}, ago(e.updatedAt)));
   });
-  box.appendChild(el("table", { class: "list" }, el("thead", {}, el("tr", {}, cols.map(c => el("th", {}, c)))), el("tbody", {}, rows)));
+  box.appendChild(el("table", { class: "list list-" + kind }, el("thead", {}, el("tr", {}, cols.map(([c, cls]) => el("th", { class: cls }, c)))), el("tbody", {}, rows)));
   const prev = el("button", {}, "‹ prev"), next = el("button", {}, "next ›");
   prev.disabled = page <= 0;
   next.disabled = page + 1 >= v.pages;
@@ -278,7 +312,8 @@ function outputText(o) {
   const parts = [`${o.store}/${o.name}`];
   if (o.len !== null && o.len !== undefined) parts.push(`${fmtNum(o.len)} bytes`);
   if (o.kind) parts.push(o.kind);
-  if (o.digest) parts.push(`blake3 ${o.digest}`);
+  // The digest names its hash ("blake3:<hex>"): shown once, as recorded.
+  if (o.digest) parts.push(/^[a-z0-9]+:/.test(o.digest) ? o.digest : `blake3:${o.digest}`);
   if (o.attempt !== null && o.attempt !== undefined) parts.push(`attempt ${o.attempt}`);
   return el("span", { class: "note", id: "unit-output" }, parts.join(" · "));
 }
@@ -306,7 +341,8 @@ async function lookup(name) {
     ["created", u.createdAt], ["started", u.startedAt || "–"], ["updated", u.updatedAt], ["finished", u.finishedAt || "–"],
     ["output", outputText(v.outputRef)],
   ]));
-  out.appendChild(el("pre", {}, JSON.stringify(u, null, 1)));
+  // The record as JSON, wrapped: a long note is shown whole, never cut at the box's edge.
+  out.appendChild(el("pre", { id: "unit-json", class: "wrap" }, JSON.stringify(u, null, 1)));
 }
 
 function runSkeleton(id) {
@@ -318,6 +354,7 @@ function runSkeleton(id) {
     el("div", { id: "list-" + k }, el("p", { class: "muted" }, "scanning…"))));
   main.append(
     el("h1", {}, el("span", { id: "run-id" }, id), " ", el("span", { id: "run-status" })),
+    el("div", { id: "run-why", class: "why-line" }),
     el("div", { id: "run-task", class: "note" }),
     el("div", { id: "run-meta", class: "muted" }),
     el("div", { id: "run-bar" }),
