@@ -1,7 +1,7 @@
 //! Proves the Python package builds and passes its tests: builds the abi3 wheel
 //! of `python/` once (`pip wheel` through python/backend: maturin's module and
-//! the native `runlog` CLI, release, its own target dir so it never waits on
-//! the outer cargo's lock), installs it into the venv named by
+//! the native `runlog` CLI, release at the full depth and dev at the quick
+//! one), installs it into the venv named by
 //! `$RUNLOG_PYTHON_VENV` (maturin and pytest installed; `.ci/run` creates it),
 //! and runs `python/tests` with pytest there, the wheel-in-a-fresh-venv test
 //! included. Without that venv it says why it skipped, unless
@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Instant;
 
 const ENV_VENV: &str = "RUNLOG_PYTHON_VENV";
-/// Overrides where the wheel is built (default `target/python`).
+/// Overrides where the wheel is built (default: the test build's target directory).
 const ENV_TARGET: &str = "RUNLOG_PYTHON_TARGET_DIR";
 
 /// The venv's python and maturin, or `None` (skip) with the reason printed.
@@ -83,23 +83,17 @@ fn python_package_builds_and_passes_pytest() {
         return;
     };
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    // The full depth builds the wheel as a user's `pip install ./python` does:
-    // release, in a target directory of its own. The quick one builds it with
-    // the dev profile in the target directory this test was built in, where
-    // `cargo test` already compiled the dependencies (about 20 crates are left
-    // to compile, not 210 in release; cargo holds no lock while tests run).
+    // In the target directory this test was built in (cargo holds no lock
+    // while tests run). The full depth builds the wheel as a user's `pip
+    // install ./python` does, release (CI builds the release binary first, so
+    // most of its dependencies are compiled); the quick one with the dev
+    // profile, whose dependencies `cargo test` compiled (about 20 crates are
+    // left to compile, not 210 in release).
     let full = depth::full();
     let target = std::env::var_os(ENV_TARGET)
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR"))
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            if full {
-                repo.join("target/python")
-            } else {
-                std::env::var_os("CARGO_TARGET_DIR")
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| repo.join("target"))
-            }
-        });
+        .unwrap_or_else(|| repo.join("target"));
     // `dev`, not `test`: `cargo rustc --profile test` would build the module
     // as a test harness. The dev profile is the test profile's (Cargo.toml).
     let profile = if full { "release" } else { "dev" };
