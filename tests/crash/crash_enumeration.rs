@@ -22,7 +22,7 @@
 //!   everything pending persisted (the enumeration when at most two are
 //!   allowed). Identical images are recovered once, with the highest
 //!   acknowledged watermark of any boundary that left them. Seeds below
-//!   `RUNLOG_CRASH_FULL_SEEDS` (160 [48]) crash at **every** boundary; the
+//!   `RUNLOG_CRASH_FULL_SEEDS` (160 [24]) crash at **every** boundary; the
 //!   others at each boundary with probability 1 in `RUNLOG_EVERY` (default
 //!   500), to keep the debug `cargo test` of this file near 3 minutes on two
 //!   cores. A crash during recovery is taken for 1 in 4 crash states; read-only
@@ -44,7 +44,7 @@
 //!   acknowledged transition (issue 11: no writer acknowledges into a run the
 //!   next open cannot read).
 //!
-//! Knobs: `RUNLOG_CRASH_SEEDS` (2000 [600]) sets how many seeds,
+//! Knobs: `RUNLOG_CRASH_SEEDS` (2000 [300]) sets how many seeds,
 //! `RUNLOG_CRASH_FULL_SEEDS` how many of them crash at every boundary,
 //! `RUNLOG_EVERY` the sampling of the rest, `RUNLOG_CRASH_SEED=n` reruns one
 //! seed (at every boundary if `n` < `RUNLOG_CRASH_FULL_SEEDS`). Every boundary
@@ -179,9 +179,9 @@ fn every_crash_state_of_every_short_workload_ordered_model() {
 }
 
 /// Seeds run at the quick and the full depth (`RUNLOG_CRASH_SEEDS`; tests/depth).
-const SEEDS: (u64, u64) = (600, 2000);
+const SEEDS: (u64, u64) = (300, 2000);
 /// Seeds below this crash at every boundary (`RUNLOG_CRASH_FULL_SEEDS`), quick and full.
-const FULL_SEEDS: (u64, u64) = (48, 160);
+const FULL_SEEDS: (u64, u64) = (24, 160);
 /// The other seeds crash at each boundary with probability 1 in this (`RUNLOG_EVERY`).
 const SAMPLE_EVERY: u64 = 500;
 

@@ -8,6 +8,7 @@
 //! decision in both cases; every 97th bit is opened end to end in memory, every
 //! 1999th on disk, with and without the mark.
 use crate::common;
+use crate::depth;
 use common::*;
 use runlog::engine::frame::encode_segment_header;
 use runlog::engine::recovery::{Corruption, FileRef, TornTail, Verdict, classify_proven};
@@ -140,18 +141,37 @@ fn check_flip(log: &Log, p: u64, mask: u8, marked: bool) {
     );
 }
 
+/// Every bit at the full depth; at the quick one (tests/depth), 2 bits of
+/// each byte (`RUNLOG_FLIP_BITS_PER_BYTE`), which bits turning with the byte
+/// and the printed seed, so every byte and every bit position is still met.
 #[test]
 fn every_bit_flip_is_corruption_or_a_torn_last_record() {
+    let per_byte = depth::scaled("RUNLOG_FLIP_BITS_PER_BYTE", 2, 8).clamp(1, 8);
+    let seed = depth::sample_seed();
+    let mut flips = 0u64;
     for codec in codecs() {
         let log = build(codec);
         assert!(log.seg.len() as u64 >= LOG_BYTES);
         for p in 0..log.seg.len() as u64 {
-            for bit in 0..8 {
+            for k in 0..per_byte {
+                let bit = if per_byte == 8 {
+                    k
+                } else {
+                    (p + seed + k * 4) % 8
+                };
                 check_flip(&log, p, 1 << bit, true);
                 check_flip(&log, p, 1 << bit, false);
+                flips += 1;
             }
         }
     }
+    depth::explored(
+        "damage_flip_every_bit",
+        format_args!(
+            "{flips} bit flips over 2 codecs, {per_byte} of each byte's 8 bits (RUNLOG_SAMPLE_SEED={seed}), each with and without the mark"
+        ),
+    );
+    assert!(flips >= 2 * LOG_BYTES * per_byte, "{flips} flips");
 }
 
 #[test]
