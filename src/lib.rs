@@ -12,7 +12,7 @@
 //!   resume set ([`run::Runs`], [`run::Run`]).
 //!
 //! The `runlog` command line (`docs/CLI.md`) is this package's binary, built
-//! with feature `cli` (`cargo install --path . --features cli`); it uses only
+//! with feature `cli` (`cargo install --locked --path . --features cli`); it uses only
 //! this library's public API, and none of it is part of the library.
 //!
 //! Features, all off by default, so `cargo add runlog` is the engine and the

@@ -800,7 +800,7 @@ pub(crate) const RUN_COMPACTION: engine::CompactionPolicy = engine::CompactionPo
 /// (FORMAT.md §14). 16 KiB, not more: each one-shot writer replays the tail
 /// (JSON decoding and the run's rules, about 6,000 instructions a record),
 /// while a flush of a hundred records is one small table, made once per
-/// hundred calls (README, "Many writer processes", has the measurement). The
+/// hundred calls (docs/PERFORMANCE.md, "What a one-shot call costs beyond the floor", has the measurement). The
 /// full table is merged under [`RUN_COMPACTION`], by long-lived writers only.
 pub const RUN_DELTA_BYTES: u64 = 16 << 10;
 
