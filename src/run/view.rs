@@ -200,7 +200,8 @@ fn append_json(buf: &mut Vec<u8>, value: &impl serde::Serialize, pretty: bool) -
     } else {
         serde_json::to_writer(buf, value)
     }
-    .map_err(|e| RunError::Invalid(format!("cannot write JSON: {e}")))
+    // A failure, not a refusal: nothing the caller gave was wrong (exit 1).
+    .map_err(|e| RunError::io("serialize JSON", "-", std::io::Error::other(e)))
 }
 
 /// A write to the output, failed.
@@ -234,7 +235,11 @@ impl<'h, W: std::io::Write> Spliced<'h, W> {
         let at = top_level_value(text, key)
             .filter(|&at| matches!(text.get(at..at + 2), Some(b"{}" | b"[]")))
             .ok_or_else(|| {
-                RunError::Invalid(format!("cannot write JSON: no empty field {key:?} to fill"))
+                RunError::io(
+                    "serialize JSON",
+                    "-",
+                    std::io::Error::other(format!("no empty field {key:?} to fill")),
+                )
             })?;
         w.write_all(&text[..=at]).map_err(write_err)?;
         Ok(Spliced {
@@ -304,4 +309,24 @@ fn top_level_value(text: &[u8], key: &str) -> Option<usize> {
             }
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 49: a view that cannot be written is a failure (exit 1), never a
+    /// refusal: nothing the caller asked for was wrong.
+    #[test]
+    fn a_json_view_that_cannot_be_written_is_a_failure_not_a_refusal() {
+        let e = Spliced::open(Vec::new(), b"{\"units\":[1]}", "units", false)
+            .err()
+            .expect("no empty field to fill");
+        assert!(!e.is_refused(), "{e}");
+        assert!(e.to_string().contains("serialize JSON"), "{e}");
+        // A map whose keys are not strings: serde_json's own error.
+        let bad: std::collections::BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into();
+        let e = to_json(&bad, false).expect_err("tuple keys");
+        assert!(!e.is_refused(), "{e}");
+    }
 }

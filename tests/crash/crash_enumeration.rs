@@ -111,7 +111,7 @@ fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32, one_in: u64) -> F
     for len in 1..=max_len {
         for w in 0..4usize.pow(len) {
             // Every shorter workload always; of the longest, 1 in `one_in`.
-            if len == max_len && one_in > 1 && (w as u64 + sample) % one_in != 0 {
+            if len == max_len && one_in > 1 && !(w as u64 + sample).is_multiple_of(one_in) {
                 f.sampled_out += 1;
                 continue;
             }
