@@ -27,7 +27,12 @@ use std::time::Duration;
 /// to be seen the same morning.
 pub const IDLE_AFTER: Duration = Duration::from_secs(5 * 60);
 
-/// How a run stands ([the module](self) has the rules).
+/// How a run stands. For a run not finalized: a phase `blocked` is
+/// [`NeedsAttention`](Health::NeedsAttention); else, no change for at least
+/// [`IDLE_AFTER`] and no writer holding its lock is `NeedsAttention` when
+/// units are blocked, else [`Idle`](Health::Idle); else
+/// [`Running`](Health::Running). A finalized run is [`Done`](Health::Done)
+/// (`done`) or [`Failed`](Health::Failed) (`needs_attention`, `aborted`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
