@@ -7,6 +7,8 @@
 mod common;
 #[path = "../depth/mod.rs"]
 mod depth;
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
 
 mod archive_gc_crash;
 mod crash_enumeration;

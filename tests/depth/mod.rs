@@ -10,7 +10,8 @@
 //!
 //! With `RUNLOG_SWEEP_LOG` naming a file, each sweep appends one line
 //! `sweep<TAB>depth<TAB>what it explored` to it, from which `scripts/test`
-//! prints what this run explored.
+//! prints what this run explored (through `skip_support::append_to_log`: a
+//! crate that includes this module includes that one too).
 #![allow(dead_code)]
 
 use std::io::Write;
@@ -76,19 +77,9 @@ pub fn explored(sweep: &str, what: std::fmt::Arguments<'_>) {
         "sweep {}",
         line.replace('\t', " ")
     );
-    if let Some(log) = std::env::var_os(ENV_SWEEP_LOG).filter(|v| !v.is_empty()) {
-        let entry = format!("{}\n", line.replace('\n', " "));
-        // One write per line on an O_APPEND file: parallel tests do not interleave.
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .and_then(|mut f| f.write_all(entry.as_bytes()));
-        if let Err(e) = written {
-            panic!(
-                "{sweep}: cannot record what it explored in ${ENV_SWEEP_LOG}={}: {e}",
-                std::path::Path::new(&log).display()
-            );
-        }
-    }
+    crate::skip_support::append_to_log(
+        ENV_SWEEP_LOG,
+        &line.replace('\n', " "),
+        &format!("{sweep}: cannot record what it explored"),
+    );
 }

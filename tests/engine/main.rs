@@ -15,6 +15,8 @@ mod common;
 mod depth;
 #[path = "../open_counting_vfs/mod.rs"]
 mod open_counting_vfs;
+#[path = "../skip_support/mod.rs"]
+mod skip_support;
 
 #[path = "../../fuzz/fuzz_targets/cap_alloc.rs"]
 mod cap_alloc;

@@ -32,18 +32,28 @@ pub fn skip(test: &str, require: &str, why: &str) {
     to_fd2(&format!(
         "SKIPPED {test}: {why} (set {require}=1 to make this a failure)\n"
     ));
-    if let Some(log) = std::env::var_os(ENV_SKIP_LOG).filter(|v| !v.is_empty()) {
-        let entry = format!("{require}\t{test}\t{}\n", why.replace(['\t', '\n'], " "));
-        // One write per line on an O_APPEND file: lines from parallel tests
-        // (and test binaries) do not interleave.
+    let entry = format!("{require}\t{test}\t{}", why.replace(['\t', '\n'], " "));
+    append_to_log(
+        ENV_SKIP_LOG,
+        &entry,
+        &format!("{test}: cannot record the skip"),
+    );
+}
+
+/// Appends `line` and a newline to the file `$var` names, when it names one:
+/// one write on an `O_APPEND` file, so that lines from parallel tests (and
+/// test binaries) do not interleave. A failure panics with `what`, the
+/// variable and the path.
+pub fn append_to_log(var: &str, line: &str, what: &str) {
+    if let Some(log) = std::env::var_os(var).filter(|v| !v.is_empty()) {
         let written = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)
-            .and_then(|mut f| f.write_all(entry.as_bytes()));
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
         if let Err(e) = written {
             panic!(
-                "{test}: cannot record the skip in ${ENV_SKIP_LOG}={}: {e}",
+                "{what} in ${var}={}: {e}",
                 std::path::Path::new(&log).display()
             );
         }
