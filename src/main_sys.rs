@@ -92,21 +92,3 @@ pub fn stdout_reader_gone(timeout: std::time::Duration) -> bool {
     r > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
-/// Waits up to `timeout` for `fd` to be readable (for a listening socket: a
-/// connection to accept). False on timeout or on a signal (EINTR): the
-/// caller's loop looks at its stop conditions and waits again.
-pub fn readable_within(fd: std::os::fd::BorrowedFd<'_>, timeout: std::time::Duration) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    #[allow(unsafe_code)]
-    // SAFETY: `poll` reads and writes exactly one `pollfd` through the pointer,
-    // which points to a live, properly aligned `pollfd` owned by this frame;
-    // the descriptor is borrowed, so it stays open for the call.
-    let r = unsafe { libc::poll(&mut p, 1, ms) };
-    r > 0 && p.revents & libc::POLLIN != 0
-}

@@ -1,6 +1,7 @@
-//! The process's signals, the library's one place for them and for the
-//! `unsafe` they need: a SIGTERM handler that sets a flag, for the run
-//! layer's `StopFlag`. Crate-private and below every layer (it knows none).
+//! The process's signals and waits, the library's one place for them and
+//! for the `unsafe` they need: a SIGTERM handler that sets a flag, for the
+//! run layer's `StopFlag`, and the wait of a server's accepting loop
+//! (`readable_within`). Crate-private and below every layer (it knows none).
 //! The binary's own signals and terminal (SIGINT, the end on a closed stdout,
 //! the terminal's size) are `src/main_sys.rs`, a module of the binary, which
 //! compiles this file too for [`install`] (it sees the library only through
@@ -35,4 +36,23 @@ pub fn install_sigterm_handler() -> bool {
 /// True once SIGTERM arrived after [`install_sigterm_handler`].
 pub fn sigterm_received() -> bool {
     SIGTERM_RECEIVED.load(Ordering::SeqCst)
+}
+
+/// Waits up to `timeout` for `fd` to be readable (for a listening socket: a
+/// connection to accept). False on timeout or on a signal (EINTR): the
+/// caller's loop looks at its stop conditions and waits again.
+pub(crate) fn readable_within(fd: std::os::fd::BorrowedFd<'_>, timeout: std::time::Duration) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    #[allow(unsafe_code)]
+    // SAFETY: `poll` reads and writes exactly one `pollfd` through the pointer,
+    // which points to a live, properly aligned `pollfd` owned by this frame;
+    // the descriptor is borrowed, so it stays open for the call.
+    let r = unsafe { libc::poll(&mut p, 1, ms) };
+    r > 0 && p.revents & libc::POLLIN != 0
 }

@@ -23,11 +23,9 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 
-/// `runlog apply`'s line protocol (the length cap and the parser), compiled
-/// from the CLI's own source: the CLI is a module of the binary, not of the
-/// library, so it cannot be imported. The path is relative to this file.
-#[path = "../../src/cli/ops.rs"]
-mod cli_ops;
+/// `runlog apply`'s line protocol (the length cap and the parser): the
+/// library's, public under the `sim` feature.
+use runlog::run::ops as cli_ops;
 
 const CODECS: [Codec; 2] = [Codec::Binary, Codec::Jsonl];
 

@@ -46,11 +46,13 @@ from ._runlog import (
     UnitIter,
     UnitNames,
     OutputStore,
+    Server,
 )
 from .drive import DriveSummary, drive, gc_outputs, output, output_name
 
 __all__ = [
     "Runs",
+    "Server",
     "Run",
     "RunView",
     "Unit",

@@ -12,6 +12,7 @@ mod objects;
 mod outputs;
 mod run;
 mod runs;
+mod server;
 mod view;
 
 use pyo3::prelude::*;
@@ -32,6 +33,7 @@ fn _runlog(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<iter::NamesIter>()?;
     m.add_class::<iter::UnitIter>()?;
     m.add_class::<outputs::OutputStore>()?;
+    m.add_class::<server::Server>()?;
     m.add(
         "CHECKPOINT_DISCARDED",
         runlog::run::Warning::CHECKPOINT_DISCARDED,

@@ -226,9 +226,10 @@ impl Runs {
     /// is shared with the other processes and threads writing the run this
     /// way. Returns the seq once durable. For many processes (or threads)
     /// each checkpointing now and then; a process writing a stream holds a
-    /// `Run` from `open` instead. While a `runlog serve` holds the run, the
-    /// change is handed to that server, which applies it (FORMAT.md §5.9);
-    /// its refusal is `Refused` with the server's report.
+    /// `Run` from `open` instead. While a server holds the run (`runlog
+    /// serve`, or `Runs.serve` in another process), the change is handed to
+    /// it, which applies it (FORMAT.md §5.9); its errors are the same
+    /// exceptions as applied here (`Refused` with its rule, `Corrupt`, …).
     #[pyo3(signature = (id, name, status, note=None, deps=None))]
     fn unit(
         &self,
@@ -248,6 +249,26 @@ impl Runs {
         };
         let runs = self.inner.clone();
         py.detach(move || runs.change(&id, change)).py_err()
+    }
+
+    /// Serves run `id` to other processes' one-shot writers (`Runs.unit`,
+    /// `runlog unit`, …), as `runlog serve` does, on a thread of its own:
+    /// takes the writer lock (waiting up to `lock_wait`), binds the run's
+    /// socket, and returns the running `Server`. Their changes share its
+    /// fdatasyncs; `commit_delay` (0 to 0.1 s) holds a batch while another
+    /// connection is open so that more share one. It stops on `stop()`
+    /// (or at the end of a `with` block), after `idle` seconds without a
+    /// connection, or when a change fails. A tagged run is not served
+    /// (`InvalidArgument`).
+    #[pyo3(signature = (id, commit_delay=0.0, idle=None))]
+    fn serve(
+        &self,
+        py: Python<'_>,
+        id: String,
+        commit_delay: f64,
+        idle: Option<f64>,
+    ) -> PyResult<crate::server::Server> {
+        crate::server::serve(py, self.inner.clone(), id, commit_delay, idle)
     }
 
     /// Reads run `id` without a lock and without changing anything: a

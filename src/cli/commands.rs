@@ -1,15 +1,12 @@
 //! One function per command: call the library, print the result.
 
-use super::ack::{Acked, ids_ending};
 use super::args::{
     ArchiveCommand, Command, NewRun, invalid, parse_amount, parse_budgets, parse_deps, parse_list,
 };
-use super::ops::items_from_json;
 use super::render::{render_archive_list, render_list, render_status, status_json};
-use super::wait::with_lock_notice;
+use super::wait::{lock_notice, with_lock_notice};
 use super::{EXIT_DONE, EXIT_FAILED, EXIT_REFUSED, write_out};
 use runlog::engine::{self, Codec, Integrity, RealFs};
-use runlog::run::served::Answer;
 use runlog::run::{
     Change, InitSpec, Json, Launch, PhaseStatus, RunError, RunStatus, RunSummary, Runs, Transition,
     UnitStatus,
@@ -58,35 +55,11 @@ fn print_seq(json: bool, seq: u64) -> Result<u8, RunError> {
 }
 
 /// Applies `change` to run `run` (waiting visibly for the lock) and prints its seq.
-/// A server of the run (`runlog serve`) applies it when one is serving
-/// (`serve::change`).
+/// A server of the run (`runlog serve`) applies it when one is serving.
 fn change(runs: &Runs, json: bool, run: &str, change: Change) -> Result<u8, RunError> {
-    let direct = |r: &Runs| r.change_direct(run, change.clone()).map(Acked::seq);
-    match served(runs, run, &change, direct)? {
-        Ok(a) => print_seq(json, a.seq),
-        Err(code) => Ok(code),
-    }
+    let a = runs.change_waiting(run, change, &mut lock_notice())?;
+    print_seq(json, a.seq)
 }
-
-/// `change`'s ack, through the run's server or with `direct`; `Err(code)`:
-/// the server refused it or failed, and said why on stderr.
-fn served(
-    runs: &Runs,
-    run: &str,
-    change: &Change,
-    direct: impl Fn(&Runs) -> Result<Acked, RunError>,
-) -> Result<Result<Acked, u8>, RunError> {
-    Ok(match super::serve::change(runs, run, change, direct)? {
-        Answer::Done(a) => Ok(a),
-        Answer::Error { message, code } => {
-            eprintln!("runlog: {message}");
-            Err(code)
-        }
-    })
-}
-
-/// The code of the warning `spend` prints once a budget's spending reaches its limit.
-pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
 
 /// Prints each warning on stderr as `runlog: warning CODE: message`, with the
 /// command that follows from it where there is one.
@@ -99,6 +72,10 @@ fn warn_all(warnings: &[runlog::run::Warning]) {
                 w.code,
                 w.message,
                 name.to_string_lossy()
+            ),
+            _ if w.code == runlog::run::Warning::BUDGET_EXCEEDED => eprintln!(
+                "runlog: warning {}: {}; `runlog budget` changes the limit",
+                w.code, w.message
             ),
             _ => eprintln!("runlog: warning {}: {}", w.code, w.message),
         }
@@ -229,7 +206,7 @@ pub fn dispatch(runs: &Runs, json: bool, command: Command) -> Result<u8, RunErro
             let delay = super::args::seconds(
                 "--commit-delay",
                 commit_delay,
-                0.0..=super::serve::MAX_COMMIT_DELAY_SECS,
+                0.0..=runlog::run::Server::MAX_COMMIT_DELAY.as_secs_f64(),
             )?;
             super::serve::serve(runs, json, &run, idle, delay)
         }
@@ -378,22 +355,9 @@ fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> 
         ))
     };
     let v = Json::parse_limited(text).map_err(shape)?;
-    let items = items_from_json(v).map_err(shape)?;
-    let n = items.len() as u64;
-    let c = Change::Items { items };
-    // `nextItem` holds the last id handed out: the new ones end there.
-    let direct = |r: &Runs| {
-        let (seq, last) = r.change_then(run, c.clone(), |v| v.header().next_item)?;
-        Ok(Acked {
-            ids: Some(ids_ending(last, n)),
-            ..Acked::seq(seq)
-        })
-    };
-    let (seq, ids) = match served(runs, run, &c, direct)? {
-        // Served: the library's `served::answer` takes no item's ack without its ids.
-        Ok(a) => (a.seq, a.ids.unwrap_or_default()),
-        Err(code) => return Ok(code),
-    };
+    let items = Json::items(v).map_err(shape)?;
+    let a = runs.change_waiting(run, Change::Items { items }, &mut lock_notice())?;
+    let (seq, ids) = (a.seq, a.ids.unwrap_or_default());
     if json {
         print_json(&json!({ "seq": seq, "ids": ids }), true)?;
     } else {
@@ -405,36 +369,9 @@ fn item(runs: &Runs, json: bool, run: &str, text: &str) -> Result<u8, RunError> 
 /// `spend`: against a budget, warning when it is exhausted.
 fn spend(runs: &Runs, json: bool, run: &str, budget: String, amount: &str) -> Result<u8, RunError> {
     let amount = parse_amount(amount)?;
-    let c = Change::Spend {
-        budget: budget.clone(),
-        amount,
-    };
-    let direct = |r: &Runs| {
-        let (seq, b) =
-            r.change_then(run, c.clone(), |v| v.header().budgets.get(&budget).cloned())?;
-        Ok(Acked {
-            budget: b,
-            ..Acked::seq(seq)
-        })
-    };
-    let (seq, b) = match served(runs, run, &c, direct)? {
-        Ok(a) => (a.seq, a.budget),
-        Err(code) => return Ok(code),
-    };
-    let mut warnings = vec![];
-    if let Some(b) = b.filter(|b| b.is_exhausted()) {
-        warnings.push(runlog::run::Warning {
-                code: BUDGET_EXCEEDED.to_string(),
-                message: format!(
-                    "budget {budget:?} of run {run}: spent {} of its limit {} (owner {}); `runlog budget` changes the limit",
-                    b.spent,
-                    b.limit.map_or("-".to_string(), |l| l.to_string()),
-                    b.owner
-                ),
-                changed: vec![budget.clone()],
-                archived_to: String::new(),
-            });
-    }
+    let c = Change::Spend { budget, amount };
+    let a = runs.change_waiting(run, c, &mut lock_notice())?;
+    let (seq, warnings) = (a.seq, a.warnings);
     warn_all(&warnings);
     if json {
         print_json(&json!({ "seq": seq, "warnings": warnings }), true)?;

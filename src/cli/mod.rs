@@ -2,13 +2,9 @@
 //! result on stdout (JSON with `--json`) and maps errors to exit codes:
 //! 0 done, 2 refused (nothing written), 1 failed.
 
-mod ack;
 pub mod apply;
 pub mod args;
 mod commands;
-mod commit;
-// Compiled by the fuzz targets too (fuzz/fuzz_targets/checks.rs), with `#[path]`.
-pub mod ops;
 pub mod remote;
 mod render;
 mod serve;
@@ -85,7 +81,7 @@ pub fn report(e: &RunError) -> String {
             ..
         } => format!("{chain}; the key is read from --key-file FILE or ${ENV_KEY_FILE}"),
         RunError::NotArchived { .. } => format!("{chain} (see `runlog archive list`)"),
-        RunError::Io { op, .. } if *op == runlog::run::served::HANDED_OVER => {
+        RunError::Io { .. } if e.outcome_unknown() => {
             format!("{chain}; `runlog get` shows whether it did")
         }
         RunError::Refused {

@@ -1,19 +1,27 @@
-//! Waiting for another writer, visibly: a writer first tries for the lock for
-//! [`NOTICE_AFTER`]; if another process holds it, runlog says on stderr who
-//! (pid, and its command line when /proc shows it) and how long it will wait,
-//! then waits the rest of `--lock-timeout`, trying again every
-//! [`NOTICE_AFTER`] (a one-shot call every 0.1 s, looking for a server in
-//! between). A try that meets a held lock writes nothing, so trying again is
-//! safe.
+//! Waiting for another writer, visibly: the library's lock-retry loop
+//! (`Runs::waiting_for_lock`, `Runs::change_waiting`) says who holds the lock
+//! after each try; once it has been held for [`NOTICE_AFTER`], this says on
+//! stderr who (pid, and its command line when /proc shows it) and how much
+//! longer this call waits, once.
 
-use runlog::engine;
-use runlog::run::{RunError, Runs};
-use std::time::{Duration, Instant};
+use runlog::run::{RunError, Runs, Waiting};
+use std::time::Duration;
 
 /// How long a writer waits silently before saying who holds the lock.
 pub const NOTICE_AFTER: Duration = Duration::from_secs(1);
 /// Longest command line quoted in the notice, in bytes.
 const MAX_CMDLINE_BYTES: usize = 200;
+
+/// A `waiting` callback that prints the notice once, after [`NOTICE_AFTER`].
+pub fn lock_notice() -> impl FnMut(&Waiting<'_>) {
+    let mut noticed = false;
+    move |w| {
+        if !noticed && w.waited >= NOTICE_AFTER {
+            eprintln!("{}", notice(&w.lock.display().to_string(), w.holder, w.left));
+            noticed = true;
+        }
+    }
+}
 
 /// Runs `f` with `runs`, saying on stderr who holds the writer lock if it
 /// is still held after [`NOTICE_AFTER`].
@@ -21,66 +29,7 @@ pub fn with_lock_notice<T>(
     runs: &Runs,
     f: impl Fn(&Runs) -> Result<T, RunError>,
 ) -> Result<T, RunError> {
-    retry_while_locked(runs, NOTICE_AFTER, || Ok(None), f)
-}
-
-/// Runs `f` in tries that wait at most `every` for the writer lock, until
-/// one gets it or `--lock-timeout` has passed; once the lock has been held
-/// for [`NOTICE_AFTER`], says on stderr who holds it, once. Before each try,
-/// `settle` may answer in `f`'s place (a one-shot call handing its change to
-/// the run's server, which holds the lock to serve).
-pub fn retry_while_locked<T>(
-    runs: &Runs,
-    every: Duration,
-    mut settle: impl FnMut() -> Result<Option<T>, RunError>,
-    f: impl Fn(&Runs) -> Result<T, RunError>,
-) -> Result<T, RunError> {
-    let started = Instant::now();
-    // No wait given: fail at once, as `Runs::with_lock_wait(None)` says.
-    let total = runs.lock_wait().unwrap_or(Duration::ZERO);
-    let mut noticed = false;
-    loop {
-        if let Some(t) = settle()? {
-            return Ok(t);
-        }
-        let left = total.saturating_sub(started.elapsed());
-        let slice = left.min(every);
-        match f(&runs.clone().with_lock_wait(Some(slice))) {
-            Err(e) if left > slice && holder_of(&e).is_some() => {
-                if !noticed && started.elapsed() >= NOTICE_AFTER {
-                    let (path, holder) = holder_of(&e).unwrap_or_default();
-                    let rest = left - slice;
-                    eprintln!("{}", notice(&path, holder.as_deref(), rest));
-                    noticed = true;
-                }
-            }
-            // A lock still held says how long this call waited in all, not
-            // its last slice.
-            other => {
-                return other.map_err(|mut e| {
-                    if let RunError::Engine {
-                        source: engine::Error::Locked { waited, .. },
-                        ..
-                    } = &mut e
-                    {
-                        *waited = Some(started.elapsed());
-                    }
-                    e
-                });
-            }
-        }
-    }
-}
-
-/// The lock's path and recorded holder, when `e` is a held writer lock.
-pub fn holder_of(e: &RunError) -> Option<(String, Option<String>)> {
-    match e {
-        RunError::Engine {
-            source: engine::Error::Locked { path, holder, .. },
-            ..
-        } => Some((path.display().to_string(), holder.clone())),
-        _ => None,
-    }
+    runs.waiting_for_lock(&mut lock_notice(), f)
 }
 
 /// The notice: who holds `lock` and how much longer this process waits.

@@ -82,9 +82,12 @@ pub enum RunError {
         /// The error.
         source: std::io::Error,
     },
-    /// The run's server (`runlog serve`) refused the change (nothing
-    /// written) or failed it; `message` is the server's report, which is
-    /// all of the error that crosses its socket (`Runs::change`).
+    /// The run's server refused the change (nothing written) or failed it
+    /// with an error this build cannot read typed (a server of another
+    /// build): `message` is the server's report. Every error this build
+    /// knows crosses the socket as itself ([`Runs::change_waiting`]).
+    ///
+    /// [`Runs::change_waiting`]: super::Runs::change_waiting
     Served {
         /// The run's id.
         id: String,
@@ -180,6 +183,13 @@ impl RunError {
             ),
             RunError::Checkpoint { .. } | RunError::Io { .. } => false,
         }
+    }
+
+    /// True when a change was handed to the run's server, which may have
+    /// applied it, and no answer came (the server died, or the connection
+    /// broke): look at the run before doing the change again.
+    pub fn outcome_unknown(&self) -> bool {
+        matches!(self, RunError::Io { op, .. } if *op == super::serve::HANDED_OVER)
     }
 
     /// True when the run's writer lock was held by another writer for

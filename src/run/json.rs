@@ -84,6 +84,13 @@ pub(crate) fn json_depth(text: &[u8]) -> usize {
 }
 
 impl Json {
+    /// Items for an `item` change from a JSON value: an object is one item,
+    /// an array each of its elements (which must be objects, and at least
+    /// one); anything else is refused, with why.
+    pub fn items(v: serde_json::Value) -> Result<Vec<Json>, String> {
+        super::serve::ops::items_from_json(v)
+    }
+
     /// Parses user-supplied JSON text with a nesting limit (64 deep).
     pub fn parse_limited(text: &str) -> Result<serde_json::Value, String> {
         let depth = json_depth(text.as_bytes());

@@ -35,6 +35,13 @@ impl Warning {
     /// of what it was given (task, units, dependencies, budgets, launch) differs
     /// from the run: a resumed run keeps its own; `changed` names what was ignored.
     pub const START_ARGS_IGNORED: &'static str = "START_ARGS_IGNORED";
+    /// The code of the warning a `spend` gives once its budget's spending has
+    /// reached the budget's limit (the spend is recorded all the same).
+    pub const BUDGET_EXCEEDED: &'static str = "BUDGET_EXCEEDED";
+    /// The code of the warning a long-lived writer (`apply`, a server) gives
+    /// when it defers its automatic compaction for want of room on the disk
+    /// (FORMAT.md §5.4); appends go on.
+    pub const COMPACTION_DEFERRED: &'static str = "COMPACTION_DEFERRED";
 }
 
 /// What `start` did.
@@ -107,18 +114,6 @@ impl Runs {
     /// Opens an existing run for writing, waiting for the lock as configured.
     pub fn open(&self, id: &str) -> Result<Run> {
         self.open_store(id, false)
-    }
-
-    /// Applies one change to run `id` itself, as a one-shot writer, never
-    /// through a server ([`Runs::change`] hands it to one when one serves):
-    /// one replay (the writer's open, waiting
-    /// for the lock), then the append, where the rules decide. The open defers
-    /// every write until the change is accepted, so a refused change leaves every
-    /// segment and snapshot as it was (only the `LOCK` file's holder text is
-    /// rewritten); an accepted one writes the rewrite the open owes together with
-    /// its record, under one fdatasync in the common case.
-    pub fn change_direct(&self, id: &str, change: Change) -> Result<u64> {
-        self.open_store_as(id, false, true)?.apply(change)
     }
 
     /// Creates run `spec.id`. Refused when a live run with that id exists; a

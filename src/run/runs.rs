@@ -417,20 +417,6 @@ impl Runs {
         Ok(out)
     }
 
-    /// Applies one change to run `id` (as [`Runs::change`]) and then reads the
-    /// run with `after`, under the same lock: the caller sees the state its
-    /// change produced (an item's id, a budget passed) without a second replay.
-    pub fn change_then<R>(
-        &self,
-        id: &str,
-        change: super::transition::Change,
-        after: impl FnOnce(&super::view::RunView<'_>) -> R,
-    ) -> Result<(u64, R)> {
-        let run = self.open_store_as(id, false, true)?;
-        let seq = run.apply(change)?;
-        Ok((seq, run.read(after)))
-    }
-
     /// Every archived run (directories under `archive/`), newest first.
     /// `gc` removes those last updated more than its `--keep-days` ago.
     pub fn list_archived(&self) -> Result<Vec<ArchivedRun>> {

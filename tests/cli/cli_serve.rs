@@ -713,12 +713,12 @@ fn a_call_that_finds_the_lock_held_looks_for_a_server_again() {
 /// The library's one-shot writer (`Runs::change`, which Python's
 /// `Runs.unit` calls) hands its change to a running server as the command
 /// line does: with no lock wait at all, since the server holds the lock; a
-/// refusal comes back as the server's report, refused. `change_direct`
-/// never asks a server. Once the server stops, `change` applies the change
-/// itself.
+/// refusal comes back typed, the same rule as applied directly. Opening the
+/// run never asks a server. Once the server stops, `change` applies the
+/// change itself.
 #[test]
 fn a_library_writer_hands_its_change_to_the_server_too() {
-    use runlog::run::{Change, RunError, Runs, UnitStatus};
+    use runlog::run::{Change, RuleError, Runs, UnitStatus};
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     init_run(root, RUN, &["a".into(), "b".into()]);
@@ -734,14 +734,20 @@ fn a_library_writer_hands_its_change_to_the_server_too() {
     let e = runs
         .change(RUN, unit("a", UnitStatus::InProgress))
         .unwrap_err();
-    assert!(matches!(e, RunError::Served { refused: true, .. }), "{e:?}");
     assert!(
-        e.is_refused() && e.to_string().contains("never demoted"),
+        matches!(e.rule(), Some(RuleError::Demote { unit, .. }) if unit == "a"),
+        "{e:?}"
+    );
+    assert!(
+        e.is_refused()
+            && runlog::engine::ErrorChain(&e)
+                .to_string()
+                .contains("never demoted"),
         "{e}"
     );
-    let e = runs
-        .change_direct(RUN, unit("b", UnitStatus::Done))
-        .unwrap_err();
+    let Err(e) = runs.open(RUN) else {
+        panic!("opened a served run's writer")
+    };
     assert!(e.is_locked(), "{e:?}");
     let (code, err) = stop(server);
     assert_eq!(code, Some(0), "serve: {err}");

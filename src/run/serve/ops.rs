@@ -4,19 +4,15 @@
 //! conveniences: `item` takes one object or an array of them, and `budget`
 //! gives `limit` and `owner` beside `name`. There is no second schema to keep
 //! in step: a field added to a `Change` is an operation field at once.
-//! Parsing caps line length and nesting first.
-//!
-//! This file stands alone on the library's public API and serde_json (no
-//! `crate::` path), because the `apply_input` fuzz target and its corpus
-//! replay (`fuzz/fuzz_targets/checks.rs`) compile it too, with `#[path]`: the
-//! CLI is the binary's, not the library's, so they cannot import it.
+//! Parsing caps line length and nesting first. The `apply_input` fuzz target
+//! runs it (public under the `sim` feature, as `runlog::run::ops`).
 
-use runlog::run::{Change, Json};
+use crate::run::{Change, Json};
 use serde_json::{Map, Value};
 use std::io::BufRead;
 
 /// Longest operation line accepted, in bytes: the serve protocol's.
-pub const MAX_OP_LINE_BYTES: usize = runlog::run::served::MAX_LINE_BYTES;
+pub const MAX_OP_LINE_BYTES: usize = super::protocol::MAX_LINE_BYTES;
 
 /// One line read with a length cap.
 #[derive(Debug, PartialEq)]
@@ -145,7 +141,7 @@ fn as_change_fields(op: &str, mut fields: Map<String, Value>) -> Result<(&str, V
 }
 
 /// What every operation error ends with: the shape of a line, and where to look.
-const OP_SHAPE: &str = r#"a line is one JSON object such as {"op":"unit","unit":"u1","status":"done"}; see: runlog apply --help"#;
+pub const OP_SHAPE: &str = r#"a line is one JSON object such as {"op":"unit","unit":"u1","status":"done"}"#;
 
 /// Parses one line into a change (length and nesting capped). Errors say what
 /// is wrong with the line in runlog's words, and what a line looks like.
@@ -187,8 +183,8 @@ fn plain_serde_error(e: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use runlog::run::served::op_line;
-    use runlog::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
+    use super::super::protocol::op_line;
+    use crate::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
 
     #[test]
     fn every_change_but_init_is_an_op_with_the_changes_own_fields() {
@@ -265,7 +261,7 @@ mod tests {
         ] {
             let e = parse_op_line(line).unwrap_err();
             assert!(e.contains(says), "{line}: {e}");
-            assert!(e.contains("runlog apply --help"), "{line}: {e}");
+            assert!(e.ends_with(OP_SHAPE), "{line}: {e}");
         }
     }
 
@@ -300,7 +296,7 @@ mod tests {
         ] {
             let e = parse_op_line(line).unwrap_err();
             assert!(e.contains(says), "{line}: {e}");
-            assert!(e.contains("runlog apply --help"), "{line}: {e}");
+            assert!(e.ends_with(OP_SHAPE), "{line}: {e}");
             assert!(
                 !e.contains("internally tagged") && !e.contains('`'),
                 "{line}: {e}"

@@ -1,7 +1,7 @@
-//! `runlog serve`'s committer: one thread applies the changes that every
+//! A server's committer: one thread applies the changes that every
 //! connection hands it, in batches of one write and one fdatasync
-//! (`ack::apply_batch`, which ends a batch after an `item` or a `spend`), and decides when each batch starts (docs/CLI.md,
-//! "serve"; FORMAT.md §5.9). Once a change is waiting, it holds the batch:
+//! (`batch::apply_batch`, which ends a batch after an `item` or a `spend`),
+//! and decides when each batch starts (docs/CLI.md, "serve"; FORMAT.md §5.9). Once a change is waiting, it holds the batch:
 //!
 //! - while a connection greeted less than [`FRESH_WAIT`] ago has sent
 //!   nothing: a one-shot call sends its change right after the greeting, so
@@ -15,23 +15,29 @@
 //! an answer means: each connection writes its acks only after
 //! `apply_batch` returns, which is after the fdatasync that covers them.
 
-use super::ack::Acked;
-use runlog::run::{Change, Run, RunError};
+use super::batch::{Deferral, apply_batch};
+use super::protocol::Acked;
+use crate::run::handle::Run;
+use crate::run::open::Warning;
+use crate::run::transition::Change;
+use crate::run::RunError;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long after its greeting a connection that has sent nothing is waited
 /// for: past it, a slow or idle client holds no batch.
-pub const FRESH_WAIT: Duration = Duration::from_millis(1);
+pub(super) const FRESH_WAIT: Duration = Duration::from_millis(1);
 
 /// What each change of a batch came to, in order.
 type Results = Vec<Result<Acked, RunError>>;
 
 /// The committer's state, shared with every connection.
-pub struct Committer<'r> {
+pub(super) struct Committer<'r> {
     run: &'r Run,
     delay: Duration,
+    deferral: Deferral,
+    warn: &'r (dyn Fn(&Warning) + Sync),
     queue: Mutex<Queue>,
     changed: Condvar,
 }
@@ -51,7 +57,7 @@ struct Queue {
 
 /// One connection's registration: counted open from its accept until this
 /// is dropped.
-pub struct Connection<'c, 'r> {
+pub(super) struct Connection<'c, 'r> {
     committer: &'c Committer<'r>,
     id: u64,
 }
@@ -60,7 +66,7 @@ pub struct Connection<'c, 'r> {
 /// held at all (module docs): `fresh` are the accept times of connections not
 /// yet heard from, `others` the open connections with nothing in the batch.
 /// Never past `first` + the longer of [`FRESH_WAIT`] and `delay`.
-pub fn hold_until(
+pub(super) fn hold_until(
     now: Instant,
     first: Instant,
     fresh: impl Iterator<Item = Instant>,
@@ -78,10 +84,12 @@ pub fn hold_until(
 }
 
 impl<'r> Committer<'r> {
-    pub fn new(run: &'r Run, delay: Duration) -> Self {
+    pub(super) fn new(run: &'r Run, delay: Duration, warn: &'r (dyn Fn(&Warning) + Sync)) -> Self {
         Committer {
             run,
             delay,
+            deferral: Deferral::new(),
+            warn,
             queue: Mutex::new(Queue::default()),
             changed: Condvar::new(),
         }
@@ -92,7 +100,7 @@ impl<'r> Committer<'r> {
     }
 
     /// Registers a connection just accepted.
-    pub fn connection(&self) -> Connection<'_, 'r> {
+    pub(super) fn connection(&self) -> Connection<'_, 'r> {
         let mut q = self.lock();
         let id = q.next_id;
         q.next_id += 1;
@@ -105,19 +113,19 @@ impl<'r> Committer<'r> {
     }
 
     /// Connections accepted and not yet finished.
-    pub fn open(&self) -> usize {
+    pub(super) fn open(&self) -> usize {
         self.lock().open
     }
 
     /// No more connections: [`run`](Self::run) returns once every open one
     /// has finished.
-    pub fn close(&self) {
+    pub(super) fn close(&self) {
         self.lock().closed = true;
         self.changed.notify_all();
     }
 
     /// The committer's loop, on its own thread.
-    pub fn run(&self) {
+    pub(super) fn run(&self) {
         let mut q = self.lock();
         loop {
             if q.pending.is_empty() {
@@ -146,9 +154,13 @@ impl<'r> Committer<'r> {
             drop(q);
             let sizes: Vec<usize> = batch.iter().map(|(c, _)| c.len()).collect();
             let (changes, replies): (Vec<Vec<Change>>, Vec<_>) = batch.into_iter().unzip();
-            let mut results =
-                super::ack::apply_batch(self.run, changes.into_iter().flatten().collect())
-                    .into_iter();
+            let mut results = apply_batch(
+                self.run,
+                changes.into_iter().flatten().collect(),
+                &self.deferral,
+                self.warn,
+            )
+            .into_iter();
             for (n, reply) in sizes.into_iter().zip(replies) {
                 // A connection that is gone has no one to answer.
                 let _ = reply.send(results.by_ref().take(n).collect());
@@ -161,7 +173,7 @@ impl<'r> Committer<'r> {
 impl Connection<'_, '_> {
     /// Hands `changes` to the committer; returns what each came to, once
     /// the fdatasync covering the accepted ones has returned.
-    pub fn commit(&self, changes: Vec<Change>) -> Results {
+    pub(super) fn commit(&self, changes: Vec<Change>) -> Results {
         let (send, receive) = sync_channel(1);
         let n = changes.len();
         {
