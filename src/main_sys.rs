@@ -91,4 +91,3 @@ pub fn stdout_reader_gone(timeout: std::time::Duration) -> bool {
     }
     r > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
-

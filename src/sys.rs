@@ -41,7 +41,10 @@ pub fn sigterm_received() -> bool {
 /// Waits up to `timeout` for `fd` to be readable (for a listening socket: a
 /// connection to accept). False on timeout or on a signal (EINTR): the
 /// caller's loop looks at its stop conditions and waits again.
-pub(crate) fn readable_within(fd: std::os::fd::BorrowedFd<'_>, timeout: std::time::Duration) -> bool {
+pub(crate) fn readable_within(
+    fd: std::os::fd::BorrowedFd<'_>,
+    timeout: std::time::Duration,
+) -> bool {
     use std::os::fd::AsRawFd;
     let mut p = libc::pollfd {
         fd: fd.as_raw_fd(),

@@ -259,7 +259,7 @@ impl Runs {
     /// connection is open so that more share one. It stops on `stop()`
     /// (or at the end of a `with` block), after `idle` seconds without a
     /// connection, or when a change fails. A tagged run is not served
-    /// (`InvalidArgument`).
+    /// (`Refused`).
     #[pyo3(signature = (id, commit_delay=0.0, idle=None))]
     fn serve(
         &self,

@@ -59,11 +59,7 @@ impl Server {
     /// first); the report, kept for later calls.
     fn finish(&self) -> Result<ServeReport, String> {
         self.stop.store(true, Ordering::SeqCst);
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         let mut report = self.report.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = thread {
             *report = Some(
@@ -133,7 +129,11 @@ impl Server {
     }
 
     fn __repr__(&self) -> String {
-        format!("Server(socket={:?}, running={})", self.socket, self.running())
+        format!(
+            "Server(socket={:?}, running={})",
+            self.socket,
+            self.running()
+        )
     }
 }
 

@@ -63,5 +63,5 @@ def test_a_python_program_hosts_the_server_other_processes_hand_changes_to(root)
     assert server.stop() == report, "stop() again says the same"
     # The lock is let go: the call applies its change itself.
     assert runs.unit("r", "b", "done") == int(out.stdout) + 1
-    with pytest.raises(runlog.InvalidArgument, match="commit delay"):
+    with pytest.raises(runlog.Refused, match="commit delay"):
         runs.serve("r", commit_delay=1.0)

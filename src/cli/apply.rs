@@ -20,6 +20,12 @@ pub fn apply_stdin(runs: &Runs, id: &str) -> Result<u8, RunError> {
         Notice::Warning(w) => eprintln!("runlog: warning {}: {}", w.code, w.message),
         _ => {}
     };
-    let ended = run.apply_lines(&mut input, &mut out, &super::report, SHAPE_HINT, &mut notice)?;
+    let ended = run.apply_lines(
+        &mut input,
+        &mut out,
+        &super::report,
+        SHAPE_HINT,
+        &mut notice,
+    )?;
     Ok(if ended { EXIT_DONE } else { EXIT_FAILED })
 }

@@ -48,5 +48,9 @@ pub fn serve(
         "runlog: serve: run {id}: {} changes acknowledged over {} connections in {} fdatasyncs; stopped: {stopped}",
         report.acked, report.connections, report.fsyncs,
     );
-    Ok(if report.failed { EXIT_FAILED } else { EXIT_DONE })
+    Ok(if report.failed {
+        EXIT_FAILED
+    } else {
+        EXIT_DONE
+    })
 }

@@ -17,7 +17,10 @@ pub fn lock_notice() -> impl FnMut(&Waiting<'_>) {
     let mut noticed = false;
     move |w| {
         if !noticed && w.waited >= NOTICE_AFTER {
-            eprintln!("{}", notice(&w.lock.display().to_string(), w.holder, w.left));
+            eprintln!(
+                "{}",
+                notice(&w.lock.display().to_string(), w.holder, w.left)
+            );
             noticed = true;
         }
     }

@@ -65,11 +65,11 @@ sim_pub_use!(resume::resume_set_from_rows);
 #[doc(hidden)]
 pub use resume::{blocking_roots, resume_set};
 pub use rule_error::RuleError;
+pub use runs::{ArchivedRun, GcReport, RunSummary, Runs, Unreadable};
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub use serve::ops;
 pub use serve::{Acked, Notice, ServeReport, Server, Waiting};
-pub use runs::{ArchivedRun, GcReport, RunSummary, Runs, Unreadable};
 sim_pub_use!(runs::{ARCHIVE_SUBDIR, RUN_DELTA_BYTES, RUN_PREALLOCATE, RUNS_SUBDIR});
 pub use transition::{BudgetSpec, Change, InitSpec, Transition};
 pub use units::UnitCounts;

@@ -22,6 +22,7 @@ mod run_delta_tail;
 mod run_health;
 mod run_model_rules;
 mod run_resume_set;
+mod run_served_same_as_direct;
 mod run_start_units;
 mod run_table_state;
 mod run_tail_cache;

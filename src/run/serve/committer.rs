@@ -17,10 +17,10 @@
 
 use super::batch::{Deferral, apply_batch};
 use super::protocol::Acked;
+use crate::run::RunError;
 use crate::run::handle::Run;
 use crate::run::open::Warning;
 use crate::run::transition::Change;
-use crate::run::RunError;
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

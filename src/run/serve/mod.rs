@@ -30,7 +30,7 @@ mod stream;
 mod wire;
 
 pub use client::Waiting;
-pub(crate) use protocol::HANDED_OVER;
 pub use protocol::Acked;
+pub(crate) use protocol::HANDED_OVER;
 pub use server::{ServeReport, Server};
 pub use stream::Notice;

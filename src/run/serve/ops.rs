@@ -141,7 +141,8 @@ fn as_change_fields(op: &str, mut fields: Map<String, Value>) -> Result<(&str, V
 }
 
 /// What every operation error ends with: the shape of a line, and where to look.
-pub const OP_SHAPE: &str = r#"a line is one JSON object such as {"op":"unit","unit":"u1","status":"done"}"#;
+pub const OP_SHAPE: &str =
+    r#"a line is one JSON object such as {"op":"unit","unit":"u1","status":"done"}"#;
 
 /// Parses one line into a change (length and nesting capped). Errors say what
 /// is wrong with the line in runlog's words, and what a line looks like.
@@ -182,8 +183,8 @@ fn plain_serde_error(e: &serde_json::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::super::protocol::op_line;
+    use super::*;
     use crate::run::{BudgetSpec, PhaseStatus, RunStatus, UnitStatus};
 
     #[test]

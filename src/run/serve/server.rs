@@ -116,10 +116,10 @@ impl Runs {
             std::os::unix::fs::PermissionsExt::from_mode(0o600),
         )
         .map_err(io_error("set the socket's mode", &server.socket))?;
-        server
-            .listener
-            .set_nonblocking(true)
-            .map_err(io_error("make the socket's accept non-blocking", &server.socket))?;
+        server.listener.set_nonblocking(true).map_err(io_error(
+            "make the socket's accept non-blocking",
+            &server.socket,
+        ))?;
         Ok(server)
     }
 }
@@ -328,5 +328,13 @@ fn connection(registered: &Connection, id: &str, stream: UnixStream, state: &Sta
     };
     // An error here is the client's connection (gone, or silent too long):
     // there is no one to acknowledge.
-    let _ = apply_stream(&commit, &mut input, &mut out, &render, "", &mut notice, &state.acked);
+    let _ = apply_stream(
+        &commit,
+        &mut input,
+        &mut out,
+        &render,
+        "",
+        &mut notice,
+        &state.acked,
+    );
 }

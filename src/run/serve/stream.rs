@@ -121,7 +121,11 @@ pub(super) fn apply_stream(
                     }
                     Some(Err(e)) => {
                         let message = render(&e);
-                        (error_line(&message, e.exit_code(), Some(&e)), message, e.is_refused())
+                        (
+                            error_line(&message, e.exit_code(), Some(&e)),
+                            message,
+                            e.is_refused(),
+                        )
                     }
                     None => {
                         let message = "internal: a change of the batch has no result".to_string();

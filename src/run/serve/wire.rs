@@ -817,7 +817,11 @@ mod tests {
                 refused: true,
             },
         ];
-        all.extend(rules.into_iter().map(|source| RunError::Refused { id: id(), source }));
+        all.extend(
+            rules
+                .into_iter()
+                .map(|source| RunError::Refused { id: id(), source }),
+        );
         all.extend(
             engine_errors()
                 .into_iter()
@@ -847,7 +851,9 @@ mod tests {
                     },
                 },
                 R::Diverged { reason: "x".into() },
-                R::NoRemoteRun { url: "s3://b".into() },
+                R::NoRemoteRun {
+                    url: "s3://b".into(),
+                },
                 R::Config("bad url".into()),
                 R::Local(engine_errors().remove(2)),
             ];
@@ -924,6 +930,9 @@ mod tests {
         }
         assert_eq!(kept.len(), MAX_INTERNED);
         assert_eq!(intern_in(&mut kept, "yet another op"), UNKNOWN_OP);
-        assert!(std::ptr::eq(a, intern_in(&mut kept, "an op from a server")), "kept");
+        assert!(
+            std::ptr::eq(a, intern_in(&mut kept, "an op from a server")),
+            "kept"
+        );
     }
 }
