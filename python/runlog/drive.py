@@ -550,8 +550,9 @@ def output(view, unit: str) -> Any:
     n = _note(u.note)
     if "value" in n:
         return n["value"]
-    o = n.get("output")
-    if not isinstance(o, dict):
+    # The reference as the library reads it (FORMAT.md §12.2).
+    o = u.output
+    if o is None or o["len"] is None or o["digest"] is None:
         raise Error("run %r unit %r: its done note records no drive result: %r"
                     % (view.id, unit, u.note[:200]))
     where = "%s/%s" % (o["store"].rstrip("/"), o["name"])
@@ -576,8 +577,8 @@ def gc_outputs(run, outputs: str, *, dry_run: bool = False) -> List[str]:
     running can write one more orphan later; a later gc removes it."""
     committed = set()
     for u in run.iter_units(status="done"):
-        o = _note(u.note).get("output")
-        if isinstance(o, dict) and o.get("store") == outputs:
+        o = u.output
+        if o is not None and o["store"] == outputs:
             committed.add(o["name"])
     store = _store(outputs)
     orphans = [n for n in store.list(_key(run.id)) if n not in committed]

@@ -47,6 +47,25 @@ impl Unit {
     fn attempts(&self) -> u32 {
         self.unit.attempts
     }
+    /// Where its result is kept, when a driver put it in an object store
+    /// (FORMAT.md §12.2): a dict with `store`, `name`, `len`, `digest`,
+    /// `kind`, `attempt` and `claim` (None where not recorded); None unless
+    /// the unit is done and its note records one.
+    #[getter]
+    fn output<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        let Some(o) = self.unit.output() else {
+            return Ok(None);
+        };
+        let d = pyo3::types::PyDict::new(py);
+        d.set_item("store", o.store)?;
+        d.set_item("name", o.name)?;
+        d.set_item("len", o.len)?;
+        d.set_item("digest", o.digest)?;
+        d.set_item("kind", o.kind)?;
+        d.set_item("attempt", o.attempt)?;
+        d.set_item("claim", o.claim)?;
+        Ok(Some(d))
+    }
     /// When it was added.
     #[getter]
     fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

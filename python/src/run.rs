@@ -86,7 +86,7 @@ fn batch_entry(entry: &Bound<'_, PyAny>) -> PyResult<Change> {
 /// left as it was), its message naming the first failure in full.
 fn batch_error<T: for<'py> IntoPyObject<'py> + Clone>(
     py: Python<'_>,
-    results: &[run::Result<T>],
+    results: &[Result<T, run::RunError>],
 ) -> PyResult<PyErr> {
     let n = results.len();
     let list = PyList::empty(py);
@@ -200,7 +200,7 @@ impl Run {
                 .map(|(n, _)| n)
                 .collect());
         }
-        let seqs: Vec<run::Result<Option<u64>>> = results
+        let seqs: Vec<Result<Option<u64>, run::RunError>> = results
             .into_iter()
             .map(|r| {
                 r.map(|c| match c {

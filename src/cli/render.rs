@@ -1,7 +1,6 @@
 //! The human `status` view: pure functions from a document to text, so a later
 //! `--watch` only has to call them again every second.
 
-use runlog::run::Result;
 use runlog::run::RunView;
 use runlog::run::UnitStatus;
 use runlog::run::{ArchivedRun, RunSummary};
@@ -40,7 +39,7 @@ pub fn status_json(view: &RunView<'_>) -> serde_json::Value {
 /// Renders one run: header, phases, unit counts with a progress bar (and each
 /// unit, in small runs), open items, budgets, and how to resume. Reads the
 /// header and the counts; units only up to [`STATUS_LIST_UNITS`].
-pub fn render_status(view: &RunView<'_>) -> Result<String> {
+pub fn render_status(view: &RunView<'_>) -> Result<String, runlog::run::RunError> {
     let doc = view.header();
     let counts = view.counts();
     let mut s = String::new();
@@ -236,7 +235,10 @@ const WATCH_LIST_ITEMS: usize = 5;
 /// [`STATUS_LIST_UNITS`]), so a redraw costs the same at any run size. The
 /// frame never has more than `ctx.rows` lines nor a line wider than
 /// `ctx.cols`: a line is cut with `…`, and the least important lines go first.
-pub fn render_watch(view: &RunView<'_>, ctx: &WatchContext) -> Result<String> {
+pub fn render_watch(
+    view: &RunView<'_>,
+    ctx: &WatchContext,
+) -> Result<String, runlog::run::RunError> {
     let doc = view.header();
     if !doc.is_initialized() {
         return Ok(fit(

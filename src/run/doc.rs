@@ -26,7 +26,7 @@ pub(crate) fn check_schema(found: u32) -> Result<(), String> {
 
 /// Named parts identifying the inputs a run's progress depends on
 /// (`size=…`, `mtime=…`, `params=…`).
-pub type Fingerprint = BTreeMap<String, String>;
+pub(crate) type Fingerprint = BTreeMap<String, String>;
 
 /// A run's document. `schemaVersion` 0 means the store exists but the run was
 /// never initialized.

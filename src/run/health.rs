@@ -8,7 +8,7 @@
 //!
 //! 1. a phase is `blocked`: **needs attention** (something stopped for a
 //!    human: `runlog.drive` records its stop with blocked units so);
-//! 2. else, no change for at least [`IDLE_AFTER`] and no writer holds its
+//! 2. else, no change for at least [`Health::IDLE_AFTER`] and no writer holds its
 //!    lock: **needs attention** when units are blocked, else **idle**
 //!    (nothing is working on it);
 //! 3. else **running**.
@@ -22,14 +22,9 @@ use super::units::UnitCounts;
 use serde::Serialize;
 use std::time::Duration;
 
-/// A live run with no writer and no change for this long is idle: 5 minutes,
-/// far longer than any pause between a working writer's changes, short enough
-/// to be seen the same morning.
-pub const IDLE_AFTER: Duration = Duration::from_secs(5 * 60);
-
 /// How a run stands. For a run not finalized: a phase `blocked` is
 /// [`NeedsAttention`](Health::NeedsAttention); else, no change for at least
-/// [`IDLE_AFTER`] and no writer holding its lock is `NeedsAttention` when
+/// [`Health::IDLE_AFTER`] and no writer holding its lock is `NeedsAttention` when
 /// units are blocked, else [`Idle`](Health::Idle); else
 /// [`Running`](Health::Running). A finalized run is [`Done`](Health::Done)
 /// (`done`) or [`Failed`](Health::Failed) (`needs_attention`, `aborted`).
@@ -37,19 +32,24 @@ pub const IDLE_AFTER: Duration = Duration::from_secs(5 * 60);
 #[serde(rename_all = "snake_case")]
 pub enum Health {
     /// Not finalized, and something is stopped for a human: a phase blocked,
-    /// or units blocked with no writer and no change for [`IDLE_AFTER`].
+    /// or units blocked with no writer and no change for [`Health::IDLE_AFTER`].
     NeedsAttention,
     /// Finalized `needs_attention` or `aborted`.
     Failed,
-    /// Not finalized, nothing blocked, no writer and no change for [`IDLE_AFTER`].
+    /// Not finalized, nothing blocked, no writer and no change for [`Health::IDLE_AFTER`].
     Idle,
-    /// Not finalized, and a writer holds it or it changed within [`IDLE_AFTER`].
+    /// Not finalized, and a writer holds it or it changed within [`Health::IDLE_AFTER`].
     Running,
     /// Finalized `done`.
     Done,
 }
 
 impl Health {
+    /// A live run with no writer and no change for this long is idle: 5 minutes,
+    /// far longer than any pause between a working writer's changes, short enough
+    /// to be seen the same morning.
+    pub const IDLE_AFTER: Duration = Duration::from_secs(5 * 60);
+
     /// The name in JSON (`needs_attention`, `failed`, `idle`, `running`, `done`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -96,7 +96,7 @@ pub struct Assessment {
     /// How long since its last change (ms), when its header says.
     pub quiet_ms: Option<i64>,
     /// Whether a writer held its lock, when that was looked at (only for a
-    /// live run quiet for [`IDLE_AFTER`], or one never initialized).
+    /// live run quiet for [`Health::IDLE_AFTER`], or one never initialized).
     pub writer: Option<bool>,
 }
 
@@ -104,7 +104,7 @@ impl Assessment {
     /// The health of a run with header `doc` and counts `counts` at `now_ms`
     /// (ms since the epoch). `writer_active` looks at the writer lock; it is
     /// called only when the answer matters (a live run quiet for
-    /// [`IDLE_AFTER`] with no phase blocked, or a store never initialized).
+    /// [`Health::IDLE_AFTER`] with no phase blocked, or a store never initialized).
     pub fn of(
         doc: &RunDoc,
         counts: &UnitCounts,
@@ -169,7 +169,7 @@ impl Assessment {
             }
             return done(Health::NeedsAttention, why);
         }
-        let quiet = quiet_ms.is_none_or(|q| q >= IDLE_AFTER.as_millis() as i64);
+        let quiet = quiet_ms.is_none_or(|q| q >= Health::IDLE_AFTER.as_millis() as i64);
         if !quiet {
             return done(Health::Running, String::new());
         }

@@ -32,6 +32,7 @@ mod id;
 mod json;
 mod machine;
 mod open;
+mod output;
 mod record;
 mod resume;
 mod rule_error;
@@ -44,20 +45,21 @@ mod view;
 pub use checkpoint::{Checkpoints, Flow, Restored, StopFlag, StopReason};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use doc::{
-    Budget, Fingerprint, Item, Launch, OpenAtFinish, Phase, PhaseStatus, ResolvedItem, RunDoc,
-    RunStatus, SavedCheckpoint, Unit, UnitStatus,
+    Budget, Item, Launch, OpenAtFinish, Phase, PhaseStatus, ResolvedItem, RunDoc, RunStatus,
+    SavedCheckpoint, Unit, UnitStatus,
 };
 sim_pub_use!(doc::SCHEMA_VERSION);
-pub use error::{Result, RunError};
+pub use error::RunError;
 pub use follow::UnitsChanged;
 pub use handle::{Claim, Run};
-pub use health::{Assessment, Health, IDLE_AFTER};
+pub use health::{Assessment, Health};
 pub use json::Json;
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub use machine::RunMachine;
 sim_pub_use!(machine::RunKeyed);
 pub use open::{Started, Warning};
+pub use output::OutputRef;
 sim_pub_use!(record::UnitRecord);
 pub use resume::ResumeSet;
 sim_pub_use!(resume::resume_set_from_rows);

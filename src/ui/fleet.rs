@@ -52,10 +52,15 @@ impl Fleet {
         {
             return Ok(s.clone());
         }
-        let (me, runs) = (self.clone(), runs.clone());
+        let (me, runs, runs_root) = (self.clone(), runs.clone(), runs.root().to_path_buf());
         let text = tokio::task::spawn_blocking(move || me.build(&runs))
             .await
-            .map_err(|e| RunError::Invalid(format!("the runs page's refresh failed: {e}")))??;
+            // A refresh that panicked is a failure of this process, not a refusal.
+            .map_err(|e| RunError::Io {
+                op: "refresh the runs page",
+                path: runs_root.clone(),
+                source: std::io::Error::other(e.to_string()),
+            })??;
         let text = Arc::new(text);
         *lock(&self.snapshot) = Some((Instant::now(), text.clone()));
         Ok(text)

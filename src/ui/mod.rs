@@ -27,7 +27,6 @@ pub mod feed;
 pub mod fleet;
 pub mod follow;
 pub mod lists;
-pub mod output;
 pub mod routes;
 
 use runlog::run::{RunError, Runs};

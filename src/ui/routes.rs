@@ -358,7 +358,7 @@ async fn api_unit(
         } else {
             lists::blocking_roots(&view, &u.depends_on)?
         };
-        let output = super::output::output_ref(&u);
+        let output = u.output();
         Ok(serde_json::json!({
             "name": name, "found": true, "outputRef": output, "unit": u,
             "blockingRoots": roots, "rootsWalkCut": cut,
