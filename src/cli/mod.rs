@@ -13,7 +13,7 @@ pub mod wait;
 pub mod watch;
 
 use runlog::engine::{self, ErrorChain};
-use runlog::run::{Clock, ManualClock, RuleError, RunError, Runs, SystemClock};
+use runlog::run::{Clock, RuleError, RunError, Runs, SystemClock};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -94,6 +94,21 @@ pub fn report(e: &RunError) -> String {
     }
 }
 
+/// The clock of `$RUNLOG_NOW`: always that time (for reproducible output).
+struct FixedClock(i64);
+
+impl FixedClock {
+    fn at(rfc3339: &str) -> Option<FixedClock> {
+        SystemClock::parse_rfc3339(rfc3339).map(FixedClock)
+    }
+}
+
+impl Clock for FixedClock {
+    fn now_millis(&self) -> i64 {
+        self.0
+    }
+}
+
 /// The status a shell reports for a process killed by SIGPIPE (128 + 13),
 /// used only if the signal could not be raised.
 const EXIT_SIGPIPE: u8 = 141;
@@ -130,7 +145,7 @@ fn runs_for(cli: &args::Cli) -> Result<Runs, RunError> {
     let env = std::env::var(Runs::ENV_DIR).ok();
     let root = Runs::locate_root(cli.dir.as_deref(), env.as_deref(), &cwd);
     let clock: Arc<dyn Clock> = match std::env::var(ENV_NOW) {
-        Ok(ts) => Arc::new(ManualClock::at(&ts).ok_or_else(|| {
+        Ok(ts) => Arc::new(FixedClock::at(&ts).ok_or_else(|| {
             RunError::Invalid(format!("${ENV_NOW} {ts:?} is not an RFC 3339 timestamp"))
         })?),
         Err(_) => Arc::new(SystemClock),

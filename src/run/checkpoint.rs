@@ -34,15 +34,6 @@ pub enum StopReason {
     },
 }
 
-/// What to do after a checkpoint.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Flow {
-    /// Keep working.
-    Continue,
-    /// Stop now: the state just saved is the one to resume from.
-    Stop(StopReason),
-}
-
 const NONE: u8 = 0;
 const SIGNAL: u8 = 1;
 const CANCEL: u8 = 2;
@@ -155,24 +146,23 @@ impl Runs {
 }
 
 impl Checkpoints {
-    /// Saves `state` durably, then reports whether to stop.
-    pub fn checkpoint<S: Serialize>(&self, state: &S) -> Result<Flow> {
+    /// Saves `state` durably, then says whether to stop: `None`, keep
+    /// working; `Some(why)`, stop now (the state just saved is the one to
+    /// resume from).
+    pub fn checkpoint<S: Serialize>(&self, state: &S) -> Result<Option<StopReason>> {
         let value = serde_json::to_value(state)
             .map_err(|e| RunError::Invalid(format!("checkpoint state is not JSON: {e}")))?;
         self.run.apply(Change::Checkpoint { state: Json(value) })?;
         // The state is saved: only now may a stop take effect.
         if let Some(r) = self.stop.requested() {
-            return Ok(Flow::Stop(r));
+            return Ok(Some(r));
         }
         let exhausted = self.run.read(|d| {
             d.header()
                 .exhausted_budget()
                 .map(|(n, b)| (n.clone(), b.owner.clone()))
         });
-        Ok(match exhausted {
-            Some((budget, owner)) => Flow::Stop(StopReason::BudgetExhausted { budget, owner }),
-            None => Flow::Continue,
-        })
+        Ok(exhausted.map(|(budget, owner)| StopReason::BudgetExhausted { budget, owner }))
     }
 
     /// The run underneath, for per-unit transitions and spending.

@@ -1,8 +1,11 @@
 //! The clock runs read their timestamps from, injectable for tests, and the
 //! RFC 3339 (UTC) formatting and parsing of those timestamps, with std only.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+#[cfg(any(test, feature = "sim"))]
+use std::sync::{
+    Arc,
+    atomic::{AtomicI64, Ordering},
+};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A source of the current time, in milliseconds since the Unix epoch (UTC).
@@ -38,10 +41,13 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock that stands still until moved; for tests. Clones share the time.
+/// A clock that stands still until moved; for tests (the `sim` feature).
+/// Clones share the time.
+#[cfg(any(test, feature = "sim"))]
 #[derive(Debug, Clone, Default)]
 pub struct ManualClock(Arc<AtomicI64>);
 
+#[cfg(any(test, feature = "sim"))]
 impl ManualClock {
     /// A clock showing `millis` since the epoch.
     pub fn at_millis(millis: i64) -> ManualClock {
@@ -64,6 +70,7 @@ impl ManualClock {
     }
 }
 
+#[cfg(any(test, feature = "sim"))]
 impl Clock for ManualClock {
     fn now_millis(&self) -> i64 {
         self.0.load(Ordering::SeqCst)

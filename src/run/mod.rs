@@ -42,8 +42,11 @@ mod transition;
 mod units;
 mod view;
 
-pub use checkpoint::{Checkpoints, Flow, Restored, StopFlag, StopReason};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use checkpoint::{Checkpoints, Restored, StopFlag, StopReason};
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub use clock::ManualClock;
+pub use clock::{Clock, SystemClock};
 pub use doc::{
     Budget, Item, Launch, OpenAtFinish, Phase, PhaseStatus, ResolvedItem, RunDoc, RunStatus,
     SavedCheckpoint, Unit, UnitStatus,

@@ -1,10 +1,10 @@
 //! Proves a run's health (`Runs::health`) as the run model decides it from a
-//! real store: a live run quiet past `IDLE_AFTER` is idle with no writer and
+//! real store: a live run quiet past `Health::IDLE_AFTER` is idle with no writer and
 //! running while a writer holds its lock (the look at `LOCK` is real); blocked
 //! units make it need attention; a blocked phase does at once; and the look
 //! at the lock changes no byte of the run.
 use crate::cli_support::tree_bytes_but_locks;
-use runlog::run::{Health, IDLE_AFTER, InitSpec, ManualClock, PhaseStatus, Runs, UnitStatus};
+use runlog::run::{Health, InitSpec, ManualClock, PhaseStatus, Runs, UnitStatus};
 use std::sync::Arc;
 
 const T0: i64 = 1_800_000_000_000;
@@ -23,7 +23,7 @@ fn run_health_follows_the_writer_lock_and_the_quiet_time() {
         })
         .unwrap();
     run.set_unit("a", UnitStatus::Done, None, None).unwrap();
-    let idle = IDLE_AFTER.as_millis() as i64;
+    let idle = Health::IDLE_AFTER.as_millis() as i64;
 
     // Changed just now: running, the lock not looked at.
     let h = runs.health(&runs.read_run("r").unwrap(), T0 + 1000);

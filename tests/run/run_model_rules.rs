@@ -223,14 +223,11 @@ fn checkpoints_restore_and_stop_only_after_saving() {
     cp.run()
         .declare_budget("calls", Some(3.0), "operator")
         .unwrap();
-    assert_eq!(
-        cp.checkpoint(&json!({"offset": 1})).unwrap(),
-        Flow::Continue
-    );
+    assert_eq!(cp.checkpoint(&json!({"offset": 1})).unwrap(), None);
     cp.stop_flag().signal();
     assert_eq!(
         cp.checkpoint(&json!({"offset": 2})).unwrap(),
-        Flow::Stop(StopReason::Signal)
+        Some(StopReason::Signal)
     );
     drop(cp);
 
@@ -246,7 +243,7 @@ fn checkpoints_restore_and_stop_only_after_saving() {
     cp.run().spend("calls", 3.0).unwrap();
     assert_eq!(
         cp.checkpoint(&json!({"offset": 3})).unwrap(),
-        Flow::Stop(StopReason::BudgetExhausted {
+        Some(StopReason::BudgetExhausted {
             budget: "calls".into(),
             owner: "operator".into()
         })
