@@ -286,18 +286,10 @@ fn interrupted() -> bool {
     crate::sys::sigint_received()
 }
 
-fn run_demo_in(
-    o: &DemoOptions,
-    exe: &Path,
-    first_root: &Path,
-    seed: u64,
-    temp: bool,
-) -> Result<DemoReport, RunError> {
-    // The runs root of the host the worker runs on (a new one after `--lose-host`).
-    let mut root = first_root.to_path_buf();
-    // Never compacted (the check reads every record): see `run_worker`.
-    let demo_runs = |root: &Path| Runs::new(root).with_compaction(engine::CompactionPolicy::Manual);
-    let mut runs = demo_runs(&root);
+/// Makes the demo's run under `root`: the plan's units on their dependency
+/// tree, shipping to `o.remote` when asked, its web view started when asked.
+/// Returns the plan.
+fn create_demo_run(o: &DemoOptions, runs: &Runs, root: &Path) -> Result<Vec<String>, RunError> {
     let plan: Vec<String> = (1..=o.units).map(unit_name).collect();
     let deps = (1..=o.units)
         .filter(|&i| i >= 2)
@@ -317,35 +309,40 @@ fn run_demo_in(
         attach(&runs.run_dir(DEMO_RUN)?, url)?;
     }
     if o.ui {
-        start_ui(&root)?;
+        start_ui(root)?;
     }
-    // The kill after which the host is lost: the middle one.
-    let lose_after = o.lose_host.then_some(o.kills.div_ceil(2));
-    let mut host_loss: Option<HostLoss> = None;
+    Ok(plan)
+}
 
-    let mut rng = Rng::new(seed);
-    let mut kills = kill_points(o.units, o.kills, &mut rng)
-        .into_iter()
-        .peekable();
-    let pb = progress_bar(o);
-    let mut acked: Vec<Acked> = Vec::new();
-    let mut done_units: HashSet<String> = HashSet::new();
-    // Units done as the store says: the last worker's count at its start plus
-    // the done acks since. A kill can swallow a done unit's ack, so counting
-    // acks alone could never reach a late kill point.
-    let mut done_now = 0usize;
-    let mut recoveries = Vec::new();
-    let mut fsyncs = 0u64;
-    let started = Instant::now();
-    let mut pending_kill: Option<usize> = None;
-    let mut finished = false;
-    for _ in 0..o.kills + 3 {
-        if temp && interrupted() {
-            return Err(err(INTERRUPTED));
-        }
-        let mut inc = spawn_worker(exe, &root, o)?;
-        let mut last_fsyncs = 0;
-        let mut killed = false;
+/// What the supervisor learns from its workers' lines, across incarnations.
+struct Watch {
+    kills: std::iter::Peekable<std::vec::IntoIter<usize>>,
+    rng: Rng,
+    pb: indicatif::ProgressBar,
+    acked: Vec<Acked>,
+    done_units: HashSet<String>,
+    /// Units done as the store says: the last worker's count at its start
+    /// plus the done acks since. A kill can swallow a done unit's ack, so
+    /// counting acks alone could never reach a late kill point.
+    done_now: usize,
+    recoveries: Vec<Recovery>,
+    /// The kill point of the worker killed last, until its successor is ready.
+    pending_kill: Option<usize>,
+    finished: bool,
+}
+
+/// How one worker's life ended.
+struct Ended {
+    killed: bool,
+    /// The fdatasyncs it reported last.
+    fsyncs: u64,
+}
+
+impl Watch {
+    /// Reads worker `inc`'s lines until it exits, or until this kills it at
+    /// the next kill point. `temp`: a Ctrl-C stops the demo.
+    fn worker(&mut self, inc: &mut Incarnation, temp: bool) -> Result<Ended, RunError> {
+        let mut fsyncs = 0;
         loop {
             let line = match inc.lines.recv_timeout(INTERRUPT_POLL) {
                 Ok(l) => l,
@@ -353,12 +350,17 @@ fn run_demo_in(
                     if temp && interrupted() {
                         let _ = inc.child.kill();
                         let _ = inc.child.wait();
-                        pb.finish_and_clear();
+                        self.pb.finish_and_clear();
                         return Err(err(INTERRUPTED));
                     }
                     continue;
                 }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Ok(Ended {
+                        killed: false,
+                        fsyncs,
+                    });
+                }
             };
             match line {
                 Line::Ready {
@@ -366,90 +368,58 @@ fn run_demo_in(
                     replayed,
                     done,
                 } => {
-                    if let Some(at) = pending_kill.take() {
-                        recoveries.push(Recovery {
+                    if let Some(at) = self.pending_kill.take() {
+                        self.recoveries.push(Recovery {
                             killed_at_units: at,
                             recovery_ms: recovery_us as f64 / 1000.0,
                             replayed,
                             restart_ms: inc.spawned.elapsed().as_secs_f64() * 1000.0,
                         });
                     }
-                    done_now = done_now.max(done);
-                    pb.set_position(done as u64);
+                    self.done_now = self.done_now.max(done);
+                    self.pb.set_position(done as u64);
                 }
                 Line::Ack {
                     seq,
                     unit,
                     status,
-                    fsyncs,
+                    fsyncs: f,
                 } => {
-                    last_fsyncs = fsyncs;
+                    fsyncs = f;
                     if status == "done" {
-                        if done_units.insert(unit.clone()) {
-                            done_now += 1;
+                        if self.done_units.insert(unit.clone()) {
+                            self.done_now += 1;
                         }
-                        pb.set_position(done_now as u64);
+                        self.pb.set_position(self.done_now as u64);
                     }
-                    acked.push(Acked { seq, unit, status });
-                    if kills.peek().is_some_and(|&k| done_now >= k) {
-                        let at = kills.next().unwrap_or_default();
+                    self.acked.push(Acked { seq, unit, status });
+                    if self.kills.peek().is_some_and(|&k| self.done_now >= k) {
+                        let at = self.kills.next().unwrap_or_default();
                         // A little later, so the kill lands mid-transition, not between.
-                        std::thread::sleep(Duration::from_micros(rng.range(0, 3000)));
+                        std::thread::sleep(Duration::from_micros(self.rng.range(0, 3000)));
                         let _ = inc.child.kill();
-                        killed = true;
-                        pending_kill = Some(at);
-                        pb.set_message(format!("killed {} time(s)", recoveries.len() + 1));
-                        break;
+                        self.pending_kill = Some(at);
+                        self.pb
+                            .set_message(format!("killed {} time(s)", self.recoveries.len() + 1));
+                        return Ok(Ended {
+                            killed: true,
+                            fsyncs,
+                        });
                     }
                 }
-                Line::Finished { fsyncs } => {
-                    last_fsyncs = fsyncs;
-                    finished = true;
+                Line::Finished { fsyncs: f } => {
+                    fsyncs = f;
+                    self.finished = true;
                 }
             }
         }
-        let status = inc.child.wait().map_err(|e| RunError::Io {
-            op: "wait for demo worker",
-            path: exe.to_path_buf(),
-            source: e,
-        })?;
-        fsyncs += last_fsyncs;
-        if killed {
-            let kill_no = recoveries.len() + 1;
-            if host_loss.is_none()
-                && lose_after == Some(kill_no)
-                && let Some(url) = &o.remote
-            {
-                let acked_seq = acked.iter().map(|a| a.seq).max().unwrap_or(0);
-                let new_root = first_root.join(NEW_HOST);
-                let loss = lose_host(&runs, &new_root, url, kill_no, acked_seq)?;
-                pb.set_message(format!(
-                    "host lost; restored through seq {}",
-                    loss.restored_seq
-                ));
-                host_loss = Some(loss);
-                root = new_root;
-                runs = demo_runs(&root);
-            }
-            continue;
-        }
-        if !status.success() {
-            return Err(err(format!(
-                "the demo worker failed ({status}) without being killed"
-            )));
-        }
-        if finished {
-            break;
-        }
     }
-    let elapsed = started.elapsed();
-    pb.finish_and_clear();
-    if !finished {
-        return Err(err("the demo worker never finished"));
-    }
+}
 
-    // The check reads the store itself: the log (every record ever appended;
-    // the demo's log stays below the auto-compaction threshold) and the document.
+/// Every record of the demo's log, decoded. The check reads the store
+/// itself: the log (every record ever appended; the demo's log stays below
+/// the auto-compaction threshold) and the document.
+fn read_demo_log(runs: &Runs) -> Result<Vec<(u64, runlog::run::Change)>, RunError> {
     let dir = runs.run_dir(DEMO_RUN)?;
     let mut raw: Vec<(u64, Vec<u8>)> = Vec::new();
     let codec = engine::Reader::new(&RealFs, &dir)
@@ -473,26 +443,107 @@ fn run_demo_in(
             "the demo log was compacted; the check needs every record",
         ));
     }
+    Ok(log)
+}
+
+fn run_demo_in(
+    o: &DemoOptions,
+    exe: &Path,
+    first_root: &Path,
+    seed: u64,
+    temp: bool,
+) -> Result<DemoReport, RunError> {
+    // The runs root of the host the worker runs on (a new one after `--lose-host`).
+    let mut root = first_root.to_path_buf();
+    // Never compacted (the check reads every record): see `run_worker`.
+    let demo_runs = |root: &Path| Runs::new(root).with_compaction(engine::CompactionPolicy::Manual);
+    let mut runs = demo_runs(&root);
+    let plan = create_demo_run(o, &runs, &root)?;
+    // The kill after which the host is lost: the middle one.
+    let lose_after = o.lose_host.then_some(o.kills.div_ceil(2));
+    let mut host_loss: Option<HostLoss> = None;
+    let mut rng = Rng::new(seed);
+    let kills = kill_points(o.units, o.kills, &mut rng);
+    let mut w = Watch {
+        kills: kills.into_iter().peekable(),
+        rng,
+        pb: progress_bar(o),
+        acked: Vec::new(),
+        done_units: HashSet::new(),
+        done_now: 0,
+        recoveries: Vec::new(),
+        pending_kill: None,
+        finished: false,
+    };
+    let mut fsyncs = 0u64;
+    let started = Instant::now();
+    for _ in 0..o.kills + 3 {
+        if temp && interrupted() {
+            return Err(err(INTERRUPTED));
+        }
+        let mut inc = spawn_worker(exe, &root, o)?;
+        let ended = w.worker(&mut inc, temp)?;
+        let status = inc.child.wait().map_err(|e| RunError::Io {
+            op: "wait for demo worker",
+            path: exe.to_path_buf(),
+            source: e,
+        })?;
+        fsyncs += ended.fsyncs;
+        if ended.killed {
+            let kill_no = w.recoveries.len() + 1;
+            if host_loss.is_none()
+                && lose_after == Some(kill_no)
+                && let Some(url) = &o.remote
+            {
+                let acked_seq = w.acked.iter().map(|a| a.seq).max().unwrap_or(0);
+                let new_root = first_root.join(NEW_HOST);
+                let loss = lose_host(&runs, &new_root, url, kill_no, acked_seq)?;
+                w.pb.set_message(format!(
+                    "host lost; restored through seq {}",
+                    loss.restored_seq
+                ));
+                host_loss = Some(loss);
+                root = new_root;
+                runs = demo_runs(&root);
+            }
+            continue;
+        }
+        if !status.success() {
+            return Err(err(format!(
+                "the demo worker failed ({status}) without being killed"
+            )));
+        }
+        if w.finished {
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
+    w.pb.finish_and_clear();
+    if !w.finished {
+        return Err(err("the demo worker never finished"));
+    }
+    let log = read_demo_log(&runs)?;
     let doc = runs.read(DEMO_RUN)?;
-    let check = check(&plan, &acked, &log, &doc);
+    let check = check(&plan, &w.acked, &log, &doc);
     let secs = elapsed.as_secs_f64().max(1e-9);
+    let acked = w.acked.len();
     Ok(DemoReport {
         units: o.units,
         done: check.done,
         lost: check.lost,
         duplicates: check.duplicates,
-        crashes: recoveries.len(),
+        crashes: w.recoveries.len(),
         kills_asked: o.kills,
         workers: o.workers,
-        acked: acked.len(),
-        transitions_per_sec: acked.len() as f64 / secs,
+        acked,
+        transitions_per_sec: acked as f64 / secs,
         fsyncs,
         avg_group: if fsyncs == 0 {
             0.0
         } else {
-            acked.len() as f64 / fsyncs as f64
+            acked as f64 / fsyncs as f64
         },
-        recoveries,
+        recoveries: w.recoveries,
         elapsed_s: secs,
         seed,
         dir: (!temp || !check.ok()).then(|| root.display().to_string()),

@@ -372,47 +372,7 @@ impl Shipper {
         next.writer = self.writer.clone();
 
         // A newer local snapshot: upload it; chunks it covers leave the live set.
-        let remote_snap = self.head.snapshot.as_ref().map_or(0, |s| s.seq);
-        // Only a full snapshot: a delta table (FORMAT.md §14) is read with
-        // its chain, which a restore of one snapshot would not have.
-        let full = local
-            .snapshots
-            .iter()
-            .rev()
-            .find(|(_, name)| {
-                crate::engine::snapshot_parent(self.vfs.as_ref(), &self.dir.join(name)).is_none()
-            })
-            .cloned();
-        if let Some((k, name)) = full
-            && k > remote_snap
-            && k <= upto.max(self.head.shipped)
-        {
-            let path = self.dir.join(&name);
-            match self.vfs.read(&path) {
-                Ok(bytes) => {
-                    let bytes = (*bytes).as_ref().to_vec();
-                    let object = snapshot_object_name(k, epoch, number);
-                    let len = bytes.len() as u64;
-                    self.upload("put snapshot", &object, bytes)?;
-                    next.snapshot = Some(SnapshotRef {
-                        seq: k,
-                        object,
-                        len,
-                    });
-                    next.chunks.retain(|c| c.last > k);
-                    next.inline.retain(|r| r.last > k);
-                    if next.shipped < k {
-                        next.shipped = k;
-                        next.tail = self.digest_of(&local, k).unwrap_or_default();
-                    }
-                }
-                // Compacted away since the listing: the next round sees its successor.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(crate::engine::Error::io("read snapshot", &path, e).into());
-                }
-            }
-        }
+        self.ship_snapshot(&local, upto, &mut next)?;
 
         // Re-ship the trailing run of small chunks as one once it is
         // MERGE_AT_CHUNKS long (and the local log still holds it): the live
@@ -468,31 +428,7 @@ impl Shipper {
         let (first, frames) = if merge || next.inline.is_empty() {
             (first, frames)
         } else {
-            let mut all = Vec::with_capacity(next.inline_bytes() as usize + frames.len());
-            let mut expect = next.inline[0].first;
-            for r in &next.inline {
-                let bytes = r.bytes().filter(|_| r.first == expect);
-                let Some(bytes) = bytes else {
-                    return Err(RemoteError::Diverged {
-                        reason: format!(
-                            "manifest {} carries inline records {}..={} where seq {expect} was due",
-                            self.head.number, r.first, r.last
-                        ),
-                    });
-                };
-                all.extend_from_slice(&bytes);
-                expect = r.last + 1;
-            }
-            if expect != first {
-                return Err(RemoteError::Diverged {
-                    reason: format!(
-                        "manifest {}'s inline records end before seq {}, the next to ship is {first}",
-                        self.head.number, expect
-                    ),
-                });
-            }
-            all.extend_from_slice(&frames);
-            (next.inline[0].first, all)
+            self.inline_then(&next, first, &frames)?
         };
         next.inline.clear();
         let object = chunk_name(first, last, epoch, number);
@@ -520,6 +456,85 @@ impl Shipper {
         next.shipped = last;
         next.tail = last_digest;
         Ok(next)
+    }
+
+    /// Uploads the newest full local snapshot when it is newer than the
+    /// remote's and within `upto` (or what is shipped already), into `next`:
+    /// chunks and inline records it covers leave the live set.
+    fn ship_snapshot(&mut self, local: &Local, upto: u64, next: &mut Manifest) -> Result<()> {
+        let (epoch, number) = (self.state.epoch, next.number);
+        let remote_snap = self.head.snapshot.as_ref().map_or(0, |s| s.seq);
+        // Only a full snapshot: a delta table (FORMAT.md §14) is read with
+        // its chain, which a restore of one snapshot would not have.
+        let full = local
+            .snapshots
+            .iter()
+            .rev()
+            .find(|(_, name)| {
+                crate::engine::snapshot_parent(self.vfs.as_ref(), &self.dir.join(name)).is_none()
+            })
+            .cloned();
+        let Some((k, name)) = full else {
+            return Ok(());
+        };
+        if k <= remote_snap || k > upto.max(self.head.shipped) {
+            return Ok(());
+        }
+        let path = self.dir.join(&name);
+        match self.vfs.read(&path) {
+            Ok(bytes) => {
+                let bytes = (*bytes).as_ref().to_vec();
+                let object = snapshot_object_name(k, epoch, number);
+                let len = bytes.len() as u64;
+                self.upload("put snapshot", &object, bytes)?;
+                next.snapshot = Some(SnapshotRef {
+                    seq: k,
+                    object,
+                    len,
+                });
+                next.chunks.retain(|c| c.last > k);
+                next.inline.retain(|r| r.last > k);
+                if next.shipped < k {
+                    next.shipped = k;
+                    next.tail = self.digest_of(local, k).unwrap_or_default();
+                }
+                Ok(())
+            }
+            // Compacted away since the listing: the next round sees its successor.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(crate::engine::Error::io("read snapshot", &path, e).into()),
+        }
+    }
+
+    /// The records `next` carries inline, byte for byte as shipped, then
+    /// `frames` (from seq `first`): a chunk's first seq and bytes. The
+    /// inline records must run without a gap up to `first`.
+    fn inline_then(&self, next: &Manifest, first: u64, frames: &[u8]) -> Result<(u64, Vec<u8>)> {
+        let mut all = Vec::with_capacity(next.inline_bytes() as usize + frames.len());
+        let mut expect = next.inline[0].first;
+        for r in &next.inline {
+            let bytes = r.bytes().filter(|_| r.first == expect);
+            let Some(bytes) = bytes else {
+                return Err(RemoteError::Diverged {
+                    reason: format!(
+                        "manifest {} carries inline records {}..={} where seq {expect} was due",
+                        self.head.number, r.first, r.last
+                    ),
+                });
+            };
+            all.extend_from_slice(&bytes);
+            expect = r.last + 1;
+        }
+        if expect != first {
+            return Err(RemoteError::Diverged {
+                reason: format!(
+                    "manifest {}'s inline records end before seq {}, the next to ship is {first}",
+                    self.head.number, expect
+                ),
+            });
+        }
+        all.extend_from_slice(frames);
+        Ok((next.inline[0].first, all))
     }
 
     /// Create-only upload of an object only this writer names; a lost answer

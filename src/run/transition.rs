@@ -281,84 +281,11 @@ pub(super) fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> 
             note.as_deref(),
             deps.as_deref(),
         )?,
-        Change::Phase { phase, status } => {
-            Change::check_name("phase", phase)?;
-            let p = doc.phases.entry(phase.clone()).or_insert_with(|| Phase {
-                status: PhaseStatus::Pending,
-                started_at: None,
-                updated_at: at.to_string(),
-                finished_at: None,
-            });
-            p.status = *status;
-            p.updated_at = at.to_string();
-            if *status == PhaseStatus::Running && p.started_at.is_none() {
-                p.started_at = Some(at.to_string());
-            }
-            if matches!(status, PhaseStatus::Done | PhaseStatus::Skipped) {
-                p.finished_at = Some(at.to_string());
-            }
-        }
-        Change::Items { items } => {
-            if items.is_empty() || items.len() > MAX_ITEMS_PER_CHANGE {
-                return refuse(RuleError::Invalid(format!(
-                    "an item change carries 1–{MAX_ITEMS_PER_CHANGE} items, not {}",
-                    items.len()
-                )));
-            }
-            for item in items {
-                doc.next_item += 1;
-                doc.open_items.push(Item {
-                    id: format!("item-{}", doc.next_item),
-                    at: at.to_string(),
-                    item: item.clone(),
-                });
-            }
-        }
-        Change::Resolve { id, note } => {
-            let Some(pos) = doc.open_items.iter().position(|i| &i.id == id) else {
-                let resolved = doc.resolved_items.iter().any(|i| &i.id == id);
-                return refuse(RuleError::UnknownItem {
-                    id: id.clone(),
-                    resolved,
-                });
-            };
-            let item = doc.open_items.remove(pos);
-            doc.resolved_items.push(ResolvedItem {
-                id: item.id,
-                at: item.at,
-                item: item.item,
-                resolved_at: at.to_string(),
-                note: note.clone(),
-            });
-        }
-        Change::Budget { name, spec } => {
-            check_budget(name, spec)?;
-            let b = doc.budgets.entry(name.clone()).or_insert_with(|| Budget {
-                limit: None,
-                owner: String::new(),
-                spent: 0.0,
-                exhausted_at: None,
-            });
-            b.limit = spec.limit;
-            b.owner = spec.owner.clone();
-            if !b.is_exhausted() {
-                b.exhausted_at = None;
-            } else if b.exhausted_at.is_none() {
-                b.exhausted_at = Some(at.to_string());
-            }
-        }
-        Change::Spend { budget, amount } => {
-            check_amount("an amount spent", *amount)?;
-            let Some(b) = doc.budgets.get_mut(budget) else {
-                return refuse(RuleError::UnknownBudget {
-                    name: budget.clone(),
-                });
-            };
-            b.spent += amount;
-            if b.is_exhausted() && b.exhausted_at.is_none() {
-                b.exhausted_at = Some(at.to_string());
-            }
-        }
+        Change::Phase { phase, status } => set_phase(doc, phase, *status, at)?,
+        Change::Items { items } => open_items(doc, items, at)?,
+        Change::Resolve { id, note } => resolve(doc, id, note, at)?,
+        Change::Budget { name, spec } => declare_budget(doc, name, spec, at)?,
+        Change::Spend { budget, amount } => spend(doc, budget, *amount, at)?,
         Change::Checkpoint { state } => {
             let count = doc.checkpoint.as_ref().map_or(0, |c| c.count) + 1;
             doc.checkpoint = Some(SavedCheckpoint {
@@ -367,39 +294,135 @@ pub(super) fn rules(doc: &mut RunDoc, units: &mut dyn Units, t: &Transition) -> 
                 state: state.clone(),
             });
         }
-        Change::Finalize { status, result } => {
-            if !status.is_terminal() {
-                return refuse(RuleError::Invalid(
-                    "finalize takes done, needs_attention or aborted".into(),
-                ));
-            }
-            // The counts decide `done` at once; only a refusal or another
-            // terminal status lists the open units.
-            if *status == RunStatus::Done && units.counts().open() == 0 {
-                doc.open_at_finish = Some(OpenAtFinish {
-                    units: BTreeMap::new(),
-                    items: doc.open_items.iter().map(|i| i.id.clone()).collect(),
-                });
-                doc.status = *status;
-                doc.result = result.clone();
-                doc.finished_at = Some(at.to_string());
-                doc.updated_at = at.to_string();
-                return Ok(());
-            }
-            let open = units.open_units()?;
-            if *status == RunStatus::Done && !open.is_empty() {
-                return refuse(RuleError::OpenUnits { units: open });
-            }
-            doc.open_at_finish = Some(OpenAtFinish {
-                units: open,
-                items: doc.open_items.iter().map(|i| i.id.clone()).collect(),
-            });
-            doc.status = *status;
-            doc.result = result.clone();
-            doc.finished_at = Some(at.to_string());
-        }
+        Change::Finalize { status, result } => finalize(doc, units, *status, result, at)?,
     }
     doc.updated_at = at.to_string();
+    Ok(())
+}
+
+fn set_phase(doc: &mut RunDoc, phase: &str, status: PhaseStatus, at: &str) -> Applied {
+    Change::check_name("phase", phase)?;
+    let p = doc
+        .phases
+        .entry(phase.to_string())
+        .or_insert_with(|| Phase {
+            status: PhaseStatus::Pending,
+            started_at: None,
+            updated_at: at.to_string(),
+            finished_at: None,
+        });
+    p.status = status;
+    p.updated_at = at.to_string();
+    if status == PhaseStatus::Running && p.started_at.is_none() {
+        p.started_at = Some(at.to_string());
+    }
+    if matches!(status, PhaseStatus::Done | PhaseStatus::Skipped) {
+        p.finished_at = Some(at.to_string());
+    }
+    Ok(())
+}
+
+fn open_items(doc: &mut RunDoc, items: &[Json], at: &str) -> Applied {
+    if items.is_empty() || items.len() > MAX_ITEMS_PER_CHANGE {
+        return refuse(RuleError::Invalid(format!(
+            "an item change carries 1–{MAX_ITEMS_PER_CHANGE} items, not {}",
+            items.len()
+        )));
+    }
+    for item in items {
+        doc.next_item += 1;
+        doc.open_items.push(Item {
+            id: format!("item-{}", doc.next_item),
+            at: at.to_string(),
+            item: item.clone(),
+        });
+    }
+    Ok(())
+}
+
+fn resolve(doc: &mut RunDoc, id: &str, note: &Option<String>, at: &str) -> Applied {
+    let Some(pos) = doc.open_items.iter().position(|i| i.id == id) else {
+        let resolved = doc.resolved_items.iter().any(|i| i.id == id);
+        return refuse(RuleError::UnknownItem {
+            id: id.to_string(),
+            resolved,
+        });
+    };
+    let item = doc.open_items.remove(pos);
+    doc.resolved_items.push(ResolvedItem {
+        id: item.id,
+        at: item.at,
+        item: item.item,
+        resolved_at: at.to_string(),
+        note: note.clone(),
+    });
+    Ok(())
+}
+
+fn declare_budget(doc: &mut RunDoc, name: &str, spec: &BudgetSpec, at: &str) -> Applied {
+    check_budget(name, spec)?;
+    let b = doc
+        .budgets
+        .entry(name.to_string())
+        .or_insert_with(|| Budget {
+            limit: None,
+            owner: String::new(),
+            spent: 0.0,
+            exhausted_at: None,
+        });
+    b.limit = spec.limit;
+    b.owner = spec.owner.clone();
+    if !b.is_exhausted() {
+        b.exhausted_at = None;
+    } else if b.exhausted_at.is_none() {
+        b.exhausted_at = Some(at.to_string());
+    }
+    Ok(())
+}
+
+fn spend(doc: &mut RunDoc, budget: &str, amount: f64, at: &str) -> Applied {
+    check_amount("an amount spent", amount)?;
+    let Some(b) = doc.budgets.get_mut(budget) else {
+        return refuse(RuleError::UnknownBudget {
+            name: budget.to_string(),
+        });
+    };
+    b.spent += amount;
+    if b.is_exhausted() && b.exhausted_at.is_none() {
+        b.exhausted_at = Some(at.to_string());
+    }
+    Ok(())
+}
+
+/// `finalize`: the counts decide `done` at once; only a refusal or another
+/// terminal status lists the open units.
+fn finalize(
+    doc: &mut RunDoc,
+    units: &mut dyn Units,
+    status: RunStatus,
+    result: &Option<String>,
+    at: &str,
+) -> Applied {
+    if !status.is_terminal() {
+        return refuse(RuleError::Invalid(
+            "finalize takes done, needs_attention or aborted".into(),
+        ));
+    }
+    let open = if status == RunStatus::Done && units.counts().open() == 0 {
+        BTreeMap::new()
+    } else {
+        units.open_units()?
+    };
+    if status == RunStatus::Done && !open.is_empty() {
+        return refuse(RuleError::OpenUnits { units: open });
+    }
+    doc.open_at_finish = Some(OpenAtFinish {
+        units: open,
+        items: doc.open_items.iter().map(|i| i.id.clone()).collect(),
+    });
+    doc.status = status;
+    doc.result = result.clone();
+    doc.finished_at = Some(at.to_string());
     Ok(())
 }
 
