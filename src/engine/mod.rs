@@ -87,8 +87,8 @@ pub(crate) use io::files::write_file_atomic;
 pub use io::realfs::RealFs;
 pub use io::vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
 #[cfg(feature = "remote")]
-pub(crate) use load::snapshot_parent;
-pub use load::{RecoveryReport, TornTailReport};
+pub(crate) use load::base::snapshot_parent;
+pub use load::report::{RecoveryReport, TornTailReport};
 pub use machine::{ApplyError, Machine, SnapshotSizes};
 pub use options::{CompactionPolicy, Options, Progress, Stats, SyncPolicy};
 pub use read::Reader;

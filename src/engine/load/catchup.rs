@@ -5,8 +5,10 @@
 //! damaged frame, a compaction's new segment or new snapshot) sends it back
 //! to a full replay under the lock, which decides as any writer's open does.
 
+use super::Loaded;
+use super::find::{Listing, list_store};
 use super::recovery::Verdict;
-use super::{Listing, Loaded, list_store, record_payload, replay_one};
+use super::replay::{record_payload, replay_one};
 use crate::engine::error::{Error, Result};
 use crate::engine::io::vfs::{Vfs, VfsFile};
 use crate::engine::log::frame::{Frame, decode_record};

@@ -8,7 +8,9 @@ mod walk;
 use self::settle::{Tail, settle};
 use crate::engine::error::{Error, Result};
 use crate::engine::io::vfs::Vfs;
-use crate::engine::load::{self, RecoveryReport};
+use crate::engine::load;
+use crate::engine::load::replay::replay_one;
+use crate::engine::load::report::RecoveryReport;
 use crate::engine::machine::Machine;
 use crate::engine::tag::Key;
 use std::path::Path;
@@ -108,7 +110,7 @@ impl<'a> Reader<'a> {
         crate::engine::io::dir::check_dir(vfs, dir)?;
         load::with_retries(|| {
             let mut decode_state = M::decode_snapshot;
-            let mut apply = load::replay_one::<M>;
+            let mut apply = replay_one::<M>;
             let l = load::load(
                 vfs,
                 dir,

@@ -36,7 +36,7 @@
 use crate::engine::error::Result;
 use crate::engine::format::LOCK_FILE;
 use crate::engine::io::vfs::Vfs;
-use crate::engine::load::TornTailReport;
+use crate::engine::load::report::TornTailReport;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -7,10 +7,10 @@ use crate::engine::error::{Error, Result};
 use crate::engine::format::*;
 use crate::engine::io::dir::check_dir;
 use crate::engine::io::vfs::Vfs;
-use crate::engine::load::{
-    LoadSpec, RecoveryReport, TornTailReport, list_store, load_every_segment, snapshot_parent,
-    with_retries,
-};
+use crate::engine::load::base::snapshot_parent;
+use crate::engine::load::find::list_store;
+use crate::engine::load::report::{RecoveryReport, TornTailReport};
+use crate::engine::load::{LoadSpec, load_every_segment, with_retries};
 use crate::engine::snapshot::SnapshotData;
 use crate::engine::snapshot::chain::MAX_DELTA_CHAIN;
 use crate::engine::snapshot::table::Table;

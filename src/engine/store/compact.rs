@@ -11,7 +11,8 @@
 use crate::engine::error::{Error, Result};
 use crate::engine::format::*;
 use crate::engine::load::recovery::Verdict;
-use crate::engine::load::{LoadSpec, load, replay_one};
+use crate::engine::load::replay::replay_one;
+use crate::engine::load::{LoadSpec, load};
 use crate::engine::machine::Machine;
 use crate::engine::mutex::lock;
 use crate::engine::shared::{Inner, Shared};

@@ -17,7 +17,7 @@ mod trim;
 use self::compact::CompactReport;
 use crate::engine::error::Result;
 use crate::engine::format::Codec;
-use crate::engine::load::RecoveryReport;
+use crate::engine::load::report::RecoveryReport;
 use crate::engine::machine::Machine;
 use crate::engine::mutex::lock;
 use crate::engine::options::{Options, Stats};
