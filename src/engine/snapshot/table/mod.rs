@@ -19,8 +19,11 @@
 //! (`Error::Corrupt`), and a changed one in a tagged store as `Error::Tampered`;
 //! a key never goes silently missing.
 
+mod blocks;
 pub mod format;
+mod iter;
 mod read;
+mod validate;
 mod write;
 
 #[cfg(any(test, feature = "sim"))]
@@ -33,6 +36,7 @@ pub use format::{
     TABLE_PAGED_DELTA_VERSION, TABLE_PAGED_VERSION,
 };
 #[cfg(any(test, feature = "sim"))]
-pub use read::RELEASE_EVERY;
-pub use read::{Table, TableIter};
+pub use iter::RELEASE_EVERY;
+pub use iter::TableIter;
+pub use read::Table;
 pub use write::{TableSpec, TableWriter};
