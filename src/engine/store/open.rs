@@ -20,7 +20,7 @@ use crate::engine::log::group::GroupCommit;
 use crate::engine::log::lock::{WriterLock, take_lock};
 use crate::engine::log::mark::{Mark, MarkWriter};
 use crate::engine::log::scan::ScanEnd;
-use crate::engine::log::writers::Writers;
+use crate::engine::log::writers::{SyncGuard, SyncState, Writers};
 use crate::engine::machine::Machine;
 use crate::engine::mutex::lock;
 use crate::engine::options::{Options, Stats, SyncPolicy};
@@ -103,6 +103,163 @@ fn load_for<M: Machine>(
     )
 }
 
+/// Checks the store's directory, creating it (durably) when `create` asks
+/// for a store that does not exist.
+fn open_dir(vfs: &dyn Vfs, dir: &Path, create: bool) -> Result<()> {
+    match check_dir(vfs, dir) {
+        Err(Error::NotFound { .. }) if create => {
+            // Another creator may win the race to the name: its directory
+            // is as good as ours (checked below, then the lock decides).
+            create_dir_durable(vfs, dir, "create store directory")?;
+            check_dir(vfs, dir)
+        }
+        r => r,
+    }
+}
+
+/// What the open's replay found: the load (`None`: no store yet, and
+/// `create` asks for one), and the last segment as a one-shot writer's
+/// catch-up left it open for writing.
+struct Replay<S> {
+    loaded: Option<Loaded<S>>,
+    caught: Option<CaughtUp>,
+}
+
+/// The writer lock's guard, as [`take_lock`] returns it.
+type LockGuard = Box<dyn Send + Sync>;
+
+/// The sync state a writer's open settled its replay on, and the sync
+/// lock, held while the open decides on it.
+struct Settled<'w> {
+    state: Option<SyncState>,
+    guard: Option<SyncGuard<'w>>,
+}
+
+/// The open's replay and the writer lock, taken (its guard returned): a
+/// one-shot writer replays without the writer lock, as a reader does, and
+/// under it reads only what was appended since (§5.8); any failure of the
+/// lock-free replay is left to the replay under the lock, which any other
+/// writer makes.
+fn replay_and_lock<M: Machine>(
+    vfs: &dyn Vfs,
+    dir: &Path,
+    opts: &Options,
+) -> Result<(LockGuard, Replay<M::State>)> {
+    let early = match opts.one_shot {
+        true => with_retries(|| load_for::<M>(vfs, dir, opts, false)).ok(),
+        false => None,
+    };
+    let guard = take_lock(vfs, dir, opts.lock_wait)?;
+    let (current, caught) = match early {
+        Some(mut l) => match catch_up::<M>(vfs, dir, opts.key.as_ref(), &mut l)? {
+            Some(c) => (Some(l), Some(c)),
+            None => (None, None),
+        },
+        None => (None, None),
+    };
+    let loaded = match current {
+        Some(l) => Some(l),
+        None => match load_for::<M>(vfs, dir, opts, true) {
+            Err(Error::NotFound { .. }) if opts.create => None,
+            Err(Error::NotFound { .. }) => {
+                return Err(Error::NotFound {
+                    path: dir.to_path_buf(),
+                });
+            }
+            r => Some(r?),
+        },
+    };
+    Ok((guard, Replay { loaded, caught }))
+}
+
+/// The replay settled against the sync state (§5.8, "The open's replay"). A
+/// failed fsync in another process may have dropped or changed what the
+/// replay read: it is used only when the sync state is as it was `before`
+/// the replay, checked under the sync lock, which is returned held, for the
+/// decisions made on it (vouch, adopt). Else the log is replayed again under
+/// the writer lock, after the failure (and without the catch-up's segment),
+/// at most [`MAX_REPLAYS`] times. Returns the replay, the sync state settled
+/// on and the sync lock, held.
+fn settle_replay<'w, M: Machine>(
+    writers: &'w Writers,
+    vfs: &dyn Vfs,
+    dir: &Path,
+    opts: &Options,
+    mut before: Option<SyncState>,
+    replay: Replay<M::State>,
+) -> Result<(Replay<M::State>, Settled<'w>)> {
+    let Replay {
+        mut loaded,
+        mut caught,
+    } = replay;
+    let mut settled = None;
+    let mut sync_guard = None;
+    let mut replays = 0;
+    while loaded.is_some() {
+        let (g, now, current) = writers
+            .settle(vfs, before)
+            .map_err(|e| Error::io("take the sync lock", dir.join(SYNC_LOCK_FILE), e))?;
+        if current {
+            (settled, sync_guard) = (now, Some(g));
+            break;
+        }
+        drop(g);
+        replays += 1;
+        if replays > MAX_REPLAYS {
+            return Err(Error::io(
+                "replay the log",
+                dir.join(SHARED_FILE),
+                std::io::Error::other(format!(
+                    "the sync state changed during each of {MAX_REPLAYS} replays \
+                     (fsyncs failing in other processes)"
+                )),
+            ));
+        }
+        before = now;
+        caught = None;
+        loaded = Some(load_for::<M>(vfs, dir, opts, true)?);
+    }
+    Ok((
+        Replay { loaded, caught },
+        Settled {
+            state: settled,
+            guard: sync_guard,
+        },
+    ))
+}
+
+/// The tail cache (FORMAT.md §15) a one-shot writer leaves for the next
+/// open with its batch, when its replay decoded and applied enough of the
+/// log: the state it built, encoded.
+fn tail_cache_for<M: Machine>(
+    opts: &Options,
+    loaded: Option<&Loaded<M::State>>,
+) -> Option<Vec<u8>> {
+    match loaded {
+        Some(l) if opts.one_shot && opts.key.is_none() => l
+            .tail
+            .filter(|t| {
+                t.applied >= TAIL_CACHE_MIN_RECORDS
+                    && t.last_seq > t.base_seq
+                    && t.last_seq + 1 == l.next_seq
+                    // Over a whole-state snapshot (format v1) the state
+                    // holds the snapshot's entries too: no cache (§15.2).
+                    && l.chain.first().is_none_or(|c| c.table)
+            })
+            .and_then(|t| {
+                M::encode_tail(&l.state).map(|payload| {
+                    encode_tail_cache(&TailCache {
+                        base_seq: t.base_seq,
+                        last_seq: t.last_seq,
+                        digest: t.digest,
+                        payload,
+                    })
+                })
+            }),
+        _ => None,
+    }
+}
+
 impl<M: Machine> Store<M> {
     /// Opens (or, with `opts.create`, creates) the store in `dir` for writing.
     ///
@@ -133,74 +290,19 @@ impl<M: Machine> Store<M> {
     pub(crate) fn open_deferred(dir: impl AsRef<Path>, opts: Options) -> Result<Store<M>> {
         let dir = dir.as_ref().to_path_buf();
         let vfs = opts.vfs.clone();
-        match check_dir(vfs.as_ref(), &dir) {
-            Err(Error::NotFound { .. }) if opts.create => {
-                // Another creator may win the race to the name: its directory
-                // is as good as ours (checked below, then the lock decides).
-                create_dir_durable(vfs.as_ref(), &dir, "create store directory")?;
-                check_dir(vfs.as_ref(), &dir)?;
-            }
-            r => r?,
-        }
+        open_dir(vfs.as_ref(), &dir, opts.create)?;
         // The sync state before any of the log is read: the replay is checked
         // against it once done (§5.8, "The open's replay").
         let writers = Writers::new(vfs.as_ref(), &dir);
-        let mut before = writers.before_replay(vfs.as_ref());
-        // A one-shot writer replays without the writer lock, as a reader
-        // does, and under it reads only what was appended since (§5.8); any
-        // failure of the lock-free replay is left to the replay under the lock.
-        let early = match opts.one_shot {
-            true => with_retries(|| load_for::<M>(vfs.as_ref(), &dir, &opts, false)).ok(),
-            false => None,
-        };
-        let guard = take_lock(vfs.as_ref(), &dir, opts.lock_wait)?;
-        let (current, mut caught) = match early {
-            Some(mut l) => match catch_up::<M>(vfs.as_ref(), &dir, opts.key.as_ref(), &mut l)? {
-                Some(c) => (Some(l), Some(c)),
-                None => (None, None),
+        let before = writers.before_replay(vfs.as_ref());
+        let (guard, replay) = replay_and_lock::<M>(vfs.as_ref(), &dir, &opts)?;
+        let (
+            Replay { loaded, caught },
+            Settled {
+                state: settled,
+                guard: sync_guard,
             },
-            None => (None, None),
-        };
-        let mut loaded = match current {
-            Some(l) => Some(l),
-            None => match load_for::<M>(vfs.as_ref(), &dir, &opts, true) {
-                Err(Error::NotFound { .. }) if opts.create => None,
-                Err(Error::NotFound { .. }) => return Err(Error::NotFound { path: dir }),
-                r => Some(r?),
-            },
-        };
-        // A failed fsync in another process may have dropped or changed what
-        // the replay read: it is used only when the sync state is as it was
-        // before the replay, checked under the sync lock, which is held
-        // through the decisions made on it (vouch, adopt) below. Else the log
-        // is replayed again under the writer lock, after the failure.
-        let mut settled = None;
-        let mut sync_guard = None;
-        let mut replays = 0;
-        while loaded.is_some() {
-            let (g, now, current) = writers
-                .settle(vfs.as_ref(), before)
-                .map_err(|e| Error::io("take the sync lock", dir.join(SYNC_LOCK_FILE), e))?;
-            if current {
-                (settled, sync_guard) = (now, Some(g));
-                break;
-            }
-            drop(g);
-            replays += 1;
-            if replays > MAX_REPLAYS {
-                return Err(Error::io(
-                    "replay the log",
-                    dir.join(SHARED_FILE),
-                    std::io::Error::other(format!(
-                        "the sync state changed during each of {MAX_REPLAYS} replays \
-                         (fsyncs failing in other processes)"
-                    )),
-                ));
-            }
-            before = now;
-            caught = None;
-            loaded = Some(load_for::<M>(vfs.as_ref(), &dir, &opts, true)?);
-        }
+        ) = settle_replay::<M>(&writers, vfs.as_ref(), &dir, &opts, before, replay)?;
         // A state this build must not write to (a newer schema): refused before
         // recovery changes a byte.
         if let Some(l) = &loaded {
@@ -209,31 +311,7 @@ impl<M: Machine> Store<M> {
                 reason,
             })?;
         }
-        // A one-shot writer that decoded and applied enough of the log leaves
-        // the state it built for the next open (FORMAT.md §15), with its batch.
-        let tail_cache = match &loaded {
-            Some(l) if opts.one_shot && opts.key.is_none() => l
-                .tail
-                .filter(|t| {
-                    t.applied >= TAIL_CACHE_MIN_RECORDS
-                        && t.last_seq > t.base_seq
-                        && t.last_seq + 1 == l.next_seq
-                        // Over a whole-state snapshot (format v1) the state
-                        // holds the snapshot's entries too: no cache (§15.2).
-                        && l.chain.first().is_none_or(|c| c.table)
-                })
-                .and_then(|t| {
-                    M::encode_tail(&l.state).map(|payload| {
-                        encode_tail_cache(&TailCache {
-                            base_seq: t.base_seq,
-                            last_seq: t.last_seq,
-                            digest: t.digest,
-                            payload,
-                        })
-                    })
-                }),
-            _ => None,
-        };
+        let tail_cache = tail_cache_for::<M>(&opts, loaded.as_ref());
         let mut fresh_header = 0;
         let (inner, codec, store_id, report, durable, marked) = match loaded {
             None => {
@@ -245,33 +323,9 @@ impl<M: Machine> Store<M> {
                 fresh_header = inner.active.end();
                 (inner, codec, id, report, durable, None)
             }
-            Some(mut l) => {
-                if l.report.codec.is_none() {
-                    // Only a torn first segment header: nothing says which codec the
-                    // store was being created with, so it gets the one asked for now
-                    // (and is tagged when a key is given now).
-                    l.codec = opts.codec;
-                    l.report.codec = Some(opts.codec);
-                    l.store_id = opts.key.as_ref().map(|_| new_store_id());
-                }
-                if opts.create
-                    && l.codec != opts.codec
-                    && l.next_seq == 1
-                    && l.report.snapshot_seq.is_none()
-                {
-                    // An empty store created with another codec: leave it be, say so.
-                    return Err(Error::Mismatch {
-                        path: dir,
-                        reason: format!(
-                            "store exists with codec {}, {} was asked for",
-                            l.codec.name(),
-                            opts.codec.name()
-                        ),
-                    });
-                }
-                let id = l.store_id;
+            Some(l) => {
                 let vouch = |last| writers.vouches(vfs.as_ref(), settled, last);
-                let r = Self::resume(&dir, l, &vouch, caught)?;
+                let (r, id) = Self::resume_found(&dir, &opts, l, &vouch, caught)?;
                 (r.inner, r.codec, id, r.report, r.durable, r.mark)
             }
         };
@@ -323,6 +377,45 @@ impl<M: Machine> Store<M> {
             closed: false,
             report,
         })
+    }
+
+    /// [`Self::resume`] on what the replay found, `l`, once its codec is
+    /// settled: a store whose only segment header is torn gets the codec
+    /// asked for now (and is tagged when a key is given now); an empty store
+    /// that exists with another codec than `create` asks for is refused as
+    /// [`Error::Mismatch`], left as it is. Returns the store's id too.
+    fn resume_found(
+        dir: &Path,
+        opts: &Options,
+        mut l: Loaded<M::State>,
+        vouch: &dyn Fn((u64, u64, u64)) -> bool,
+        caught: Option<CaughtUp>,
+    ) -> Result<(Resumed<M>, Option<StoreId>)> {
+        if l.report.codec.is_none() {
+            // Only a torn first segment header: nothing says which codec the
+            // store was being created with, so it gets the one asked for now
+            // (and is tagged when a key is given now).
+            l.codec = opts.codec;
+            l.report.codec = Some(opts.codec);
+            l.store_id = opts.key.as_ref().map(|_| new_store_id());
+        }
+        if opts.create
+            && l.codec != opts.codec
+            && l.next_seq == 1
+            && l.report.snapshot_seq.is_none()
+        {
+            // An empty store created with another codec: leave it be, say so.
+            return Err(Error::Mismatch {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "store exists with codec {}, {} was asked for",
+                    l.codec.name(),
+                    opts.codec.name()
+                ),
+            });
+        }
+        let id = l.store_id;
+        Ok((Self::resume(dir, l, vouch, caught)?, id))
     }
 
     fn fresh(
