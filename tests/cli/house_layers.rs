@@ -10,10 +10,14 @@
 //!    modules (`crate::engine::frame::…`). The one exception is a declared seam
 //!    ([`SEAMS`]): `engine::wire`, what the remote tier needs of the log's
 //!    bytes. (The compiler holds the binary to the library's public API too;
-//!    this also catches a layer named out of order.)
-//! 2. **No import cycle among the files of a layer.** Each `super::NAME` or
-//!    `crate::LAYER::NAME` inside a layer is an edge from the file to
-//!    `NAME.rs` (or `NAME/mod.rs`); the graph has no cycle.
+//!    this also catches a layer named out of order.) The web view (`ui`)
+//!    names no `engine` path at all: it takes what it needs from the run
+//!    model.
+//! 2. **No import cycle among the files of a layer.** Each `super::PATH`,
+//!    `self::PATH` or `crate::LAYER::PATH` inside a layer is an edge from the
+//!    file to the deepest module file the path names (`crate::engine::log::frame::x`
+//!    is `engine/log/frame.rs`; a module is `NAME.rs` or `NAME/mod.rs`); the
+//!    graph has no cycle.
 //!
 //! The source is read as text: `use` lines (braces included) and paths in
 //! code. Comments and doc comments are skipped, so a path named in prose does
@@ -185,6 +189,8 @@ fn private_modules(layer: &str) -> BTreeSet<String> {
             if t.starts_with('}') {
                 in_internal = false;
             } else if let Some(name) = t.strip_suffix(';') {
+                // `room::name;` re-exports a room's module at `name`.
+                let name = name.rsplit("::").next().unwrap_or(name);
                 private.insert(name.trim().to_string());
             }
             continue;
@@ -267,6 +273,30 @@ fn layers_import_downward_through_public_items_only() {
     );
 }
 
+/// The web view reaches the engine only through the run model
+/// (docs/ARCHITECTURE.md): no file of `ui` names `runlog::engine`.
+#[test]
+fn the_web_view_reaches_the_engine_only_through_the_run_model() {
+    let mut files = Vec::new();
+    rust_files(&src().join("ui"), &mut files);
+    assert!(files.len() > 5, "only {} files under src/ui", files.len());
+    let mut wrong = Vec::new();
+    for f in &files {
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        for (line, path) in paths_after(&code, "runlog::") {
+            if path == "engine" || path.starts_with("engine::") {
+                let f = f.strip_prefix(src()).unwrap().display();
+                wrong.push(format!("{f}:{line}: runlog::{path}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the web view names the engine (take it from the run model):\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn no_layer_has_an_import_cycle_among_its_files() {
     let mut files = Vec::new();
@@ -282,16 +312,25 @@ fn no_layer_has_an_import_cycle_among_its_files() {
         } else {
             dir
         };
+        // `self::x` from `a/mod.rs` is `a/x`; from `a/b.rs`, `a/b/x`.
+        let self_dir = if f.file_name().unwrap() == "mod.rs" {
+            dir.to_path_buf()
+        } else {
+            dir.join(f.file_stem().unwrap())
+        };
         let mut targets = BTreeSet::new();
         for (_, path) in paths_after(&code, "super::") {
-            let name = path.split("::").next().unwrap_or("");
-            targets.extend(module_file(super_dir, name));
+            let segs: Vec<&str> = path.split("::").collect();
+            targets.extend(module_file(super_dir, &segs));
+        }
+        for (_, path) in paths_after(&code, "self::") {
+            let segs: Vec<&str> = path.split("::").collect();
+            targets.extend(module_file(&self_dir, &segs));
         }
         for (_, path) in paths_after(&code, "crate::") {
-            let mut segs = path.split("::");
-            if segs.next() == Some(layer) {
-                let name = segs.next().unwrap_or("");
-                targets.extend(module_file(&src().join(layer), name));
+            let segs: Vec<&str> = path.split("::").collect();
+            if segs.first() == Some(&layer) {
+                targets.extend(module_file(&src().join(layer), &segs[1..]));
             }
         }
         targets.remove(f);
@@ -346,17 +385,37 @@ fn no_layer_has_an_import_cycle_among_its_files() {
     }
 }
 
-/// The file of module `name` in `dir`: `name.rs` or `name/mod.rs`.
-fn module_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    if name.is_empty() {
-        return None;
+/// The deepest module file the path `segs` names from `dir` (whose modules
+/// its first segment names): each segment a module `NAME.rs` or
+/// `NAME/mod.rs` inside the previous one; a leading `super` goes up from
+/// `dir`. `None` when the first segment is no module (an item).
+fn module_file(dir: &Path, segs: &[&str]) -> Option<PathBuf> {
+    let mut dir = dir.to_path_buf();
+    let mut segs = segs;
+    while let Some((&"super", rest)) = segs.split_first() {
+        dir = dir.parent()?.to_path_buf();
+        segs = rest;
     }
-    [
-        dir.join(format!("{name}.rs")),
-        dir.join(name).join("mod.rs"),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
+    let mut found = None;
+    for name in segs {
+        if name.is_empty() {
+            break;
+        }
+        let file = [
+            dir.join(format!("{name}.rs")),
+            dir.join(name).join("mod.rs"),
+        ]
+        .into_iter()
+        .find(|p| p.exists());
+        match file {
+            Some(file) => {
+                found = Some(file);
+                dir = dir.join(name);
+            }
+            None => break,
+        }
+    }
+    found
 }
 
 /// The layers whose messages speak of the library: they never name a command

@@ -48,7 +48,7 @@ impl<M: Machine> Shared<M> {
         self.group
             .wait_durable(seq, || {
                 // A fixed linger, or a wait for the appenders the last round
-                // saw arrive (gather.rs); a one-shot writer stages nothing.
+                // saw arrive (log/gather.rs); a one-shot writer stages nothing.
                 let plan = match linger.filter(|d| !d.is_zero()) {
                     Some(d) => {
                         std::thread::sleep(d);

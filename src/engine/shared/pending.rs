@@ -1,5 +1,5 @@
 //! The plan a writer's open leaves for its first write (FORMAT.md §5.5 steps
-//! 3–5): plain data, made by `open.rs` and carried out by `repair.rs`.
+//! 3–5): plain data, made by the open (`store/open.rs`) and carried out by `repair.rs`.
 
 use crate::engine::io::vfs::VfsFile;
 use std::path::PathBuf;

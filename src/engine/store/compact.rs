@@ -4,8 +4,8 @@
 //! tail the live state holds instead, when the machine offers a copy); then the snapshot is installed
 //! (temp, fsync, rename, fsync directory) and only then is older log deleted.
 //!
-//! Compaction depends on the writer's shared state (`shared.rs`), rotation
-//! (`segment.rs`) and replay (`load.rs`), never on `store`, `open` or `append`:
+//! Compaction depends on the writer's shared state (`shared/`), rotation
+//! (`shared/segment.rs`) and replay (`load/`), never on `Store`, `open.rs` or `append.rs`:
 //! the store calls down into `run`, `spawn_background` and `wait_idle`.
 
 use crate::engine::error::{Error, Result};
