@@ -1,5 +1,9 @@
-//! The lock-free reader of a store directory: its state, its verification and
-//! its records, each read without the writer lock and without changing a byte.
+//! The lock-free reader of a store directory, [`Reader`]: its state, its
+//! verification and its records, each read without the writer lock and
+//! without changing a byte. Every method of `Reader` is in this folder: the
+//! type and its state here, `verify` in `verify.rs`, the record walk in
+//! `walk.rs`; `settle.rs` tells a torn tail from an append in progress, as
+//! a reader that holds no lock must (FORMAT.md §5.6).
 
 mod settle;
 pub(crate) mod verify;

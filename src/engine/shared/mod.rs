@@ -3,6 +3,10 @@
 //! durability mark, the compaction slot). Open, append, rotation, compaction
 //! and the flusher all work on it; it knows none of them.
 //!
+//! Every method of `Shared` is in this folder: the small ones here, the
+//! group commit's side in `commit.rs`, segment creation, preallocation and
+//! rotation in `segment.rs`, the open's deferred repair in `repair.rs`.
+//!
 //! Both are made of parts whose fields are private, each keeping the invariant
 //! its own file states. Under `inner`: [`Live`] (the state and the seqs it
 //! took), [`ActiveSegment`], [`Book`] (the live segments and snapshots and the

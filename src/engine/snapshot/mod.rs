@@ -1,8 +1,13 @@
-//! The two shapes a snapshot takes, and the seam through which a machine reads
-//! and writes its own: a whole serialized state (FORMAT.md §4), or a sorted
-//! table read by lookup (FORMAT.md §11). The engine chooses neither; the
-//! machine's [`Machine::decode_snapshot`](crate::engine::machine::Machine::decode_snapshot) and
+//! Snapshots: the two shapes a snapshot takes, and the seam through which a
+//! machine reads and writes its own (here): a whole serialized state
+//! (FORMAT.md §4, `snapfile.rs`), or a sorted table read by lookup
+//! (FORMAT.md §11, `table/`). The engine chooses neither; the machine's
+//! [`Machine::decode_snapshot`](crate::engine::machine::Machine::decode_snapshot) and
 //! [`Machine::write_snapshot`](crate::engine::machine::Machine::write_snapshot) do.
+//! Beside them, the keyed state that lives in tables (`keyed.rs`), the merge
+//! of a chain's tables in key order (`merge.rs`) and the rules of the chain
+//! of delta tables (`chain.rs`, FORMAT.md §14). Compaction, which writes
+//! snapshots, is the writer's (`store/compact.rs`).
 
 pub(crate) mod chain;
 pub(crate) mod keyed;
