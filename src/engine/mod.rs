@@ -16,108 +16,88 @@
 
 /// Declares crate-private modules that the `sim` feature makes public, hidden
 /// from the docs, for tests, fuzz targets and benches (not part of the API).
+/// `name;` declares the module `name` here; `room::name;` re-exports, under
+/// `sim` only, a module a room declares (with this macro) at its old short
+/// path, `runlog::engine::name`, which the tests, fuzz targets and benches
+/// use.
 macro_rules! internal_mods {
-    ($($name:ident;)*) => {$(
+    () => {};
+    ($name:ident; $($rest:tt)*) => {
         #[cfg(feature = "sim")]
         #[doc(hidden)]
         pub mod $name;
         #[cfg(not(feature = "sim"))]
         pub(crate) mod $name;
-    )*};
+        internal_mods!($($rest)*);
+    };
+    ($room:ident :: $name:ident; $($rest:tt)*) => {
+        #[cfg(feature = "sim")]
+        #[doc(hidden)]
+        pub use $room::$name;
+        internal_mods!($($rest)*);
+    };
 }
 
-mod active;
-mod append;
-mod book;
-mod catchup;
-mod chain;
+// The vocabulary every room uses: errors, options, the machine, the bytes'
+// names and tags, payload encoding, the one way to take a mutex.
 mod codec;
-mod compact;
-mod dir;
 mod error;
-mod files;
-mod gather;
-mod keyed;
-mod live;
-mod load;
-mod lock;
 mod machine;
-mod merge;
 mod mutex;
-mod open;
 mod options;
-mod pending;
-mod poison;
-mod reader;
-mod realfs;
-mod repair;
-mod scratch;
-mod segment;
-mod settle;
-mod shared;
-mod slot;
-mod snapshot;
-mod store;
-mod trim;
-mod verify;
-mod walk;
 /// The seam the remote tier ships the log's bytes through (crate-private).
 #[cfg(feature = "remote")]
 pub(crate) mod wire;
+
+// The rooms, from the ground up: each imports only the rooms before it.
+mod io;
+mod load;
+mod log;
+mod read;
+mod shared;
+mod snapshot;
+mod store;
+
 internal_mods! {
     format;
-    frame;
-    group;
-    mark;
-    recovery;
-    scan;
-    snapfile;
-    table;
     tag;
-    tailcache;
-    vfs;
-    writers;
+    io::vfs;
+    log::frame;
+    log::group;
+    log::mark;
+    log::scan;
+    log::writers;
+    snapshot::snapfile;
+    snapshot::table;
+    load::recovery;
+    load::tailcache;
 }
 /// The simulated filesystem (crashes and faults) for tests, fuzz targets and
 /// benches: test support under the `sim` feature, not part of the API.
 #[cfg(feature = "sim")]
 #[doc(hidden)]
-pub mod sim;
+pub use io::sim;
 
-pub use compact::CompactReport;
-pub(crate) use dir::create_dir_all_durable;
-sim_pub_use!(dir::remove_dir_all);
 pub use error::{Error, ErrorChain, Result};
-#[cfg(feature = "remote")]
-pub(crate) use files::write_file_atomic;
 pub use format::Codec;
-pub use keyed::{Entries, Keyed, KeyedMachine, KeyedState, WholeState};
+pub(crate) use io::dir::create_dir_all_durable;
+sim_pub_use!(io::dir::remove_dir_all);
 #[cfg(feature = "remote")]
-pub(crate) use load::snapshot_parent;
-pub use load::{RecoveryReport, TornTailReport};
+pub(crate) use io::files::write_file_atomic;
+pub use io::realfs::RealFs;
+pub use io::vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
+#[cfg(feature = "remote")]
+pub(crate) use load::base::snapshot_parent;
+pub use load::report::{RecoveryReport, TornTailReport};
 pub use machine::{ApplyError, Machine, SnapshotSizes};
 pub use options::{CompactionPolicy, Options, Progress, Stats, SyncPolicy};
-pub use reader::Reader;
-pub use realfs::RealFs;
+pub use read::Reader;
+pub(crate) use read::verify::verify_as;
+pub use read::verify::{Integrity, VerifyReport};
+pub use snapshot::keyed::{Entries, Keyed, KeyedMachine, KeyedState, WholeState};
+pub use snapshot::table::{Table, TableIter, TableSpec, TableWriter};
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::Store;
-pub use table::{Table, TableIter, TableSpec, TableWriter};
+pub use store::compact::CompactReport;
+pub(crate) use store::rebuild_snapshot;
 pub use tag::Key;
-pub(crate) use verify::verify_as;
-pub use verify::{Integrity, VerifyReport};
-pub use vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
-
-use std::path::Path;
-
-/// Opens the store for writing (dropping a torn tail), writes a fresh snapshot of
-/// the recovered state and compacts. Returns what recovery found and what
-/// compaction did.
-pub(crate) fn rebuild_snapshot<M: Machine>(
-    dir: &Path,
-    opts: Options,
-) -> Result<(RecoveryReport, CompactReport)> {
-    let store = Store::<M>::open(dir, opts)?;
-    let report = store.recovery().clone();
-    let c = store.compact()?;
-    Ok((report, c))
-}

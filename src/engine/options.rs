@@ -2,9 +2,9 @@
 //! [`Options`], and [`Stats`].
 
 use super::format::{Codec, MAX_SNAPSHOT_LEN};
-use super::realfs::RealFs;
+use super::io::realfs::RealFs;
+use super::io::vfs::Vfs;
 use super::tag::Key;
-use super::vfs::Vfs;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;

@@ -9,11 +9,11 @@ pub(crate) use super::format::{
     MAX_JSONL_HEADER_LEN, MAX_SNAPSHOT_LEN, parse_segment_name, parse_snapshot_name, segment_name,
     snapshot_name,
 };
-pub(crate) use super::frame::{
+pub(crate) use super::log::frame::{
     Frame, SegmentHeader, decode_record, decode_segment_header, encode_segment_header_tagged,
     open_record,
 };
 /// What the remote tier's own tests frame records with.
 #[cfg(test)]
-pub(crate) use super::frame::{encode_record, encode_segment_header};
+pub(crate) use super::log::frame::{encode_record, encode_segment_header};
 pub(crate) use super::tag::{STORE_ID_LEN, StoreId, from_hex, id_mismatch, to_hex};

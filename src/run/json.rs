@@ -88,7 +88,19 @@ impl Json {
     /// an array each of its elements (which must be objects, and at least
     /// one); anything else is refused, with why.
     pub fn items(v: serde_json::Value) -> Result<Vec<Json>, String> {
-        super::serve::ops::items_from_json(v)
+        use serde_json::Value;
+        match v {
+            Value::Object(_) => Ok(vec![Json(v)]),
+            Value::Array(a) if !a.is_empty() => a
+                .into_iter()
+                .map(|e| match e {
+                    Value::Object(_) => Ok(Json(e)),
+                    _ => Err("every element of an item array must be a JSON object".to_string()),
+                })
+                .collect(),
+            Value::Array(_) => Err("an item array must not be empty".into()),
+            _ => Err("an item must be a JSON object or an array of objects".into()),
+        }
     }
 
     /// Parses user-supplied JSON text with a nesting limit (64 deep).

@@ -52,6 +52,10 @@ pub use doc::{
     SavedCheckpoint, Unit, UnitStatus,
 };
 sim_pub_use!(doc::SCHEMA_VERSION);
+/// The engine's names a caller of the run model meets with it: a run's
+/// errors print their whole chain of causes with [`ErrorChain`], and
+/// [`Runs::with_vfs`] takes a `Vfs`, [`RealFs`] unless told otherwise.
+pub use crate::engine::{ErrorChain, RealFs};
 pub use error::RunError;
 pub use follow::UnitsChanged;
 pub use handle::{Claim, Run};

@@ -142,12 +142,12 @@ pub fn remote_part(dir: &std::path::Path, durable: u64) -> Option<serde_json::Va
             ),
         })),
         Err(e) if is_deadline(&e) => Some(serde_json::json!({
-            "error": runlog::engine::ErrorChain(&e).to_string(),
+            "error": runlog::run::ErrorChain(&e).to_string(),
             "line": format!("remote: not reached within {} (local state shown)", deadline_text(REMOTE_DEADLINE)),
         })),
         Err(e) => Some(serde_json::json!({
-            "error": runlog::engine::ErrorChain(&e).to_string(),
-            "line": format!("remote: cannot read it: {}", runlog::engine::ErrorChain(&e).to_string()),
+            "error": runlog::run::ErrorChain(&e).to_string(),
+            "line": format!("remote: cannot read it: {}", runlog::run::ErrorChain(&e).to_string()),
         })),
     }
 }
@@ -406,7 +406,7 @@ impl Watchers {
         let (runs, map) = (self.runs.clone(), self.map.clone());
         let dir = runs.run_dir(&w.id)?;
         let has_remote = matches!(
-            runlog::remote::RemoteConfig::read(&runlog::engine::RealFs, &dir),
+            runlog::remote::RemoteConfig::read(&runlog::run::RealFs, &dir),
             Ok(Some(_)) | Err(_)
         );
         if has_remote {
@@ -494,7 +494,7 @@ fn poll(runs: &Runs, map: &Mutex<HashMap<String, Arc<Watcher>>>, w: &Arc<Watcher
             }
             Err(e) => serde_json::json!({
                 "id": w.id,
-                "error": runlog::engine::ErrorChain(&e).to_string(),
+                "error": runlog::run::ErrorChain(&e).to_string(),
             })
             .to_string(),
         };
@@ -574,7 +574,7 @@ fn maybe_scan(runs: &Runs, w: &Arc<Watcher>, seq: u64) {
                 Err(e) => eprintln!(
                     "runlog ui: run {}: cannot scan its units: {}",
                     w2.id,
-                    runlog::engine::ErrorChain(&e)
+                    runlog::run::ErrorChain(&e)
                 ),
             }
             *lock(&w2.last_scan) = Some(Instant::now());

@@ -96,7 +96,7 @@ impl Fleet {
                 a.truncate(MAX_ARCHIVED);
                 serde_json::json!({"total": n, "shown": a})
             }
-            Err(e) => serde_json::json!({"error": runlog::engine::ErrorChain(&e).to_string()}),
+            Err(e) => serde_json::json!({"error": runlog::run::ErrorChain(&e).to_string()}),
         };
         Ok(serde_json::json!({
             "root": runs.root().display().to_string(),
@@ -117,7 +117,7 @@ impl Fleet {
             Err(e) => {
                 // An unreadable run is trouble: listed first.
                 return serde_json::json!({
-                    "id": id, "error": runlog::engine::ErrorChain(&e).to_string(),
+                    "id": id, "error": runlog::run::ErrorChain(&e).to_string(),
                     "closed": false, "updatedAt": "", "rank": 0,
                 });
             }

@@ -131,7 +131,7 @@ pub fn follow(
     base: &RunRead,
     now: &RunRead,
 ) -> Result<(ListSet, usize), String> {
-    let chain = |e: runlog::run::RunError| runlog::engine::ErrorChain(&e).to_string();
+    let chain = |e: runlog::run::RunError| runlog::run::ErrorChain(&e).to_string();
     let changed = runs
         .units_changed(now, lists.seq, MAX_CHANGED)
         .map_err(chain)?;

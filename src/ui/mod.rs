@@ -163,7 +163,7 @@ impl Bound {
             .name("runlog-ui".into())
             .spawn(move || {
                 if let Err(e) = self.serve() {
-                    eprintln!("runlog ui: {}", runlog::engine::ErrorChain(&e));
+                    eprintln!("runlog ui: {}", runlog::run::ErrorChain(&e));
                 }
             })
             .map(drop)

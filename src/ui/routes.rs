@@ -115,7 +115,7 @@ fn json_error(code: StatusCode, why: &str) -> Response {
 
 /// An error as a response: refusals 400, an unknown run 404, others 500.
 fn error_response(e: &RunError) -> Response {
-    let why = runlog::engine::ErrorChain(e).to_string();
+    let why = runlog::run::ErrorChain(e).to_string();
     let code = match e {
         RunError::NotFound { .. } => StatusCode::NOT_FOUND,
         e if e.is_refused() => StatusCode::BAD_REQUEST,

@@ -10,10 +10,14 @@
 //!    modules (`crate::engine::frame::…`). The one exception is a declared seam
 //!    ([`SEAMS`]): `engine::wire`, what the remote tier needs of the log's
 //!    bytes. (The compiler holds the binary to the library's public API too;
-//!    this also catches a layer named out of order.)
-//! 2. **No import cycle among the files of a layer.** Each `super::NAME` or
-//!    `crate::LAYER::NAME` inside a layer is an edge from the file to
-//!    `NAME.rs` (or `NAME/mod.rs`); the graph has no cycle.
+//!    this also catches a layer named out of order.) The web view (`ui`)
+//!    names no `engine` path at all: it takes what it needs from the run
+//!    model.
+//! 2. **No import cycle among the files of a layer.** Each `super::PATH`,
+//!    `self::PATH` or `crate::LAYER::PATH` inside a layer is an edge from the
+//!    file to the deepest module file the path names (`crate::engine::log::frame::x`
+//!    is `engine/log/frame.rs`; a module is `NAME.rs` or `NAME/mod.rs`); the
+//!    graph has no cycle.
 //!
 //! The source is read as text: `use` lines (braces included) and paths in
 //! code. Comments and doc comments are skipped, so a path named in prose does
@@ -185,6 +189,8 @@ fn private_modules(layer: &str) -> BTreeSet<String> {
             if t.starts_with('}') {
                 in_internal = false;
             } else if let Some(name) = t.strip_suffix(';') {
+                // `room::name;` re-exports a room's module at `name`.
+                let name = name.rsplit("::").next().unwrap_or(name);
                 private.insert(name.trim().to_string());
             }
             continue;
@@ -267,6 +273,30 @@ fn layers_import_downward_through_public_items_only() {
     );
 }
 
+/// The web view reaches the engine only through the run model
+/// (docs/ARCHITECTURE.md): no file of `ui` names `runlog::engine`.
+#[test]
+fn the_web_view_reaches_the_engine_only_through_the_run_model() {
+    let mut files = Vec::new();
+    rust_files(&src().join("ui"), &mut files);
+    assert!(files.len() > 5, "only {} files under src/ui", files.len());
+    let mut wrong = Vec::new();
+    for f in &files {
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        for (line, path) in paths_after(&code, "runlog::") {
+            if path == "engine" || path.starts_with("engine::") {
+                let f = f.strip_prefix(src()).unwrap().display();
+                wrong.push(format!("{f}:{line}: runlog::{path}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the web view names the engine (take it from the run model):\n{}",
+        wrong.join("\n")
+    );
+}
+
 #[test]
 fn no_layer_has_an_import_cycle_among_its_files() {
     let mut files = Vec::new();
@@ -282,16 +312,25 @@ fn no_layer_has_an_import_cycle_among_its_files() {
         } else {
             dir
         };
+        // `self::x` from `a/mod.rs` is `a/x`; from `a/b.rs`, `a/b/x`.
+        let self_dir = if f.file_name().unwrap() == "mod.rs" {
+            dir.to_path_buf()
+        } else {
+            dir.join(f.file_stem().unwrap())
+        };
         let mut targets = BTreeSet::new();
         for (_, path) in paths_after(&code, "super::") {
-            let name = path.split("::").next().unwrap_or("");
-            targets.extend(module_file(super_dir, name));
+            let segs: Vec<&str> = path.split("::").collect();
+            targets.extend(module_file(super_dir, &segs));
+        }
+        for (_, path) in paths_after(&code, "self::") {
+            let segs: Vec<&str> = path.split("::").collect();
+            targets.extend(module_file(&self_dir, &segs));
         }
         for (_, path) in paths_after(&code, "crate::") {
-            let mut segs = path.split("::");
-            if segs.next() == Some(layer) {
-                let name = segs.next().unwrap_or("");
-                targets.extend(module_file(&src().join(layer), name));
+            let segs: Vec<&str> = path.split("::").collect();
+            if segs.first() == Some(&layer) {
+                targets.extend(module_file(&src().join(layer), &segs[1..]));
             }
         }
         targets.remove(f);
@@ -346,17 +385,37 @@ fn no_layer_has_an_import_cycle_among_its_files() {
     }
 }
 
-/// The file of module `name` in `dir`: `name.rs` or `name/mod.rs`.
-fn module_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    if name.is_empty() {
-        return None;
+/// The deepest module file the path `segs` names from `dir` (whose modules
+/// its first segment names): each segment a module `NAME.rs` or
+/// `NAME/mod.rs` inside the previous one; a leading `super` goes up from
+/// `dir`. `None` when the first segment is no module (an item).
+fn module_file(dir: &Path, segs: &[&str]) -> Option<PathBuf> {
+    let mut dir = dir.to_path_buf();
+    let mut segs = segs;
+    while let Some((&"super", rest)) = segs.split_first() {
+        dir = dir.parent()?.to_path_buf();
+        segs = rest;
     }
-    [
-        dir.join(format!("{name}.rs")),
-        dir.join(name).join("mod.rs"),
-    ]
-    .into_iter()
-    .find(|p| p.exists())
+    let mut found = None;
+    for name in segs {
+        if name.is_empty() {
+            break;
+        }
+        let file = [
+            dir.join(format!("{name}.rs")),
+            dir.join(name).join("mod.rs"),
+        ]
+        .into_iter()
+        .find(|p| p.exists());
+        match file {
+            Some(file) => {
+                found = Some(file);
+                dir = dir.join(name);
+            }
+            None => break,
+        }
+    }
+    found
 }
 
 /// The layers whose messages speak of the library: they never name a command
@@ -541,5 +600,109 @@ fn the_path_reader_expands_groups_and_skips_comments() {
             (1, "engine::e::f".to_string()),
             (3, "run::y".to_string()),
         ]
+    );
+}
+
+/// The longest a function in `src/` may be, in lines from its `fn` to its
+/// closing brace (issue 49): longer ones are split into named steps. A
+/// function whose body is a single `match` over cases is the exception.
+const MAX_FUNCTION_LINES: usize = 150;
+
+/// Every function of `text` (rustfmt's layout: a body closes with `}` at
+/// the indentation of its `fn` line) longer than [`MAX_FUNCTION_LINES`]
+/// and not a single `match`: (line of its `fn`, name, lines).
+fn long_functions(text: &str) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_start();
+        let indent = &l[..l.len() - t.len()];
+        let after_vis = t
+            .strip_prefix("pub(crate) ")
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .or_else(|| t.strip_prefix("pub "))
+            .unwrap_or(t);
+        let after_kw = ["const ", "async ", "unsafe "]
+            .iter()
+            .fold(after_vis, |s, k| s.strip_prefix(k).unwrap_or(s));
+        let Some(rest) = after_kw.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The line that opens the body; a declaration without one is skipped.
+        let Some(open) = (i..lines.len()).find(|&j| {
+            let e = lines[j].trim_end();
+            e.ends_with('{') || e.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            continue;
+        }
+        let close_line = format!("{indent}}}");
+        let Some(close) = (open + 1..lines.len()).find(|&j| lines[j] == close_line) else {
+            continue;
+        };
+        let n = close - i + 1;
+        let body: Vec<&str> = lines[open + 1..close]
+            .iter()
+            .map(|l| l.trim())
+            .filter(|l| !l.is_empty() && !l.starts_with("//"))
+            .collect();
+        let one_match = body.first().is_some_and(|f| f.starts_with("match "))
+            && lines[close - 1] == format!("{indent}    }}");
+        if n > MAX_FUNCTION_LINES && !one_match {
+            out.push((i + 1, name, n));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_function_finder_sees_long_bodies_and_spares_a_single_match() {
+    let long = |head: &str, body: &str| {
+        let mut s = format!("    {head} {{\n");
+        for _ in 0..MAX_FUNCTION_LINES {
+            s.push_str(&format!("        {body}\n"));
+        }
+        s.push_str("    }\n");
+        s
+    };
+    let f = long("pub(crate) fn steps(x: u8) -> u8", "let x = x + 1;");
+    assert_eq!(
+        long_functions(&f),
+        [(1, "steps".to_string(), MAX_FUNCTION_LINES + 2)]
+    );
+    let m = format!(
+        "    fn cases(x: u8) -> u8 {{\n        match x {{\n{}        }}\n    }}\n",
+        "            0 => 1,\n".repeat(MAX_FUNCTION_LINES)
+    );
+    assert!(long_functions(&m).is_empty(), "a single match");
+    assert!(long_functions("fn short() {\n    1;\n}\n").is_empty());
+}
+
+#[test]
+fn no_function_in_src_is_longer_than_its_limit() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut long = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (line, name, n) in long_functions(&text) {
+            let rel = f.strip_prefix(src()).unwrap().display().to_string();
+            long.push(format!("src/{rel}:{line} {name}: {n} lines"));
+        }
+    }
+    assert!(
+        files.len() > 100,
+        "the scan found only {} files",
+        files.len()
+    );
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them into named steps): {long:#?}"
     );
 }

@@ -62,23 +62,6 @@ pub fn read_line_capped(r: &mut impl BufRead, max: usize) -> std::io::Result<Opt
     }))
 }
 
-/// Items from a JSON value: an object is one item, an array each of its
-/// elements (which must be objects); anything else is refused.
-pub fn items_from_json(v: Value) -> Result<Vec<Json>, String> {
-    match v {
-        Value::Object(_) => Ok(vec![Json(v)]),
-        Value::Array(a) if !a.is_empty() => a
-            .into_iter()
-            .map(|e| match e {
-                Value::Object(_) => Ok(Json(e)),
-                _ => Err("every element of an item array must be a JSON object".to_string()),
-            })
-            .collect(),
-        Value::Array(_) => Err("an item array must not be empty".into()),
-        _ => Err("an item must be a JSON object or an array of objects".into()),
-    }
-}
-
 /// The `op` names, as a line spells them: [`Change::op`] of every change but
 /// `init` (a run is created by `init` or `start`, never by `apply`).
 pub const OP_NAMES: [&str; 8] = [
@@ -119,7 +102,7 @@ fn as_change_fields(op: &str, mut fields: Map<String, Value>) -> Result<(&str, V
     let variant = match op {
         "item" => {
             if let Some(item) = fields.remove("item") {
-                let items = items_from_json(item)?;
+                let items = Json::items(item)?;
                 let items = items.into_iter().map(|j| j.0).collect();
                 fields.insert("items".into(), Value::Array(items));
             }
