@@ -78,14 +78,14 @@ internal_mods! {
 #[doc(hidden)]
 pub use io::sim;
 
-pub use error::{Error, ErrorChain, Result};
+pub use error::{Error, ErrorChain};
 pub use format::Codec;
 pub(crate) use io::dir::create_dir_all_durable;
 sim_pub_use!(io::dir::remove_dir_all);
 #[cfg(feature = "remote")]
 pub(crate) use io::files::write_file_atomic;
 pub use io::realfs::RealFs;
-pub use io::vfs::{FileBytes, FileData, LockAttempt, SharedFile, Vfs, VfsFile};
+pub use io::vfs::{FileData, LockAttempt, SharedFile, Vfs, VfsFile};
 #[cfg(feature = "remote")]
 pub(crate) use load::base::snapshot_parent;
 pub use load::report::{RecoveryReport, TornTailReport};
@@ -94,8 +94,8 @@ pub use options::{CompactionPolicy, Options, Progress, Stats, SyncPolicy};
 pub use read::Reader;
 pub(crate) use read::verify::verify_as;
 pub use read::verify::{Integrity, VerifyReport};
-pub use snapshot::keyed::{Entries, Keyed, KeyedMachine, KeyedState, WholeState};
-pub use snapshot::table::{Table, TableIter, TableSpec, TableWriter};
+pub use snapshot::keyed::{Keyed, KeyedMachine, KeyedState};
+pub use snapshot::table::{Table, TableSpec, TableWriter};
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use store::Store;
 pub use store::compact::CompactReport;

@@ -7,7 +7,7 @@ use super::record::UnitRecord;
 use super::rule_error::RuleError;
 use super::transition::{Transition, rules};
 use super::units::{RunHeader, TableUnits, UnitCounts};
-use crate::engine::{ApplyError, Codec, KeyedMachine, KeyedState, WholeState};
+use crate::engine::{ApplyError, Codec, KeyedMachine, KeyedState};
 
 /// The run state machine over a whole [`RunDoc`]: the reference model of the
 /// rules (property tests and fuzzing compare against it). Stores use
@@ -69,7 +69,10 @@ impl KeyedMachine for RunKeyed {
         super::doc::check_schema(h.doc.schema_version)
     }
 
-    fn decode_whole(codec: Codec, payload: &[u8]) -> Result<WholeState<RunKeyed>, String> {
+    fn decode_whole(
+        codec: Codec,
+        payload: &[u8],
+    ) -> Result<(RunHeader, Vec<(String, UnitRecord)>), String> {
         // A run written before format 2: its snapshot is the whole document.
         let mut doc: RunDoc = codec.decode(payload)?;
         let units = std::mem::take(&mut doc.units);

@@ -134,7 +134,7 @@ fn files_marked(files: &[(String, Vec<u8>)], marked: bool) -> Vec<(String, Vec<u
         .collect()
 }
 
-fn reopen(files: &[(String, Vec<u8>)]) -> (runlog::engine::Result<Vec<u64>>, SimFs) {
+fn reopen(files: &[(String, Vec<u8>)]) -> (Result<Vec<u64>, runlog::engine::Error>, SimFs) {
     let fs = mem_fs();
     fs.set_files(Path::new(MEM_DIR), files);
     let mut o = mem_opts(Codec::Binary, &fs);

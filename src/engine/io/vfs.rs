@@ -82,12 +82,12 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// Opens an existing regular file for writing (never through a symlink).
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn VfsFile>>;
     /// Reads a whole regular file (never through a symlink).
-    fn read(&self, path: &Path) -> io::Result<FileBytes>;
+    fn read(&self, path: &Path) -> io::Result<Box<dyn FileData>>;
     /// Reads a whole file by memory map where available (a small file may be
     /// read instead): a segment only while holding the writer lock (nothing
     /// truncates under it), a snapshot at any time (never written after its
     /// rename).
-    fn read_mapped(&self, path: &Path) -> io::Result<FileBytes> {
+    fn read_mapped(&self, path: &Path) -> io::Result<Box<dyn FileData>> {
         self.read(path)
     }
     /// Reads at most the first `len` bytes of a regular file (never through a

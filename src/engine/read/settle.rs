@@ -156,7 +156,7 @@ mod tests {
         fn open_write(&self, _: &Path) -> io::Result<Box<dyn crate::engine::VfsFile>> {
             unreachable!()
         }
-        fn read(&self, _: &Path) -> io::Result<crate::engine::FileBytes> {
+        fn read(&self, _: &Path) -> io::Result<Box<dyn crate::engine::FileData>> {
             unreachable!()
         }
         fn rename(&self, _: &Path, _: &Path) -> io::Result<()> {

@@ -54,17 +54,15 @@ pub trait KeyedMachine: Sized + Send + Sync + 'static {
 
     /// Reads a whole-state snapshot written before this machine kept its state
     /// in a table: the header and every entry. The default refuses it.
-    fn decode_whole(codec: Codec, payload: &[u8]) -> std::result::Result<WholeState<Self>, String> {
+    #[allow(clippy::type_complexity)]
+    fn decode_whole(
+        codec: Codec,
+        payload: &[u8],
+    ) -> std::result::Result<(Self::Header, Vec<(String, Self::Value)>), String> {
         let _ = (codec, payload);
         Err("a whole-state snapshot, but this machine keeps its state in a table".into())
     }
 }
-
-/// A keyed state read whole: its header and every entry.
-pub type WholeState<M> = (
-    <M as KeyedMachine>::Header,
-    Vec<(String, <M as KeyedMachine>::Value)>,
-);
 
 /// Most overlay entries a delta flush copies under the writer's lock rather
 /// than rebuilding the state from disk: a flush every `delta_bytes` of log
@@ -219,7 +217,20 @@ impl<M: KeyedMachine> KeyedState<M> {
 
     /// Every entry from `start` on (all with `None`), in key order: the tables
     /// and the overlay merged, the newest winning. Damage is yielded once.
-    pub fn iter_from(&self, start: Option<&str>) -> Entries<'_, M> {
+    pub fn iter_from(
+        &self,
+        start: Option<&str>,
+    ) -> impl Iterator<Item = Result<(Cow<'_, str>, M::Value)>> + '_ {
+        self.entries_from(start)
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = Result<(Cow<'_, str>, M::Value)>> + '_ {
+        self.entries_from(None)
+    }
+
+    /// [`KeyedState::iter_from`], as its own type.
+    fn entries_from(&self, start: Option<&str>) -> Entries<'_, M> {
         let lower = match start {
             Some(s) => Bound::Included(s.to_string()),
             None => Bound::Unbounded,
@@ -229,8 +240,8 @@ impl<M: KeyedMachine> KeyedState<M> {
             .iter()
             .map(|t| {
                 let it = match start {
-                    Some(s) => t.iter_from(s.as_bytes()),
-                    None => t.iter(),
+                    Some(s) => t.scan_from(s.as_bytes()),
+                    None => t.scan(),
                 };
                 Box::new(Mapped(it.peekable(), t.as_ref(), PhantomData)) as _
             })
@@ -241,11 +252,6 @@ impl<M: KeyedMachine> KeyedState<M> {
             sources,
             done: false,
         }
-    }
-
-    /// Every entry, in key order.
-    pub fn iter(&self) -> Entries<'_, M> {
-        self.iter_from(None)
     }
 
     /// The state of a full table and the deltas over it (oldest first): the
@@ -383,7 +389,7 @@ impl<'a, V: 'a, I: Iterator<Item = (&'a String, &'a Written<V>)>> Source for Ove
 }
 
 /// The merged entries of a [`KeyedState`], in key order.
-pub struct Entries<'a, M: KeyedMachine> {
+pub(crate) struct Entries<'a, M: KeyedMachine> {
     sources: Sources<'a, M::Value>,
     done: bool,
 }
@@ -662,8 +668,8 @@ impl<'a> TableChunks<'a> {
     fn fill(&mut self) -> Result<()> {
         let t = Table::open(self.vfs, &self.path, self.key)?;
         let it = match &self.after {
-            None => t.iter(),
-            Some(k) => t.iter_from(k),
+            None => t.scan(),
+            Some(k) => t.scan_from(k),
         };
         let mut bytes = 0;
         let mut more = false;

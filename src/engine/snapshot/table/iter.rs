@@ -10,7 +10,7 @@ use crate::engine::error::{Error, Result};
 use std::fmt;
 
 /// Entries of a [`Table`] in key order (see [`Table::iter`]).
-pub struct TableIter<'a> {
+pub(crate) struct TableIter<'a> {
     pub(super) table: &'a Table,
     /// Where the bytes not yet released start (see [`RELEASE_EVERY`]).
     pub(super) released: usize,
@@ -39,9 +39,20 @@ impl fmt::Debug for TableIter<'_> {
 }
 
 impl Table {
-    /// All entries in key order; each block is checked when first entered. An
-    /// error is yielded once, then the iterator ends.
-    pub fn iter(&self) -> TableIter<'_> {
+    /// All entries in key order, as (key, value) bytes; each block is
+    /// checked when first entered. An error is yielded once, then the
+    /// iterator ends.
+    pub fn iter(&self) -> impl Iterator<Item = Result<(&[u8], &[u8])>> + '_ {
+        self.scan()
+    }
+
+    /// The entries whose key is `start` or after, in key order (as [`Table::iter`]).
+    pub fn iter_from(&self, start: &[u8]) -> impl Iterator<Item = Result<(&[u8], &[u8])>> + '_ {
+        self.scan_from(start)
+    }
+
+    /// [`Table::iter`], as its own type (the engine keeps it in a merge).
+    pub(crate) fn scan(&self) -> TableIter<'_> {
         TableIter {
             table: self,
             released: 0,
@@ -56,8 +67,8 @@ impl Table {
         }
     }
 
-    /// The entries whose key is `start` or after, in key order.
-    pub fn iter_from(&self, start: &[u8]) -> TableIter<'_> {
+    /// [`Table::iter_from`], as its own type.
+    pub(crate) fn scan_from(&self, start: &[u8]) -> TableIter<'_> {
         let (next_block, failed) = match self.block_for(start) {
             Ok(i) => (i, None),
             Err(e) => (self.nblocks, Some(e)),

@@ -37,6 +37,6 @@ pub use format::{
 };
 #[cfg(any(test, feature = "sim"))]
 pub use iter::RELEASE_EVERY;
-pub use iter::TableIter;
+pub(crate) use iter::TableIter;
 pub use read::Table;
 pub use write::{TableSpec, TableWriter};
