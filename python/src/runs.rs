@@ -9,7 +9,7 @@ use crate::view::{Inner, RunView};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use runlog::engine::{Error, Integrity, Key, SyncPolicy, VerifyReport};
+use runlog::engine::{Key, SyncPolicy, VerifyReport};
 use runlog::run::{self, InitSpec, Launch, RunError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -320,83 +320,36 @@ impl Runs {
     }
 }
 
-/// `Runs.verify`'s dict of a verify report.
+/// `Runs.verify`'s dict of a verify report: the library's serialized
+/// report (what `runlog verify --json` prints), its keys in snake_case.
 fn verify_dict<'py>(py: Python<'py>, r: &VerifyReport) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    let paths =
-        |v: &[PathBuf]| -> Vec<String> { v.iter().map(|p| p.display().to_string()).collect() };
-    d.set_item("last_seq", r.recovery.last_seq)?;
-    match &r.integrity {
-        Integrity::Clean => d.set_item("integrity", "clean")?,
-        Integrity::TornTail {
-            path,
-            offset,
-            bytes,
-            reason,
-        } => {
-            d.set_item("integrity", "torn_tail")?;
-            d.set_item("path", path.display().to_string())?;
-            d.set_item("offset", offset)?;
-            d.set_item("bytes", bytes)?;
-            d.set_item("reason", reason)?;
-        }
-        Integrity::AppendInProgress {
-            path,
-            offset,
-            bytes,
-            reason,
-        } => {
-            d.set_item("integrity", "append_in_progress")?;
-            d.set_item("path", path.display().to_string())?;
-            d.set_item("offset", offset)?;
-            d.set_item("bytes", bytes)?;
-            d.set_item("reason", reason)?;
-        }
-        Integrity::Damaged(e) => {
-            let (kind, path, offset, seq, reason) = match e {
-                Error::Tampered {
-                    path,
-                    offset,
-                    seq,
-                    what,
-                } => ("tampered", path, offset, seq, what.clone()),
-                Error::Corrupt {
-                    path,
-                    offset,
-                    seq,
-                    reason,
-                } => ("corrupt", path, offset, seq, reason.clone()),
-                // verify files every other error as an error, never as damage.
-                other => return Err(errors::error(runlog::engine::ErrorChain(other).to_string())),
-            };
-            d.set_item("integrity", kind)?;
-            d.set_item("path", path.display().to_string())?;
-            d.set_item("offset", offset)?;
-            d.set_item("seq", seq)?;
-            d.set_item("reason", reason)?;
-        }
+    let v = serde_json::to_value(r)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    let d = convert::from_json(py, &snake_keys(v))?;
+    Ok(d.cast_into::<PyDict>()?)
+}
+
+/// `v` with every object key in snake_case (`lastSeq` → `last_seq`).
+fn snake_keys(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| {
+                    let mut snake = String::with_capacity(k.len() + 4);
+                    for c in k.chars() {
+                        if c.is_ascii_uppercase() {
+                            snake.push('_');
+                            snake.push(c.to_ascii_lowercase());
+                        } else {
+                            snake.push(c);
+                        }
+                    }
+                    (snake, snake_keys(v))
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.into_iter().map(snake_keys).collect()),
+        other => other,
     }
-    let fallbacks = pyo3::types::PyList::empty(py);
-    for (p, why) in &r.recovery.snapshot_fallbacks {
-        let f = PyDict::new(py);
-        f.set_item("path", p.display().to_string())?;
-        f.set_item("reason", why)?;
-        fallbacks.append(f)?;
-    }
-    d.set_item("snapshot_fallbacks", fallbacks)?;
-    d.set_item("leftovers", paths(&r.leftovers))?;
-    d.set_item("quarantined", paths(&r.quarantined))?;
-    match &r.recovery.torn_tail {
-        None => d.set_item("torn_tail", py.None())?,
-        Some(t) => {
-            let f = PyDict::new(py);
-            f.set_item("path", t.path.display().to_string())?;
-            f.set_item("offset", t.offset)?;
-            f.set_item("bytes", t.bytes)?;
-            f.set_item("first_seq", t.first_seq)?;
-            f.set_item("valid_frames_dropped", t.valid_frames_dropped)?;
-            d.set_item("torn_tail", f)?;
-        }
-    }
-    Ok(d)
 }

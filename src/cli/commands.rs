@@ -694,73 +694,24 @@ fn archive_list(runs: &Runs, json: bool) -> Result<u8, RunError> {
 fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
     let id = runs.resolve(run)?;
     let r = runs.verify(&id)?;
-    let (mut v, code) = match &r.integrity {
-        Integrity::Clean => (
-            json!({"id": id, "integrity": "clean", "lastSeq": r.recovery.last_seq}),
-            EXIT_DONE,
-        ),
-        Integrity::TornTail {
-            path,
-            offset,
-            bytes,
-            reason,
-        } => (
-            json!({"id": id, "integrity": "torn_tail", "path": path, "offset": offset,
-                   "bytes": bytes, "reason": reason, "lastSeq": r.recovery.last_seq}),
-            EXIT_DONE,
-        ),
-        // Not damage: a writer held the lock throughout (FORMAT.md §5.6).
-        Integrity::AppendInProgress {
-            path,
-            offset,
-            bytes,
-            reason,
-        } => (
-            json!({"id": id, "integrity": "append_in_progress", "path": path, "offset": offset,
-                   "bytes": bytes, "reason": reason, "lastSeq": r.recovery.last_seq}),
-            EXIT_DONE,
-        ),
-        Integrity::Damaged(e) => {
-            let d = Damage::of(e);
-            (
-                json!({"id": id, "integrity": d.kind, "path": d.path, "offset": d.offset,
-                       "seq": d.seq, "reason": d.reason}),
-                EXIT_FAILED,
-            )
-        }
+    // The report as the library serializes it: `--json` prints it, the
+    // lines below say it.
+    let mut v = serde_json::to_value(&r).map_err(|e| RunError::Io {
+        op: "write the verify report as JSON",
+        path: "-".into(),
+        source: e.into(),
+    })?;
+    v["id"] = json!(id);
+    let code = if r.needs_attention() {
+        EXIT_FAILED
+    } else {
+        EXIT_DONE
     };
     // A damaged snapshot the open skips is loud: named, with what it fell back to.
     let fell_back_to = match r.recovery.snapshot_seq {
         Some(s) => format!("the snapshot at seq {s} and the log after it"),
         None => "the whole log from seq 1".to_string(),
     };
-    let code = if r.recovery.snapshot_fallbacks.is_empty() {
-        code
-    } else {
-        EXIT_FAILED
-    };
-    if !r.recovery.snapshot_fallbacks.is_empty() {
-        let list: Vec<_> = r
-            .recovery
-            .snapshot_fallbacks
-            .iter()
-            .map(|(p, why)| json!({"path": p, "reason": why}))
-            .collect();
-        v["snapshotFallbacks"] = json!(list);
-        v["fellBackTo"] = json!(r.recovery.snapshot_seq.unwrap_or(0));
-    }
-    if !r.leftovers.is_empty() {
-        v["leftovers"] = json!(r.leftovers);
-    }
-    if !r.quarantined.is_empty() {
-        v["quarantined"] = json!(r.quarantined);
-    }
-    if let Some(t) = &r.recovery.torn_tail {
-        v["tornTail"] = json!({
-            "path": t.path, "offset": t.offset, "bytes": t.bytes,
-            "firstSeq": t.first_seq, "validFramesDropped": t.valid_frames_dropped,
-        });
-    }
     if json {
         print_json(&v, true)?;
     } else {
@@ -811,78 +762,35 @@ fn verify(runs: &Runs, json: bool, run: &str) -> Result<u8, RunError> {
                 r.recovery.last_seq,
                 path.display()
             ),
-            Integrity::Damaged(e) => {
-                let d = Damage::of(e);
-                let (head, why) = match d.kind {
-                    "tampered" => (
+            Integrity::Damaged(_) => {
+                let text = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                let tampered = v["integrity"] == "tampered";
+                let (head, why) = if tampered {
+                    (
                         "TAMPERED",
                         " (the bytes pass their checksums but not their tag)",
-                    ),
-                    _ => ("CORRUPT", ""),
+                    )
+                } else {
+                    ("CORRUPT", "")
                 };
                 format!(
                     "{id}: {head} at {}{}{}: {}{why}",
-                    d.path.display(),
-                    d.offset.map(|o| format!(" offset {o}")).unwrap_or_default(),
-                    match (d.kind, d.seq) {
-                        ("tampered", Some(s)) => format!(" seq {s}"),
+                    text("path"),
+                    v["offset"]
+                        .as_u64()
+                        .map(|o| format!(" offset {o}"))
+                        .unwrap_or_default(),
+                    match v["seq"].as_u64() {
+                        Some(s) if tampered => format!(" seq {s}"),
                         _ => String::new(),
                     },
-                    d.reason
+                    text("reason")
                 )
             }
         };
         println_out(&line)?;
     }
     Ok(code)
-}
-
-/// Where and what the damage `verify` found is, for its line and its JSON.
-struct Damage<'a> {
-    kind: &'static str,
-    path: &'a std::path::Path,
-    offset: Option<u64>,
-    seq: Option<u64>,
-    reason: String,
-}
-
-impl<'a> Damage<'a> {
-    fn of(e: &'a engine::Error) -> Damage<'a> {
-        match e {
-            engine::Error::Tampered {
-                path,
-                offset,
-                seq,
-                what,
-            } => Damage {
-                kind: "tampered",
-                path,
-                offset: *offset,
-                seq: *seq,
-                reason: what.clone(),
-            },
-            engine::Error::Corrupt {
-                path,
-                offset,
-                seq,
-                reason,
-            } => Damage {
-                kind: "corrupt",
-                path,
-                offset: *offset,
-                seq: *seq,
-                reason: reason.clone(),
-            },
-            // `Integrity::from_damage` makes only the two above.
-            other => Damage {
-                kind: "corrupt",
-                path: std::path::Path::new(""),
-                offset: None,
-                seq: None,
-                reason: other.to_string(),
-            },
-        }
-    }
 }
 
 fn dump(runs: &Runs, run: &str) -> Result<u8, RunError> {

@@ -78,7 +78,7 @@ fn verify_and_status_beside_a_writer_mid_append_report_no_damage() {
     assert_eq!(v["bytes"], cut as u64, "{v}");
     assert_eq!(v["path"], seg.display().to_string(), "{v}");
     assert_eq!(v["lastSeq"], 1, "{v}");
-    assert!(v.get("tornTail").is_none(), "{v}");
+    assert!(v["tornTail"].is_null(), "{v}");
     let line = ok(&root, &["verify", "r"]);
     assert!(
         line.starts_with(&format!(

@@ -7,6 +7,7 @@
 
 mod settle;
 pub(crate) mod verify;
+mod verify_report;
 mod walk;
 
 use self::settle::{Tail, settle};
