@@ -706,3 +706,48 @@ fn no_function_in_src_is_longer_than_its_limit() {
         "functions over {MAX_FUNCTION_LINES} lines (split them into named steps): {long:#?}"
     );
 }
+
+/// The engine's rooms in the order ARCHITECTURE.md gives them: a file of a
+/// room imports (through `crate::engine::ROOM::…`) only its own room and the
+/// rooms before it.
+const ENGINE_ROOMS: [&str; 7] = ["io", "log", "snapshot", "load", "read", "shared", "store"];
+
+#[test]
+fn engine_rooms_import_only_their_own_and_earlier_rooms() {
+    let engine = src().join("engine");
+    let mut files = Vec::new();
+    rust_files(&engine, &mut files);
+    let room_of = |f: &Path| {
+        let rel = f.strip_prefix(&engine).ok()?;
+        let first = rel.components().next()?.as_os_str().to_str()?;
+        ENGINE_ROOMS.iter().position(|r| *r == first)
+    };
+    let mut read = 0;
+    let mut upward = Vec::new();
+    for f in &files {
+        let Some(mine) = room_of(f) else { continue };
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        for (line, path) in paths_after(&code, "crate::engine::") {
+            let Some(theirs) = ENGINE_ROOMS
+                .iter()
+                .position(|r| path == *r || path.starts_with(&format!("{r}::")))
+            else {
+                continue;
+            };
+            read += 1;
+            if theirs > mine {
+                upward.push(format!(
+                    "src/engine/{}:{line} ({}) imports crate::engine::{path} ({})",
+                    f.strip_prefix(&engine).unwrap().display(),
+                    ENGINE_ROOMS[mine],
+                    ENGINE_ROOMS[theirs]
+                ));
+            }
+        }
+    }
+    assert!(read > 50, "only {read} imports between rooms read");
+    assert!(
+        upward.is_empty(),
+        "an engine room imports a later one (docs/ARCHITECTURE.md gives their order): {upward:#?}"
+    );
+}
