@@ -1,5 +1,5 @@
 # scripts/fsync-segments.sh [ROUNDS] [CONTENDER...] : where one commit's time
-# goes, for `examples/compare`'s one-thread contenders (default
+# goes, for `bench/examples/compare`'s one-thread contenders (default
 # runlog_sync_1t and okaywal_1t), each run ROUNDS times (default 3), the
 # contenders alternating. Each run is traced for 2 s with perf's block and
 # fdatasync tracepoints, and the medians over its commits are printed, in us:
@@ -9,7 +9,7 @@
 #   fl     the flush's request: issued to completed
 #   user   the flush completed to the next fdatasync (the process's own work)
 # and the requests per fdatasync, by kind (WS data, FF flush, WSM metadata).
-# Needs root and perf; build first: cargo build --release --example compare.
+# Needs root and perf; build first: cargo build --release -p runlog-bench --example compare.
 set -eu
 ROUNDS=${1:-3}; shift || true
 [ $# -gt 0 ] || set -- runlog_sync_1t okaywal_1t

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws the checkpoint cost vs run size chart as a hand-written SVG.
 
-Reads the JSON that `cargo run --release --example compare -- --cost-curve --json`
+Reads the JSON that `cargo run --release -p runlog-bench --example compare -- --cost-curve --json`
 prints and writes docs/checkpoint_cost.svg: seconds per durable checkpoint against
 units in the run, both axes logarithmic, for runlog (append one transition; and
 the same plus its share of the automatic snapshot) and the atomic rewrite of a

@@ -1,5 +1,5 @@
 //! The machine description every measuring example's JSON carries
-//! (`examples/compare`, `examples/scale`), so their outputs can be compared.
+//! (`bench/examples/compare`, `examples/scale`), so their outputs can be compared.
 
 use serde_json::{Value, json};
 

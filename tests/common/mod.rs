@@ -81,13 +81,12 @@ pub fn codecs() -> [Codec; 2] {
     [Codec::Binary, Codec::Jsonl]
 }
 
-/// How many thread schedules each shuttle test explores (`RUNLOG_SCHEDULES`,
-/// default 1500): the group commit's and the many writers' models.
+/// How many thread schedules each shuttle test explores (`RUNLOG_SCHEDULES`;
+/// 1500 at the full depth, 750 at the quick one: tests/depth): the group
+/// commit's and the many writers' models. A failing schedule is printed by
+/// shuttle, to be replayed.
 pub fn schedules() -> usize {
-    std::env::var("RUNLOG_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1500)
+    crate::depth::scaled("RUNLOG_SCHEDULES", 750, 1500) as usize
 }
 
 /// Every file in a directory with its bytes, for "nothing was modified" checks.

@@ -13,7 +13,9 @@
 //!   allowed crash outcomes per boundary (torn and garbage sectors, subsets of
 //!   pending operations), and a crash during recovery of 1 in 2 crash states
 //!   [every workload of up to 3 steps, and 1 in 8 of 4 steps
-//!   (`RUNLOG_SHORT_ONE_IN`), drawn from the printed `RUNLOG_SAMPLE_SEED`].
+//!   (`RUNLOG_SHORT_ONE_IN`), drawn from the printed `RUNLOG_SAMPLE_SEED`;
+//!   every crash state of those, and a crash during recovery of 1 in 8
+//!   (`RUNLOG_SHORT_RECOVERY_ONE_IN`)].
 //! * **Random workloads** of 200 steps from seeds (appends of 1, 511, 512,
 //!   4095, 4097 and 64 KiB pads and sizes around them, batches of 2–8,
 //!   concurrent appends, compactions, reopens; half the seeds in the Weak model,
@@ -22,7 +24,7 @@
 //!   everything pending persisted (the enumeration when at most two are
 //!   allowed). Identical images are recovered once, with the highest
 //!   acknowledged watermark of any boundary that left them. Seeds below
-//!   `RUNLOG_CRASH_FULL_SEEDS` (160 [24]) crash at **every** boundary; the
+//!   `RUNLOG_CRASH_FULL_SEEDS` (160 [16]) crash at **every** boundary; the
 //!   others at each boundary with probability 1 in `RUNLOG_EVERY` (default
 //!   500), to keep the debug `cargo test` of this file near 3 minutes on two
 //!   cores. A crash during recovery is taken for 1 in 4 crash states; read-only
@@ -30,7 +32,8 @@
 //!
 //! * **Keyed stores** (format v2, the state in a table snapshot): the keyed
 //!   test machine (tests/common/keyed.rs) through the same enumeration: every
-//!   short workload of up to 3 steps at every boundary (Weak and Ordered), and
+//!   short workload of up to 3 steps at every boundary (Weak and Ordered; a
+//!   crash during recovery of 1 in 2 crash states [1 in 8]), and
 //!   `RUNLOG_KEYED_CRASH_SEEDS` (24 [8]) random workloads of 60 steps
 //!   crashed at every boundary, so crashes land inside every table write of a
 //!   compaction (temp file partly written, before and after its rename, before
@@ -44,7 +47,7 @@
 //!   acknowledged transition (issue 11: no writer acknowledges into a run the
 //!   next open cannot read).
 //!
-//! Knobs: `RUNLOG_CRASH_SEEDS` (2000 [300]) sets how many seeds,
+//! Knobs: `RUNLOG_CRASH_SEEDS` (2000 [200]) sets how many seeds,
 //! `RUNLOG_CRASH_FULL_SEEDS` how many of them crash at every boundary,
 //! `RUNLOG_EVERY` the sampling of the rest, `RUNLOG_CRASH_SEED=n` reruns one
 //! seed (at every boundary if `n` < `RUNLOG_CRASH_FULL_SEEDS`). Every boundary
@@ -102,12 +105,26 @@ fn explored_at_least(f: &Figures, boundaries: u64, crash_states: u64) {
 /// (`RUNLOG_SHORT_ONE_IN=1`).
 const SHORT_ONE_IN_QUICK: u64 = 8;
 
+/// A short workload's crash states that are also crashed during their
+/// recovery: 1 in this many at the quick and the full depth
+/// (`RUNLOG_SHORT_RECOVERY_ONE_IN`). Recovering the images a crash during
+/// recovery leaves was most of the quick sweep's time (1 in 2: 38 s for the
+/// Ordered model; 1 in 8: 18 s), while every workload, boundary and crash
+/// state stays in.
+const SHORT_RECOVERY_ONE_IN: (u64, u64) = (8, 2);
+
 /// Every workload of up to `max_len` steps, but of the longest only 1 in `one_in`.
 fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32, one_in: u64) -> Figures {
     let started = Instant::now();
     let mut f = Figures::default();
     let mut workloads = 0;
     let sample = depth::sample_seed();
+    let recovery_one_in = depth::scaled(
+        "RUNLOG_SHORT_RECOVERY_ONE_IN",
+        SHORT_RECOVERY_ONE_IN.0,
+        SHORT_RECOVERY_ONE_IN.1,
+    )
+    .max(1);
     for len in 1..=max_len {
         for w in 0..4usize.pow(len) {
             // Every shorter workload always; of the longest, 1 in `one_in`.
@@ -123,7 +140,7 @@ fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32, one_in: u64) -> F
                 outcomes: 128,
                 every: 1,
                 recovery_outcomes: 2,
-                recovery_one_in: 2,
+                recovery_one_in,
                 seed: w as u64 * 31 + len as u64,
                 read_only_one_in: 1,
                 paranoid: true,
@@ -147,7 +164,7 @@ fn exhaustive_as<S: Subject>(model: Persistence, max_len: u32, one_in: u64) -> F
             std::any::type_name::<S>()
         ),
         format_args!(
-            "{workloads} workloads ({} of length {max_len} left out: 1 in {one_in} run, RUNLOG_SAMPLE_SEED={sample}), {} boundaries ({} sampled at the cap), {} crash states, {} crash states during recovery, {:?}",
+            "{workloads} workloads ({} of length {max_len} left out: 1 in {one_in} run, RUNLOG_SAMPLE_SEED={sample}), {} boundaries ({} sampled at the cap), {} crash states, {} crash states during recovery (of 1 in {recovery_one_in}), {:?}",
             f.sampled_out,
             f.boundaries,
             f.capped,
@@ -179,9 +196,11 @@ fn every_crash_state_of_every_short_workload_ordered_model() {
 }
 
 /// Seeds run at the quick and the full depth (`RUNLOG_CRASH_SEEDS`; tests/depth).
-const SEEDS: (u64, u64) = (300, 2000);
-/// Seeds below this crash at every boundary (`RUNLOG_CRASH_FULL_SEEDS`), quick and full.
-const FULL_SEEDS: (u64, u64) = (24, 160);
+const SEEDS: (u64, u64) = (200, 2000);
+/// Seeds below this crash at every boundary (`RUNLOG_CRASH_FULL_SEEDS`), quick
+/// and full: most of the quick depth's time (about 1.5 s each; the other
+/// seeds, crashed at 1 in `SAMPLE_EVERY` boundaries, a twentieth of that).
+const FULL_SEEDS: (u64, u64) = (16, 160);
 /// The other seeds crash at each boundary with probability 1 in this (`RUNLOG_EVERY`).
 const SAMPLE_EVERY: u64 = 500;
 

@@ -6,7 +6,9 @@
 //! a record with a valid successor is still `Corrupt`, and damage in the last
 //! record is a dropped torn tail. Every flip goes through the pure scan and
 //! decision in both cases; every 97th bit is opened end to end in memory, every
-//! 1999th on disk, with and without the mark.
+//! 1999th on disk, with and without the mark. At the quick depth (tests/depth)
+//! the pure sweeps sample: one bit of each byte, and every other byte's flip,
+//! from the printed seed.
 use crate::common;
 use crate::depth;
 use common::*;
@@ -141,12 +143,12 @@ fn check_flip(log: &Log, p: u64, mask: u8, marked: bool) {
     );
 }
 
-/// Every bit at the full depth; at the quick one (tests/depth), 2 bits of
-/// each byte (`RUNLOG_FLIP_BITS_PER_BYTE`), which bits turning with the byte
+/// Every bit at the full depth; at the quick one (tests/depth), 1 bit of
+/// each byte (`RUNLOG_FLIP_BITS_PER_BYTE`), which bit turning with the byte
 /// and the printed seed, so every byte and every bit position is still met.
 #[test]
 fn every_bit_flip_is_corruption_or_a_torn_last_record() {
-    let per_byte = depth::scaled("RUNLOG_FLIP_BITS_PER_BYTE", 2, 8).clamp(1, 8);
+    let per_byte = depth::scaled("RUNLOG_FLIP_BITS_PER_BYTE", 1, 8).clamp(1, 8);
     let seed = depth::sample_seed();
     let mut flips = 0u64;
     for codec in codecs() {
@@ -174,15 +176,32 @@ fn every_bit_flip_is_corruption_or_a_torn_last_record() {
     assert!(flips >= 2 * LOG_BYTES * per_byte, "{flips} flips");
 }
 
+/// Every byte at the full depth; at the quick one (tests/depth), 1 byte in
+/// `RUNLOG_BYTE_FLIP_ONE_IN` (2), which ones from the printed seed.
 #[test]
 fn every_byte_flip_is_corruption_or_a_torn_last_record() {
+    let one_in = depth::scaled("RUNLOG_BYTE_FLIP_ONE_IN", 2, 1).max(1);
+    let seed = depth::sample_seed();
+    let mut flips = 0u64;
     for codec in codecs() {
         let log = build(codec);
+        assert!(log.seg.len() as u64 >= LOG_BYTES);
         for p in 0..log.seg.len() as u64 {
+            if !(p + seed).is_multiple_of(one_in) {
+                continue;
+            }
             check_flip(&log, p, 0xff, true);
             check_flip(&log, p, 0xff, false);
+            flips += 1;
         }
     }
+    depth::explored(
+        "damage_flip_every_byte",
+        format_args!(
+            "{flips} byte flips over 2 codecs, 1 byte in {one_in} (RUNLOG_SAMPLE_SEED={seed}), each with and without the mark"
+        ),
+    );
+    assert!(flips >= 2 * LOG_BYTES / one_in, "{flips} flips");
 }
 
 /// Opens the log with bit `bit` flipped, through `vfs`, and checks the outcome.

@@ -1,7 +1,8 @@
 //! Proves that damage to the newest table snapshot of a keyed store (format
-//! v3), a full table or a delta table over one (FORMAT.md §14), is never silent, for flipped bits (every 5th by default, every one with
+//! v3), a full table or a delta table over one (FORMAT.md §14), is never silent, for flipped bits (every 5th at the full depth, every one with
 //! `RUNLOG_DAMAGE_STRIDE=1`), every cut and bytes appended, both codecs, with and without a
-//! log tail after the table: the
+//! log tail after the table (at the quick depth, tests/depth: every 11th bit
+//! and every 3rd cut, from an offset drawn from the printed seed): the
 //! open either falls back LOUDLY (`snapshot_fallbacks` names the table) to the
 //! previous snapshot plus the longer log and reaches the model's state, or it
 //! refuses with `Corrupt` naming the table (the tail's replay looked a key up
@@ -15,6 +16,7 @@
 //! `table index page <n>`. (Before the paged index, a damaged index fell
 //! back at open like the header; it is now met by the lookup that reads it.)
 use crate::common;
+use crate::depth;
 use common::keyed::{Tab, TabModel, key_of, tab_model, tab_observe};
 use common::*;
 use runlog::engine::{self, Codec, Error, Integrity, Keyed, Store};
@@ -27,14 +29,23 @@ fn pad(v: u64) -> usize {
     (v * 7 % 41) as usize * 8
 }
 
-/// Bits flipped: every `stride`-th (`RUNLOG_DAMAGE_STRIDE`, default 5, which
-/// meets every byte at every bit position across the table; 1 for every bit).
+/// Bits flipped: every `stride`-th (`RUNLOG_DAMAGE_STRIDE`; 1 for every
+/// bit): 5 at the full depth, which meets every byte at every bit position
+/// across the table; 11 at the quick one (tests/depth), prime to 8, so every
+/// bit position is still met.
 fn stride() -> usize {
-    std::env::var("RUNLOG_DAMAGE_STRIDE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5usize)
-        .max(1)
+    depth::scaled("RUNLOG_DAMAGE_STRIDE", 11, 5).max(1) as usize
+}
+
+/// Where a sweep taking 1 in `every` starts: 0 at the full depth, as it always
+/// did; at the quick one, drawn from the printed seed, so that runs meet
+/// different bits and cuts.
+fn start(every: usize, seed: u64) -> usize {
+    if depth::full() {
+        0
+    } else {
+        (seed % every as u64) as usize
+    }
 }
 
 /// A keyed store in memory: two rounds of appends, the first ended by a
@@ -243,6 +254,8 @@ fn every_bit_flip_of_the_newest_table_under_a_tail_is_loud() {
 }
 
 fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
+    let (stride, seed) = (stride(), depth::sample_seed());
+    let mut flips = 0u64;
     for (codec, delta) in codecs().into_iter().flat_map(|c| [(c, false), (c, true)]) {
         let (files, model, newest) = build(codec, tail, delta);
         assert!(!model.map.contains_key(ABSENT) && model.map.contains_key(&key_of(10)));
@@ -258,7 +271,8 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
         let count_at = index_offset + index_len - 8;
         let pages = u32::from_le_bytes(table[count_at..count_at + 4].try_into().unwrap());
         let dir_at = count_at - pages as usize * 40;
-        for bit in (0..table.len() * 8).step_by(stride()) {
+        for bit in (start(stride, seed)..table.len() * 8).step_by(stride) {
+            flips += 1;
             let mut d = table.clone();
             d[bit / 8] ^= 1 << (bit % 8);
             let what = format!(
@@ -284,15 +298,29 @@ fn sweep_flips(tail: u64, expect: impl Fn(&Outcomes)) {
         assert_eq!(out.harmless, 0, "every bit of a table is checked");
         expect(&out);
     }
+    depth::explored(
+        &format!("damage_keyed_store flips, tail {tail}"),
+        format_args!(
+            "{flips} bit flips of 4 tables (2 codecs, full and delta), 1 bit in {stride} from bit {} (RUNLOG_SAMPLE_SEED={seed})",
+            start(stride, seed)
+        ),
+    );
 }
 
+/// Every cut at the full depth; at the quick one (tests/depth), every
+/// `RUNLOG_DAMAGE_CUT_ONE_IN`th (3), from an offset drawn from the printed seed.
 #[test]
 fn every_cut_and_extension_of_the_newest_table_falls_back() {
+    let one_in = depth::scaled("RUNLOG_DAMAGE_CUT_ONE_IN", 3, 1).max(1) as usize;
+    let seed = depth::sample_seed();
+    let mut all_cuts = 0u64;
     for (codec, delta) in codecs().into_iter().flat_map(|c| [(c, false), (c, true)]) {
         let (files, model, newest) = build(codec, 10, delta);
         let table = files.iter().find(|f| f.0 == newest).unwrap().1.clone();
         let mut out = Outcomes::default();
-        for len in 0..table.len() {
+        let mut cuts = 0u64;
+        for len in (start(one_in, seed)..table.len()).step_by(one_in) {
+            cuts += 1;
             let what = format!("{codec:?} {} {newest} cut at {len}", kind(delta));
             check(
                 (&files, &model, &newest),
@@ -314,10 +342,19 @@ fn every_cut_and_extension_of_the_newest_table_falls_back() {
             check((&files, &model, &newest), d, codec, false, &what, &mut out);
         }
         eprintln!(
-            "{codec:?} {}: {} cuts and 4 extensions, {out:?}",
+            "{codec:?} {}: {cuts} cuts of {} and 4 extensions, {out:?}",
             kind(delta),
             table.len()
         );
-        assert_eq!(out.fallbacks, table.len() as u64 + 4, "{out:?}");
+        assert_eq!(out.fallbacks, cuts + 4, "{out:?}");
+        assert!(cuts >= table.len() as u64 / one_in as u64, "{cuts} cuts");
+        all_cuts += cuts;
     }
+    depth::explored(
+        "damage_keyed_store cuts",
+        format_args!(
+            "{all_cuts} cuts of 4 tables (2 codecs, full and delta), 1 in {one_in} from {} (RUNLOG_SAMPLE_SEED={seed}), and 4 extensions of each",
+            start(one_in, seed)
+        ),
+    );
 }

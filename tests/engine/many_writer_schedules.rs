@@ -23,7 +23,7 @@
 //! Not modelled here: threads of one process sharing a store (its group
 //! commit has its own schedules, `group_commit_schedules`), and a writer killed
 //! while it holds the sync lock (`many_writers::a_syncer_killed_during_its_fsync_*`
-//! and the crash enumeration). Scale with `RUNLOG_SCHEDULES` (default 1500).
+//! and the crash enumeration). Scale with `RUNLOG_SCHEDULES` (1500 at the full depth, 750 at the quick one).
 use crate::common;
 use common::crash::*;
 use common::*;

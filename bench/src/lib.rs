@@ -1,8 +1,8 @@
-//! The workload shared by the criterion benches and `examples/compare.rs`: a small
-//! state machine of units whose transitions are ~120-byte records, and helpers
-//! that build stores of a given size. Kept independent of `runlog::run` (the run
-//! model) so the engine is measured on its own.
-#![allow(dead_code)]
+//! The workload shared by the criterion benches (`benches/`) and the `compare`
+//! example (`examples/compare`): a small state machine of units whose
+//! transitions are ~120-byte records, and helpers that build stores of a given
+//! size. Kept independent of `runlog::run` (the run model) so the engine is
+//! measured on its own.
 
 use runlog::engine::{Codec, CompactionPolicy, Machine, Options, Store, SyncPolicy};
 use serde::{Deserialize, Serialize};

@@ -584,7 +584,9 @@ pub mod apply_pipe {
         if let Some(p) = std::env::var_os("RUNLOG_BIN") {
             return p.into();
         }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        // The workspace's root (this package is its `bench/` member), where
+        // `--features cli` names the `runlog` package's feature.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         if let Some(cargo) = std::env::var_os("CARGO") {
             // Under `cargo run` the binary may be stale or unbuilt; build it (a no-op
             // when fresh). A failure shows up below as a missing binary.
@@ -598,10 +600,16 @@ pub mod apply_pipe {
                     "--bin",
                     "runlog",
                 ])
-                .current_dir(root)
+                .current_dir(&root)
                 .status();
         }
-        root.join("target/release/runlog")
+        // This executable is TARGET/PROFILE/examples/compare; the binary is
+        // TARGET/release/runlog, wherever the target directory is.
+        let exe = std::env::current_exe().unwrap_or_default();
+        match exe.ancestors().nth(3) {
+            Some(target) => target.join("release/runlog"),
+            None => root.join("target/release/runlog"),
+        }
     }
 
     /// Runs `n` transitions through a fresh run; returns acks/s.

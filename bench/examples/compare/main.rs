@@ -5,19 +5,20 @@
 //! noisy neighbour hurts all of them alike; each row is the median.
 //!
 //! ```text
-//! cargo run --release --example compare -- [--quick] [--json] [--cost-curve]
+//! cargo run --release -p runlog-bench --example compare -- [--quick] [--json] [--cost-curve]
 //!     [--only NAME,PREFIX*] [--reps N] [--secs S]
-//! cargo run --release --example compare -- --memory [--units N] [--json]
+//! cargo run --release -p runlog-bench --example compare -- --memory [--units N] [--json]
 //! ```
 //!
 //! `--memory` is a separate mode (see `memory.rs`): resident memory of an
 //! N-unit run (default 1,000,000) held by runlog vs the bare state.
 
-#[path = "../../benches/common.rs"]
-mod common;
+// The workload the benches use too (bench/src/lib.rs).
+use runlog_bench as common;
 mod contenders;
 mod cost_curve;
-#[path = "../shared/machine.rs"]
+// Shared with the root package's `scale` example.
+#[path = "../../../examples/shared/machine.rs"]
 mod machine;
 mod memory;
 #[cfg(feature = "remote")]

@@ -3,11 +3,9 @@
 //! and runs `compact()`: rebuild the state from the previous snapshot and log,
 //! encode it, write temp + fsync + rename + fsync dir, delete the old log.
 
-mod common;
-
-use common::{Units, build_state_store, opts, update};
 use criterion::{Criterion, criterion_group, criterion_main};
 use runlog::engine::{Codec, Store, SyncPolicy};
+use runlog_bench::{Units, build_state_store, opts, update};
 
 const UNITS: u64 = 1_000_000;
 
@@ -28,7 +26,7 @@ fn bench_snapshot(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = common::large_store_config();
+    config = runlog_bench::large_store_config();
     targets = bench_snapshot
 }
 criterion_main!(benches);

@@ -1,15 +1,13 @@
 //! Append throughput of the engine under each sync policy and writer count:
 //! `append/sync/1t`, `append/grouped/{8,64}t` (N writers sharing fsyncs through
-//! the leader/follower protocol, `common::GROUPED`), `append/linger/8t`
+//! the leader/follower protocol, `runlog_bench::GROUPED`), `append/linger/8t`
 //! (`SyncPolicy::Grouped` with a 100 us linger) and `append/interval/1t`.
 //! Every append is one ~120-byte transition; except under `interval` each
-//! returns only after an fsync covering it. `examples/compare.rs` puts these beside peers.
+//! returns only after an fsync covering it. `examples/compare` puts these beside peers.
 
-mod common;
-
-use common::{Units, opts, update};
 use criterion::{Criterion, criterion_group, criterion_main};
 use runlog::engine::{Codec, Store, SyncPolicy};
+use runlog_bench::{Units, opts, update};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -46,9 +44,9 @@ fn bench_append(c: &mut Criterion) {
     });
     drop(s);
     for (name, policy, threads) in [
-        ("grouped", common::GROUPED, 8u64),
-        ("grouped", common::GROUPED, 64),
-        ("linger", common::LINGER, 8),
+        ("grouped", runlog_bench::GROUPED, 8u64),
+        ("grouped", runlog_bench::GROUPED, 64),
+        ("linger", runlog_bench::LINGER, 8),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let s = store(&dir, policy);

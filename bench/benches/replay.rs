@@ -2,11 +2,9 @@
 //! `replay/binary/1m`, `replay/jsonl/1m` (one iteration = one open = 1M records
 //! replayed, so records/s = 1e6 / time).
 
-mod common;
-
-use common::{Units, build_replay_store, opts};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use runlog::engine::{Codec, Store, SyncPolicy};
+use runlog_bench::{Units, build_replay_store, opts};
 
 const RECORDS: u64 = 1_000_000;
 
@@ -30,7 +28,7 @@ fn bench_replay(c: &mut Criterion) {
 
 criterion_group! {
     name = benches;
-    config = common::large_store_config();
+    config = runlog_bench::large_store_config();
     targets = bench_replay
 }
 criterion_main!(benches);
