@@ -252,19 +252,13 @@ impl Server {
             reason
         });
         let stats = self.run.stats();
-        let failed = state.failure();
         ServeReport {
             acked: state.acked.load(Ordering::SeqCst),
             connections: state.connections.load(Ordering::SeqCst),
             fsyncs: stats.fsyncs.load(Ordering::Relaxed)
                 + stats.fsyncs_covered.load(Ordering::Relaxed),
-            stopped: match &failed {
-                Some(why) if stopped.starts_with("a change failed") => {
-                    format!("a change failed ({why}); the run accepts no more writes")
-                }
-                _ => stopped,
-            },
-            failed: failed.is_some(),
+            stopped,
+            failed: state.failure().is_some(),
         }
         // The lock goes with the run, after every connection has finished.
     }
@@ -288,8 +282,10 @@ fn stop_reason(
 ) -> Option<String> {
     if let Some(why) = stop() {
         Some(why)
-    } else if state.failure().is_some() {
-        Some("a change failed".into())
+    } else if let Some(why) = state.failure() {
+        Some(format!(
+            "a change failed ({why}); the run accepts no more writes"
+        ))
     } else if let Some(limit) = idle
         && open == 0
         && state.idle_for() >= limit

@@ -167,31 +167,24 @@ impl Run {
         notice: &mut dyn FnMut(Notice<'_>),
     ) -> Result<bool> {
         let deferral = Deferral::new();
-        let said = std::cell::RefCell::new(Vec::new());
+        // Warnings come from inside a batch, lines after it: never both at
+        // once, so one cell lends `notice` to each in turn.
+        let notice = std::cell::RefCell::new(notice);
         let commit = |changes| {
             apply_batch(self, changes, &deferral, &|w: &Warning| {
-                said.borrow_mut().push(w.clone())
+                (notice.borrow_mut())(Notice::Warning(w))
             })
         };
-        let mut notice_all = |n: Notice<'_>| {
-            for w in said.borrow_mut().drain(..) {
-                notice(Notice::Warning(&w));
-            }
-            notice(n);
-        };
-        let ended = apply_stream(
+        let mut line = |n: Notice<'_>| (notice.borrow_mut())(n);
+        apply_stream(
             &commit,
             input,
             out,
             render,
             shape_hint,
-            &mut notice_all,
+            &mut line,
             &AtomicU64::new(0),
-        );
-        for w in said.borrow_mut().drain(..) {
-            notice(Notice::Warning(&w));
-        }
-        ended
+        )
     }
 }
 
