@@ -739,3 +739,18 @@ fn docs_wildcards_match_only_what_they_stand_for() {
     assert!(parse("<!-- docs-test: skp: typo -->\n```sh\ntrue\n```\n").is_err());
     assert!(parse("```console\noutput first\n```\n").is_err());
 }
+
+/// README stays a front door and PERFORMANCE.md today's figures (issue 49):
+/// at most 250 and 400 lines. Investigation goes to git's history, how-to to
+/// docs/GUIDE.md.
+#[test]
+fn readme_and_performance_stay_within_their_lengths() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (doc, max) in [("README.md", 250), ("docs/PERFORMANCE.md", 400)] {
+        let n = std::fs::read_to_string(repo.join(doc))
+            .unwrap_or_else(|e| panic!("read {doc}: {e}"))
+            .lines()
+            .count();
+        assert!(n <= max, "{doc} has {n} lines, more than its {max}");
+    }
+}
