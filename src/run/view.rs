@@ -12,6 +12,9 @@ use crate::engine::KeyedState;
 /// The state of a run as its store holds it.
 pub(crate) type RunState = KeyedState<RunKeyed>;
 
+/// A unit held back: its name, status and not-done dependencies.
+type HeldRow = (String, UnitStatus, Vec<String>);
+
 /// A run's state, read by lookup.
 #[derive(Clone, Copy)]
 pub struct RunView<'a> {
@@ -70,11 +73,13 @@ impl<'a> RunView<'a> {
         self.units_from(None)
     }
 
-    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
-    /// only), read as the iteration goes: memory in proportion to the units
-    /// *not* done. For callers that list the done units themselves.
-    pub fn resume_without_skip(&self) -> Result<ResumeSet> {
-        let mut rows = Vec::new();
+    /// The not-done units, split as the resume set splits them: each one
+    /// whose every dependency is done goes to `eligible`, in name order; the
+    /// ones waiting on a not-done unit come back with their not-done
+    /// dependencies, the only rows the blocking roots need. Memory: the units
+    /// held back, whatever the number eligible.
+    fn open_units(&self, eligible: &mut dyn FnMut(String)) -> Result<Vec<HeldRow>> {
+        let mut held = Vec::new();
         for u in self.units() {
             let (name, u) = u?;
             if u.status == UnitStatus::Done {
@@ -89,9 +94,27 @@ impl<'a> RunView<'a> {
                     open_deps.push(d);
                 }
             }
-            rows.push((name, u.status, open_deps));
+            if open_deps.is_empty() {
+                eligible(name);
+            } else {
+                held.push((name, u.status, open_deps));
+            }
         }
-        Ok(super::resume::resume_set_from_rows(rows))
+        Ok(held)
+    }
+
+    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
+    /// only), read as the iteration goes: memory in proportion to the units
+    /// *not* done. For callers that list the done units themselves.
+    pub fn resume_without_skip(&self) -> Result<ResumeSet> {
+        let mut eligible = Vec::new();
+        let held = self.open_units(&mut |n| eligible.push(n))?;
+        // Every held-back row waits on a not-done unit: none is eligible, and
+        // an eligible unit it waits on, absent from the rows, is a root, as
+        // the resume set says it is.
+        let mut set = super::resume::resume_set_from_rows(held);
+        set.eligible = eligible;
+        Ok(set)
     }
 
     /// The resume set, whole.
@@ -108,18 +131,28 @@ impl<'a> RunView<'a> {
 
     /// Writes the resume set to `w` as JSON (`pretty`: indented): the same
     /// bytes as serde_json's text of [`RunView::resume_set`], with memory in
-    /// proportion to the units not done. The units are read twice: once to
-    /// work out what is eligible and what is held back, before anything is
-    /// written, and once to list the done ones (`skip`) as they are written.
-    /// Damage met part-way is the error, typed as the read's, with what was
-    /// written so far left in `w`; so is a failed write.
+    /// proportion to the units held back (not to the units done or eligible).
+    /// The units are read three times: once to work out what is held back,
+    /// before anything is written, then once for each list, `skip` and
+    /// `eligible`, as it is written. Damage met part-way is the error, typed
+    /// as the read's, with what was written so far left in `w`; so is a
+    /// failed write.
     pub fn write_resume_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
-        // `eligible` and `dep_blocked` are `ResumeSet`'s own serialization.
-        let open = to_json(&self.resume_without_skip()?, pretty)?;
+        // `dep_blocked` is `ResumeSet`'s own serialization; the two lists are
+        // filled in as they are read.
+        let held = super::resume::resume_set_from_rows(self.open_units(&mut |_| {})?);
+        let open = to_json(&held, pretty)?;
         let mut out = Spliced::open(w, &open, "skip", pretty)?;
         for u in self.units() {
             let (name, unit) = u?;
             if unit.status == UnitStatus::Done {
+                out.entry(None, &name)?;
+            }
+        }
+        let mut out = out.then("eligible")?;
+        for u in self.units() {
+            let (name, unit) = u?;
+            if unit.status != UnitStatus::Done && !held.dep_blocked.contains_key(&name) {
                 out.entry(None, &name)?;
             }
         }
@@ -215,8 +248,10 @@ fn write_err(e: std::io::Error) -> RunError {
 /// indented as serde_json's pretty printer would at that depth.
 struct Spliced<'h, W: std::io::Write> {
     w: W,
-    /// The serialized value from the field's closing bracket on.
-    rest: &'h [u8],
+    /// The whole serialized value, and where the open field's opening
+    /// bracket is in it.
+    text: &'h [u8],
+    at: usize,
     pretty: bool,
     entries: u64,
     /// One entry's text.
@@ -232,23 +267,29 @@ impl<'h, W: std::io::Write> Spliced<'h, W> {
     /// Writes `text` up to and with the opening bracket of its top-level field
     /// `key`, whose value must be empty.
     fn open(mut w: W, text: &'h [u8], key: &str, pretty: bool) -> Result<Self> {
-        let at = top_level_value(text, key)
-            .filter(|&at| matches!(text.get(at..at + 2), Some(b"{}" | b"[]")))
-            .ok_or_else(|| {
-                RunError::io(
-                    "serialize JSON",
-                    "-",
-                    std::io::Error::other(format!("no empty field {key:?} to fill")),
-                )
-            })?;
+        let at = empty_field(text, key, 0)?;
         w.write_all(&text[..=at]).map_err(write_err)?;
         Ok(Spliced {
             w,
-            rest: &text[at + 1..],
+            text,
+            at,
             pretty,
             entries: 0,
             buf: Vec::new(),
         })
+    }
+
+    /// Closes the field and goes on to the next one to fill, `key`, which
+    /// must come after it.
+    fn then(mut self, key: &str) -> Result<Self> {
+        let next = empty_field(self.text, key, self.at + 1)?;
+        self.close_field()?;
+        self.w
+            .write_all(&self.text[self.at + 1..=next])
+            .map_err(write_err)?;
+        self.at = next;
+        self.entries = 0;
+        Ok(self)
     }
 
     /// Writes one entry: `key: value` in an object, `value` in an array.
@@ -287,11 +328,33 @@ impl<'h, W: std::io::Write> Spliced<'h, W> {
 
     /// Closes the field and writes the rest of the value.
     fn close(mut self) -> Result<()> {
+        self.close_field()?;
+        self.w
+            .write_all(&self.text[self.at + 1..])
+            .map_err(write_err)
+    }
+
+    /// The indent before the field's closing bracket, when it has entries.
+    fn close_field(&mut self) -> Result<()> {
         if self.pretty && self.entries > 0 {
             self.w.write_all(CLOSE_INDENT).map_err(write_err)?;
         }
-        self.w.write_all(self.rest).map_err(write_err)
+        Ok(())
     }
+}
+
+/// Where the empty value (`{}` or `[]`) of the top-level field `key` of
+/// `text` starts, at or after `from`.
+fn empty_field(text: &[u8], key: &str, from: usize) -> Result<usize> {
+    top_level_value(text, key)
+        .filter(|&at| at >= from && matches!(text.get(at..at + 2), Some(b"{}" | b"[]")))
+        .ok_or_else(|| {
+            RunError::io(
+                "serialize JSON",
+                "-",
+                std::io::Error::other(format!("no empty field {key:?} to fill")),
+            )
+        })
 }
 
 /// Where the value of the top-level field `key` starts in the JSON object

@@ -1,7 +1,9 @@
 //! Proves the one-pass resume set equals the former per-unit walk (kept below as
 //! the reference) on random graphs with cycles, unknown deps and every status,
 //! whatever the row order, and that it finishes on 200,000-unit chains and fans
-//! and a 1,000,000-unit chain (the walk takes no call stack).
+//! and a 1,000,000-unit chain (the walk takes no call stack); and that a run's
+//! view, which keeps only the units held back while it reads, streams and
+//! returns that same set.
 use proptest::prelude::*;
 use runlog::run::{ResumeSet, Unit, UnitStatus, blocking_roots, resume_set, resume_set_from_rows};
 use std::collections::{BTreeMap, BTreeSet};
@@ -126,6 +128,72 @@ proptest! {
         // … and in reverse name order: the result is sorted whatever the order.
         let reversed = units.iter().rev().map(|(n, u)| (n, u.status, &u.depends_on));
         prop_assert_eq!(&resume_set_from_rows(reversed), &expected);
+    }
+}
+
+/// A run whose units are `rows` (the last row of a name wins), made through
+/// the run's own changes: each unit's status first, then its dependencies
+/// (unknown names stay unknown). A unit in progress keeps no dependency: the
+/// rules refuse starting one whose dependencies are not done; nor does a
+/// unit depend on itself (refused too; cycles through others remain).
+fn run_of(dir: &std::path::Path, rows: &[Row]) -> runlog::run::Run {
+    use runlog::run::{Change, InitSpec, Runs};
+    let runs = Runs::new(dir).with_compaction(runlog::engine::CompactionPolicy::Manual);
+    let run = runs
+        .init(InitSpec {
+            id: "r".into(),
+            ..InitSpec::default()
+        })
+        .unwrap();
+    let mut units = as_map(rows);
+    for (name, u) in units.iter_mut() {
+        u.depends_on.retain(|d| d != name);
+    }
+    for (name, u) in &units {
+        let change = |deps| Change::Unit {
+            unit: name.clone(),
+            status: u.status,
+            note: None,
+            deps,
+        };
+        run.apply(change(None)).unwrap();
+        if !u.depends_on.is_empty() && u.status != UnitStatus::InProgress {
+            run.apply(change(Some(u.depends_on.clone()))).unwrap();
+        }
+    }
+    run
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 96,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Issue 50: the view works the resume set out holding only the units
+    /// held back, then lists `skip` and `eligible` as it reads them again.
+    #[test]
+    fn a_runs_streamed_resume_set_equals_the_reference(rows in rows()) {
+        let dir = tempfile::tempdir().unwrap();
+        let run = run_of(dir.path(), &rows);
+        let expected = reference::resume_set(&run.doc().unwrap().units);
+        run.read(|view| {
+            for pretty in [false, true] {
+                let mut out = Vec::new();
+                view.write_resume_json(&mut out, pretty).unwrap();
+                let whole = if pretty {
+                    serde_json::to_string_pretty(&expected)
+                } else {
+                    serde_json::to_string(&expected)
+                };
+                assert_eq!(String::from_utf8(out).unwrap(), whole.unwrap(), "pretty: {pretty}");
+            }
+            assert_eq!(view.resume_set().unwrap(), expected);
+            let mut open = expected.clone();
+            open.skip.clear();
+            assert_eq!(view.resume_without_skip().unwrap(), open);
+        });
     }
 }
 
