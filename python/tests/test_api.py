@@ -131,6 +131,24 @@ def test_resume_set_and_lazy_skip(runs):
         assert "b" in rs.skip and "a" not in rs.skip and "zz" not in rs.skip
 
 
+def test_eligible_names_packed_in_rust_read_back_each_whole(runs):
+    # Names of other lengths and multi-byte UTF-8, one a prefix of the next,
+    # kept back to back in one buffer: each reads back whole, by index from
+    # either end, by iteration, by `in` and by `==`.
+    names = sorted(["a", "ab", "abc", "é", "éé", "z" * 200, "日本", "x"])
+    with runs.start("packed", units=names) as run:
+        el = run.resume().eligible
+        assert len(el) == len(names) and el == names and list(el) == names
+        assert [el[i] for i in range(len(names))] == names
+        assert [el[-i - 1] for i in range(len(names))] == names[::-1]
+        assert all(n in el for n in names) and "abcd" not in el and "" not in el
+        assert el != names[:-1] and el != names + ["zz"]
+        with pytest.raises(IndexError):
+            el[len(names)]
+        with pytest.raises(IndexError):
+            el[-len(names) - 1]
+
+
 def test_iterators_stream_in_name_order(runs):
     names = ["u%05d" % i for i in range(5000)]
     with runs.start("big", units=names) as run:

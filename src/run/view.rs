@@ -8,6 +8,7 @@ use super::machine::RunKeyed;
 use super::resume::ResumeSet;
 use super::units::UnitCounts;
 use crate::engine::KeyedState;
+use std::collections::BTreeMap;
 
 /// The state of a run as its store holds it.
 pub(crate) type RunState = KeyedState<RunKeyed>;
@@ -103,23 +104,31 @@ impl<'a> RunView<'a> {
         Ok(held)
     }
 
-    /// The resume set without its `skip` list (`eligible` and `dep_blocked`
-    /// only), read as the iteration goes: memory in proportion to the units
-    /// *not* done. For callers that list the done units themselves.
-    pub fn resume_without_skip(&self) -> Result<ResumeSet> {
-        let mut eligible = Vec::new();
-        let held = self.open_units(&mut |n| eligible.push(n))?;
+    /// The resume set as the units are read, without its `skip` list: each
+    /// eligible unit's name goes to `eligible`, in name order, as it is read,
+    /// and the units held back come back with the roots blocking them.
+    /// Memory: the units held back, whatever the number done or eligible. For
+    /// callers that list the done units themselves.
+    pub fn resume_streamed(
+        &self,
+        eligible: &mut dyn FnMut(String),
+    ) -> Result<BTreeMap<String, Vec<String>>> {
+        let held = self.open_units(eligible)?;
         // Every held-back row waits on a not-done unit: none is eligible, and
         // an eligible unit it waits on, absent from the rows, is a root, as
         // the resume set says it is.
-        let mut set = super::resume::resume_set_from_rows(held);
-        set.eligible = eligible;
-        Ok(set)
+        Ok(super::resume::resume_set_from_rows(held).dep_blocked)
     }
 
     /// The resume set, whole.
     pub fn resume_set(&self) -> Result<ResumeSet> {
-        let mut set = self.resume_without_skip()?;
+        let mut eligible = Vec::new();
+        let dep_blocked = self.resume_streamed(&mut |n| eligible.push(n))?;
+        let mut set = ResumeSet {
+            skip: Vec::new(),
+            eligible,
+            dep_blocked,
+        };
         for u in self.units() {
             let (name, u) = u?;
             if u.status == UnitStatus::Done {

@@ -190,9 +190,10 @@ proptest! {
                 assert_eq!(String::from_utf8(out).unwrap(), whole.unwrap(), "pretty: {pretty}");
             }
             assert_eq!(view.resume_set().unwrap(), expected);
-            let mut open = expected.clone();
-            open.skip.clear();
-            assert_eq!(view.resume_without_skip().unwrap(), open);
+            let mut eligible = Vec::new();
+            let dep_blocked = view.resume_streamed(&mut |n| eligible.push(n)).unwrap();
+            assert_eq!(eligible, expected.eligible);
+            assert_eq!(dep_blocked, expected.dep_blocked);
         });
     }
 }

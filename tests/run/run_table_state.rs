@@ -172,9 +172,12 @@ fn assert_streamed_as_whole(view: &runlog::run::RunView<'_>, want: &RunDoc) {
             "the streamed resume set prints as the whole one (pretty: {pretty})"
         );
         assert_eq!(view.resume_set().unwrap(), set);
-        let mut open = set.clone();
-        open.skip.clear();
-        assert_eq!(view.resume_without_skip().unwrap(), open);
+        let mut eligible = Vec::new();
+        let dep_blocked = view.resume_streamed(&mut |n| eligible.push(n)).unwrap();
+        assert_eq!(
+            (eligible, dep_blocked),
+            (set.eligible.clone(), set.dep_blocked.clone())
+        );
     }
 }
 
