@@ -16,6 +16,7 @@ mod remote_ceph_kill;
 mod remote_ceph_outage;
 mod remote_cli;
 mod remote_faults;
+mod remote_inflight_rule_model;
 mod remote_inline;
 mod remote_lag;
 mod remote_local_backends;
