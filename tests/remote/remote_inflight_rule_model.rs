@@ -130,12 +130,9 @@ fn chain_head(slots: &BTreeMap<u8, Manifest>) -> Option<Manifest> {
 /// manifest with the greatest epoch there, and its slot.
 fn window_head(slots: &BTreeMap<u8, Manifest>, k: u8) -> Option<(u8, Manifest)> {
     let (&newest, _) = slots.iter().next_back()?;
-    let window = slots.range(newest.saturating_sub(k - 1)..=newest);
+    let mut window = slots.range(newest.saturating_sub(k - 1)..=newest);
     let top = window.clone().map(|(_, m)| m.epoch).max()?;
-    window
-        .filter(|(_, m)| m.epoch == top)
-        .next_back()
-        .map(|(&s, &m)| (s, m))
+    window.rfind(|(_, m)| m.epoch == top).map(|(&s, &m)| (s, m))
 }
 
 /// The lowest empty slot and the head of the slots below it.
