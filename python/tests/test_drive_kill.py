@@ -41,6 +41,10 @@ COORDINATOR = textwrap.dedent(
     if mode == "pool":
         spawn = multiprocessing.get_context("spawn")
         ex = lambda: cf.ProcessPoolExecutor(2, mp_context=spawn)
+    elif mode.startswith("ray:"):
+        import ray
+        ray.init(address=mode[4:], log_to_driver=False)
+        ex = runlog.RayExecutor()
     else:
         import distributed
         ex = distributed.Client(mode).get_executor()
