@@ -8,7 +8,9 @@ coordinator's last attempts removed by gc.
     pip install ./python 'dask[distributed]'
     python examples/cluster.py [--units 2000] [--dir DIR] [--outputs s3://bucket/prefix]
 
-`--executor pool` uses a ProcessPoolExecutor instead of Dask (same code path)."""
+`--executor pool` uses a ProcessPoolExecutor instead of Dask, `--executor ray` a
+local Ray instance through `runlog.RayExecutor` (`pip install ray`): the same
+code path, another executor."""
 
 import argparse
 import concurrent.futures as cf
@@ -44,6 +46,10 @@ def coordinate(a):
     if a.executor == "pool":
         spawn = multiprocessing.get_context("spawn")
         executor = lambda: cf.ProcessPoolExecutor(2, mp_context=spawn)  # noqa: E731
+    elif a.executor == "ray":
+        import ray
+        ray.init(address=a.scheduler, log_to_driver=False)
+        executor = runlog.RayExecutor()
     else:
         import distributed
         executor = distributed.Client(a.scheduler).get_executor()
@@ -58,7 +64,7 @@ def main():
     ap.add_argument("--units", type=int, default=2000)
     ap.add_argument("--dir", help="runs root (default: a temp directory)")
     ap.add_argument("--outputs", help="s3://bucket/prefix or file:///dir (default: DIR/objects)")
-    ap.add_argument("--executor", choices=["dask", "pool"], default="dask")
+    ap.add_argument("--executor", choices=["dask", "pool", "ray"], default="dask")
     ap.add_argument("--scheduler", help=argparse.SUPPRESS)
     ap.add_argument("--coordinate", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -66,8 +72,12 @@ def main():
         return coordinate(a)
     a.dir = a.dir or tempfile.mkdtemp(prefix="runlog-cluster-")
     a.outputs = a.outputs or "file://" + os.path.join(os.path.abspath(a.dir), "objects")
-    cluster = None
-    if a.executor == "dask":
+    cluster = ray = None
+    if a.executor == "ray":  # a local Ray instance; each coordinator connects to it
+        import ray
+        ctx = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        a.scheduler = ctx.address_info["gcs_address"]
+    elif a.executor == "dask":
         import distributed
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1,
                                            processes=True, dashboard_address=None)
@@ -94,6 +104,8 @@ def main():
     finally:
         if cluster is not None:
             cluster.close()
+        if ray is not None:
+            ray.shutdown()
     with runlog.Runs(a.dir).open("cluster") as run:
         for u in units(a.units):
             assert runlog.output(run, u) == expected(u), u  # length and digest checked

@@ -49,6 +49,7 @@ from ._runlog import (
     Server,
 )
 from .drive import DriveSummary, drive, gc_outputs, output, output_name
+from .ray_executor import RayExecutor
 
 __all__ = [
     "Runs",
@@ -85,5 +86,6 @@ __all__ = [
     "output",
     "gc_outputs",
     "output_name",
+    "RayExecutor",
     "OutputStore",
 ]

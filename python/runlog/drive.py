@@ -231,7 +231,8 @@ def drive(
     ``outputs`` (``s3://bucket/prefix`` or ``file:///dir``), exactly once.
 
     ``executor``: any ``concurrent.futures.Executor`` (``ProcessPoolExecutor``
-    with a ``spawn`` context, ``distributed.Client(...).get_executor()``, Ray's),
+    with a ``spawn`` context, ``distributed.Client(...).get_executor()``,
+    ``runlog.RayExecutor()``),
     or a function returning one: then drive shuts down what it made, and makes
     a new one when the executor breaks (a ``ProcessPoolExecutor`` whose worker
     died). ``retries``: failed attempts resubmitted before a unit is blocked.

@@ -92,6 +92,20 @@ def require_dask():
     return distributed
 
 
+def require_ray():
+    """Imports and returns `ray`; skips the test (saying why) when it is
+    missing, fails instead under RUNLOG_REQUIRE_PYTHON=1 (CI)."""
+    import pytest
+    try:
+        import ray
+    except ImportError as e:
+        if os.environ.get("RUNLOG_REQUIRE_PYTHON") == "1":
+            pytest.fail("RUNLOG_REQUIRE_PYTHON=1 but ray is not installed "
+                        "(pip install -r python/requirements-test.txt): %s" % e)
+        pytest.skip("ray is not installed (pip install ray): %s" % e)
+    return ray
+
+
 def s3_outputs(test):
     """An `s3://` outputs prefix on the gateway named by AWS_ENDPOINT_URL and
     RUNLOG_S3_BUCKET (`. $CEPH_DIR/env` after `.ci/ceph.sh start`), unique to

@@ -1,6 +1,6 @@
 """examples/cluster.py runs as docs/TOUR.md says: its first coordinator
-SIGKILLed, its second finishing the run, its own check passing; through Dask
-and through a ProcessPoolExecutor. And README's `runlog.drive` example runs as
+SIGKILLed, its second finishing the run, its own check passing; through Dask,
+a ProcessPoolExecutor and Ray. And README's `runlog.drive` example runs as
 printed."""
 
 import os
@@ -16,10 +16,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import drive_work as work  # noqa: E402
 
 
-@pytest.mark.parametrize("executor", ["dask", "pool"])
+@pytest.mark.parametrize("executor", ["dask", "pool", "ray"])
 def test_cluster_example(tmp_path, executor):
     if executor == "dask":
         work.require_dask()
+    elif executor == "ray":
+        work.require_ray()
     out = subprocess.run([sys.executable, str(REPO / "examples" / "cluster.py"), "--units",
                           "600", "--dir", str(tmp_path / "root"), "--executor", executor],
                          capture_output=True, text=True, timeout=300)

@@ -7,7 +7,9 @@ and finish time unchanged), each committed output is its unit's last
 attempt's, and gc leaves exactly the committed objects.
 
 Each kill lands at a random point of the progress left (and a random instant
-after it); RUNLOG_DRIVE_SEED fixes them (the seed is printed either way)."""
+after it); RUNLOG_DRIVE_SEED fixes them (the seed is printed either way).
+test_drive_ray.py runs the same kills and check through a local Ray instance
+(mode `ray:ADDRESS`)."""
 
 import json
 import os
@@ -41,6 +43,10 @@ COORDINATOR = textwrap.dedent(
     if mode == "pool":
         spawn = multiprocessing.get_context("spawn")
         ex = lambda: cf.ProcessPoolExecutor(2, mp_context=spawn)
+    elif mode.startswith("ray:"):
+        import ray
+        ray.init(address=mode[4:], log_to_driver=False)
+        ex = runlog.RayExecutor()
     else:
         import distributed
         ex = distributed.Client(mode).get_executor()
