@@ -19,5 +19,6 @@ mod remote_faults;
 mod remote_inline;
 mod remote_lag;
 mod remote_local_backends;
+mod remote_parallel_restore;
 mod remote_run_fenced;
 mod remote_status_deadline;
