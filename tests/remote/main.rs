@@ -12,6 +12,7 @@ mod skip_support;
 
 mod demo_lose_host;
 mod remote_ceph;
+mod remote_ceph_delayed;
 mod remote_ceph_kill;
 mod remote_ceph_outage;
 mod remote_cli;
