@@ -8,7 +8,8 @@
 //! `RUNLOG_RESTORE_PARALLEL=n`: the restore's GETs in flight (1: one after
 //! the other, as before issue 50; default `READ_AHEAD_REQUESTS`).
 //! `RUNLOG_COMPARE_RESTORE_UNITS=n`: the restored run's size (default 1M);
-//! `RUNLOG_COMPARE_RESTORE_LOG=n`: n updates in its log after the snapshot.
+//! `RUNLOG_COMPARE_RESTORE_LOG=n`: n updates in its log after the snapshot;
+//! `RUNLOG_COMPARE_RESTORE_ROUNDS=k`: then k more, shipped as k small chunks.
 
 use crate::common::{self, Units, update};
 use crate::contenders::Cache;
@@ -177,7 +178,23 @@ pub fn restore_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
     let remote = read_ahead(Remote::open(&url).map_err(|e| e.to_string())?)?;
     let t = Instant::now();
     let r = Replication::start(&store, remote.clone(), &config).map_err(|e| e.to_string())?;
-    let st = r.close().map_err(|e| e.to_string())?;
+    // RUNLOG_COMPARE_RESTORE_ROUNDS=k: k updates more, each its own sync
+    // round and chunk (inlining off), so the chain ends in k small chunks:
+    // a restore whose round trips, not its bytes, set its time.
+    let rounds = env_count("RUNLOG_COMPARE_RESTORE_ROUNDS")?.unwrap_or(0);
+    let st = if rounds == 0 {
+        r.close()
+    } else {
+        r.close().map_err(|e| e.to_string())?;
+        let small = remote.clone().with_inline_limits(0, 0);
+        let r = Replication::start(&store, small, &config).map_err(|e| e.to_string())?;
+        for i in 0..rounds {
+            r.append(&store, &update(i, units_wanted))
+                .map_err(|e| e.to_string())?;
+        }
+        r.close()
+    }
+    .map_err(|e| e.to_string())?;
     drop(store);
     eprintln!(
         "remote_restore_1m: local open {open_secs:.3}s; shipped {} bytes in {:.3}s",
@@ -246,4 +263,16 @@ fn raw_gets(remote: &Remote) -> Result<(), String> {
         bytes as f64 / secs / 1e6
     );
     Ok(())
+}
+
+/// The count in environment variable `name`, if set.
+fn env_count(name: &str) -> Result<Option<u64>, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(None),
+        Ok(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{name}={v:?}: expected a count")),
+    }
 }
