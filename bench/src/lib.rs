@@ -4,6 +4,8 @@
 //! size. Kept independent of `runlog::run` (the run model) so the engine is
 //! measured on its own.
 
+pub mod delay_proxy;
+
 use runlog::engine::{Codec, CompactionPolicy, Machine, Options, Store, SyncPolicy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -18,8 +18,18 @@ use std::time::{Duration, Instant};
 pub const REQUEST_RETRIES: usize = 3;
 /// The longest one request (with its retries) may take before it fails.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+/// A restore's GETs in flight at once (issue 50): on a store 30 ms away,
+/// eight requests hide the round trips of chunks and snapshot behind each
+/// other's transfer.
+pub const READ_AHEAD_REQUESTS: usize = 8;
+/// The bytes of objects a restore holds fetched (or being fetched) and not
+/// yet checked, counted by the lengths its manifest lists: 256 MiB, four
+/// chunks of the 64 MiB a writer cuts. An object larger than this is fetched
+/// alone, so a restore holds at most `max(READ_AHEAD_BYTES, its largest
+/// object)` of downloads (1 GiB for a chunk, 4 GiB for a snapshot at most).
+pub const READ_AHEAD_BYTES: u64 = 256 << 20;
 
-fn runtime() -> Result<&'static tokio::runtime::Runtime> {
+pub(super) fn runtime() -> Result<&'static tokio::runtime::Runtime> {
     static RT: OnceLock<std::result::Result<tokio::runtime::Runtime, String>> = OnceLock::new();
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -45,7 +55,7 @@ pub enum Put {
 /// A remote run location.
 #[derive(Clone)]
 pub struct Remote {
-    store: Arc<dyn ObjectStore>,
+    pub(super) store: Arc<dyn ObjectStore>,
     prefix: String,
     url: String,
     /// When set, every call fails once this instant passes (and the
@@ -57,6 +67,9 @@ pub struct Remote {
     /// What a ship round may carry inline in its manifest: (new bytes of one
     /// round, bytes held by one manifest); see [`Remote::with_inline_limits`].
     inline_limits: (u64, u64),
+    /// What a restore keeps in flight: (requests, bytes); see
+    /// [`Remote::with_read_ahead`].
+    pub(super) read_ahead: (usize, u64),
 }
 
 /// What an S3 remote's credentials failure says when the environment holds
@@ -190,6 +203,7 @@ impl Remote {
             deadline: None,
             credentials_hint: None,
             inline_limits: (INLINE_ROUND_MAX, INLINE_MAX_BYTES),
+            read_ahead: (READ_AHEAD_REQUESTS, READ_AHEAD_BYTES),
         })
     }
 
@@ -213,6 +227,16 @@ impl Remote {
         self
     }
 
+    /// This remote with another read-ahead for restore and `verify
+    /// --remote`: at most `requests` GETs in flight (at least 1: then one
+    /// object after the other, as before issue 50), holding at most `bytes`
+    /// of objects fetched and not yet checked (FORMAT.md §13.5).
+    /// Defaults: [`READ_AHEAD_REQUESTS`], [`READ_AHEAD_BYTES`].
+    pub fn with_read_ahead(mut self, requests: usize, bytes: u64) -> Remote {
+        self.read_ahead = (requests.max(1), bytes);
+        self
+    }
+
     /// `(round, total)`: see [`Remote::with_inline_limits`].
     pub fn inline_limits(&self) -> (u64, u64) {
         self.inline_limits
@@ -224,7 +248,7 @@ impl Remote {
     /// runtime: `block_on` there would panic), the future runs on a scoped
     /// thread of its own, and this thread waits for it: the call blocks, as
     /// every call of this API does, but never panics.
-    fn block_on<T: Send>(
+    pub(super) fn block_on<T: Send>(
         &self,
         f: impl std::future::Future<Output = std::result::Result<T, object_store::Error>> + Send,
     ) -> Result<std::result::Result<T, object_store::Error>> {
@@ -262,7 +286,7 @@ impl Remote {
         &self.url
     }
 
-    fn path(&self, rel: &str) -> ObjPath {
+    pub(super) fn path(&self, rel: &str) -> ObjPath {
         if self.prefix.is_empty() {
             ObjPath::from(rel)
         } else {
@@ -291,14 +315,18 @@ impl Remote {
 
     /// Reads `rel`; `None` when it does not exist. Refuses an object longer than `max_len`.
     pub fn get(&self, op: &'static str, rel: &str, max_len: u64) -> Result<Option<Bytes>> {
-        let path = self.path(rel);
-        let r = self.block_on(async {
-            let g = self.store.get(&path).await?;
-            if g.meta.size > max_len {
-                return Ok(Err(g.meta.size));
-            }
-            g.bytes().await.map(|b| Ok(b.to_vec()))
-        })?;
+        let r = self.block_on(fetch(self.store.clone(), self.path(rel), max_len))?;
+        self.answer(op, rel, max_len, r)
+    }
+
+    /// What [`fetch`]'s outcome for `rel` means to a caller of [`Remote::get`].
+    pub(super) fn answer(
+        &self,
+        op: &'static str,
+        rel: &str,
+        max_len: u64,
+        r: Fetched,
+    ) -> Result<Option<Bytes>> {
         match r {
             Ok(Ok(b)) => Ok(Some(b)),
             Ok(Err(size)) => Err(RemoteError::corrupt(
@@ -338,6 +366,20 @@ impl Remote {
             Err(e) => Err(RemoteError::store(op, self.show(rel), e)),
         }
     }
+}
+
+/// One GET's outcome: the bytes, or `Err(size)` for an object longer than
+/// allowed (not downloaded), or the store's error.
+pub(super) type Fetched = std::result::Result<std::result::Result<Bytes, u64>, object_store::Error>;
+
+/// Reads `path` from `store` unless it is longer than `max_len`: the one
+/// request behind [`Remote::get`] and the read-ahead of a restore.
+pub(super) async fn fetch(store: Arc<dyn ObjectStore>, path: ObjPath, max_len: u64) -> Fetched {
+    let g = store.get(&path).await?;
+    if g.meta.size > max_len {
+        return Ok(Err(g.meta.size));
+    }
+    g.bytes().await.map(|b| Ok(b.to_vec()))
 }
 
 /// The `store` of the error a call past its deadline fails with.

@@ -38,6 +38,7 @@ mod gc;
 pub mod layout;
 #[cfg(not(feature = "sim"))]
 pub(crate) mod layout;
+mod read_ahead;
 mod replica;
 mod restore;
 mod rootenv;
@@ -45,7 +46,7 @@ mod shipper;
 mod status;
 
 sim_pub_use!(chunk::{check_frames, frame_digest});
-pub use client::{Put, Remote, is_deadline};
+pub use client::{Put, READ_AHEAD_BYTES, READ_AHEAD_REQUESTS, Remote, is_deadline};
 pub use config::{Policy, RemoteConfig};
 pub use error::{RemoteError, Result};
 pub use gc::{RemoteGcReport, gc};

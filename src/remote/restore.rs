@@ -1,4 +1,5 @@
 //! Restore: the newest manifest, its snapshot, then its chunks in seq order
+//! (fetched with several GETs in flight, checked in order: `read_ahead`)
 //! into a temp directory beside the target; every frame and checksum checked
 //! on the way, the finished store verified with the engine's own verifier
 //! (tags included; with the key, each chunk's tags are checked as it
@@ -9,6 +10,7 @@ use super::chunk::{ChunkView, check_frames, decode_chunk};
 use super::client::Remote;
 use super::error::{RemoteError, Result};
 use super::layout::{MAX_CHUNK_LEN, Manifest};
+use super::read_ahead::Want;
 use super::shipper::{latest_manifest, nonce};
 use crate::engine::wire::{Frame, decode_record, encode_segment_header_tagged};
 use crate::engine::wire::{MAX_SNAPSHOT_LEN, segment_name, snapshot_name};
@@ -88,11 +90,29 @@ fn materialize(
         last_seq: 0,
         bytes: 0,
     };
+    // The snapshot and the chunks, fetched ahead (several GETs in flight,
+    // bounded) and handed out in this order: each is checked below exactly
+    // as when they were fetched one after the other, and the first failure
+    // in seq order is the one reported (what is in flight then is dropped).
+    let wants = m
+        .snapshot
+        .iter()
+        .map(|s| Want {
+            op: "read snapshot",
+            rel: s.object.clone(),
+            max_len: s.len.min(MAX_SNAPSHOT_LEN),
+        })
+        .chain(m.chunks.iter().map(|c| Want {
+            op: "read chunk",
+            rel: c.object.clone(),
+            max_len: c.len.min(MAX_CHUNK_LEN),
+        }))
+        .collect();
+    let mut fetched = remote.read_ahead(wants);
     let mut expect = 1;
     if let Some(s) = &m.snapshot {
-        let bytes = remote
-            .get("read snapshot", &s.object, s.len.min(MAX_SNAPSHOT_LEN))?
-            .ok_or(RemoteError::Gap { from: 1, to: s.seq })?;
+        let got = fetched.next().transpose()?.flatten();
+        let bytes = got.ok_or(RemoteError::Gap { from: 1, to: s.seq })?;
         if bytes.len() as u64 != s.len {
             return Err(RemoteError::corrupt(
                 &s.object,
@@ -135,19 +155,17 @@ fn materialize(
         codec,
         flush: &flush,
     };
-    for c in &m.chunks {
+    for (c, got) in m.chunks.iter().zip(&mut fetched) {
         if c.first > out.expect {
             return Err(RemoteError::Gap {
                 from: out.expect,
                 to: c.first - 1,
             });
         }
-        let bytes = remote
-            .get("read chunk", &c.object, c.len.min(MAX_CHUNK_LEN))?
-            .ok_or(RemoteError::Gap {
-                from: out.expect.max(c.first),
-                to: c.last,
-            })?;
+        let bytes = got?.ok_or(RemoteError::Gap {
+            from: out.expect.max(c.first),
+            to: c.last,
+        })?;
         if bytes.len() as u64 != c.len {
             return Err(RemoteError::corrupt(
                 &c.object,

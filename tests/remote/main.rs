@@ -12,6 +12,7 @@ mod skip_support;
 
 mod demo_lose_host;
 mod remote_ceph;
+mod remote_ceph_delayed;
 mod remote_ceph_kill;
 mod remote_ceph_outage;
 mod remote_cli;
@@ -20,5 +21,6 @@ mod remote_inflight_rule_model;
 mod remote_inline;
 mod remote_lag;
 mod remote_local_backends;
+mod remote_parallel_restore;
 mod remote_run_fenced;
 mod remote_status_deadline;

@@ -3,6 +3,11 @@
 //! fault-injecting `ObjectStore`, and the gateway environment check.
 #![allow(dead_code)]
 
+// The benches' delay proxy, the same file (issue 50).
+#[path = "../../bench/src/delay_proxy.rs"]
+pub mod delay_proxy;
+pub mod held_store;
+
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use object_store::path::Path;
@@ -312,4 +317,16 @@ pub fn ok(o: &std::process::Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Every file directly under `dir`, by name, with its bytes (two restores compared file for file).
+pub fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
 }

@@ -98,6 +98,11 @@ fn main() {
         memory::child(&args[1..]);
         return;
     }
+    #[cfg(feature = "remote")]
+    let _delay = remote::delay_from_env().unwrap_or_else(|e| {
+        eprintln!("compare: {e}");
+        std::process::exit(2)
+    });
     let has = |f: &str| args.iter().any(|a| a == f);
     let value = |f: &str| {
         args.iter()
