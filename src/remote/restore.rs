@@ -64,6 +64,40 @@ fn write_file(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<()> {
     f.sync_all().map_err(|e| io("fsync restored file", path, e))
 }
 
+/// What a restore fetches, in the order it checks them: the snapshot, then
+/// the chunks.
+fn wants(m: &Manifest) -> Vec<Want> {
+    m.snapshot
+        .iter()
+        .map(|s| Want {
+            op: "read snapshot",
+            rel: s.object.clone(),
+            max_len: s.len.min(MAX_SNAPSHOT_LEN),
+        })
+        .chain(m.chunks.iter().map(|c| Want {
+            op: "read chunk",
+            rel: c.object.clone(),
+            max_len: c.len.min(MAX_CHUNK_LEN),
+        }))
+        .collect()
+}
+
+/// The tagged store id the manifest names (`None`: untagged).
+fn manifest_store_id(m: &Manifest) -> Result<Option<[u8; crate::engine::wire::STORE_ID_LEN]>> {
+    if m.store_id.is_empty() {
+        return Ok(None);
+    }
+    crate::engine::wire::from_hex::<{ crate::engine::wire::STORE_ID_LEN }>(m.store_id.as_bytes())
+        .map(Some)
+        .ok_or_else(|| {
+            RemoteError::corrupt(
+                super::layout::manifest_name(m.number),
+                None,
+                format!("store id {:?} is not 32 hex digits", m.store_id),
+            )
+        })
+}
+
 /// Writes the chain's store into `dir` (an empty directory that exists).
 /// With `key`, every record's tag is checked as its chunk arrives, so a
 /// tampered chunk is named as it is downloaded.
@@ -94,21 +128,7 @@ fn materialize(
     // bounded) and handed out in this order: each is checked below exactly
     // as when they were fetched one after the other, and the first failure
     // in seq order is the one reported (what is in flight then is dropped).
-    let wants = m
-        .snapshot
-        .iter()
-        .map(|s| Want {
-            op: "read snapshot",
-            rel: s.object.clone(),
-            max_len: s.len.min(MAX_SNAPSHOT_LEN),
-        })
-        .chain(m.chunks.iter().map(|c| Want {
-            op: "read chunk",
-            rel: c.object.clone(),
-            max_len: c.len.min(MAX_CHUNK_LEN),
-        }))
-        .collect();
-    let mut fetched = remote.read_ahead(wants);
+    let mut fetched = remote.read_ahead(wants(m));
     let mut expect = 1;
     if let Some(s) = &m.snapshot {
         let got = fetched.next().transpose()?.flatten();
@@ -125,22 +145,7 @@ fn materialize(
         report.snapshot = Some(s.seq);
         expect = s.seq + 1;
     }
-    let mut store_id = if m.store_id.is_empty() {
-        None
-    } else {
-        Some(
-            crate::engine::wire::from_hex::<{ crate::engine::wire::STORE_ID_LEN }>(
-                m.store_id.as_bytes(),
-            )
-            .ok_or_else(|| {
-                RemoteError::corrupt(
-                    super::layout::manifest_name(m.number),
-                    None,
-                    format!("store id {:?} is not 32 hex digits", m.store_id),
-                )
-            })?,
-        )
-    };
+    let mut store_id = manifest_store_id(m)?;
     let flush = |seg: &mut Vec<u8>, first: u64| -> Result<()> {
         if !seg.is_empty() {
             write_file(vfs, &dir.join(segment_name(first)), seg)?;
