@@ -149,7 +149,10 @@ impl<'a> RunView<'a> {
     pub fn write_resume_json(&self, w: impl std::io::Write, pretty: bool) -> Result<()> {
         // `dep_blocked` is `ResumeSet`'s own serialization; the two lists are
         // filled in as they are read.
-        let held = super::resume::resume_set_from_rows(self.open_units(&mut |_| {})?);
+        let held = ResumeSet {
+            dep_blocked: self.resume_streamed(&mut |_| {})?,
+            ..ResumeSet::default()
+        };
         let open = to_json(&held, pretty)?;
         let mut out = Spliced::open(w, &open, "skip", pretty)?;
         for u in self.units() {
