@@ -211,6 +211,7 @@ mod imp {
             url: url.to_string(),
             policy: Policy::Sync,
             epoch: 0,
+            holder: String::new(),
         }
         .write(&RealFs, &dir)
         .map_err(|e| fail(url, e))?;
@@ -280,6 +281,7 @@ mod imp {
                     url: url.clone(),
                     policy,
                     epoch: 0,
+                    holder: String::new(),
                 };
                 // Under the run's writer lock: claim, ship what the run holds.
                 let handle = runs.open(&id)?;

@@ -581,6 +581,7 @@ fn attach(dir: &Path, url: &str) -> Result<(), RunError> {
         url: url.to_string(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     }
     .write(&RealFs, dir)
     .map_err(|e| remote_err("attach", url, e))
@@ -616,6 +617,7 @@ fn lose_host(
         url: url.to_string(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     }
     .write(&RealFs, &target)
     .map_err(|e| remote_err("attach", url, e))?;

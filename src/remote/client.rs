@@ -6,7 +6,9 @@
 //! `object_store` reads them) and `file:///path`.
 
 use super::error::{RemoteError, Result};
-use super::layout::{INLINE_MAX_BYTES, INLINE_ROUND_MAX, MAX_INLINE_LEN};
+use super::layout::{
+    INLINE_MAX_BYTES, INLINE_ROUND_MAX, MAX_INLINE_LEN, MAX_ROUNDS_IN_FLIGHT, ROUNDS_IN_FLIGHT,
+};
 type Bytes = Vec<u8>;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjPath;
@@ -70,6 +72,8 @@ pub struct Remote {
     /// What a restore keeps in flight: (requests, bytes); see
     /// [`Remote::with_read_ahead`].
     pub(super) read_ahead: (usize, u64),
+    /// Manifest PUTs a writer keeps in flight; see [`Remote::with_rounds_in_flight`].
+    pub(super) rounds_in_flight: u64,
 }
 
 /// What an S3 remote's credentials failure says when the environment holds
@@ -204,6 +208,7 @@ impl Remote {
             credentials_hint: None,
             inline_limits: (INLINE_ROUND_MAX, INLINE_MAX_BYTES),
             read_ahead: (READ_AHEAD_REQUESTS, READ_AHEAD_BYTES),
+            rounds_in_flight: ROUNDS_IN_FLIGHT,
         })
     }
 
@@ -234,6 +239,15 @@ impl Remote {
     /// Defaults: [`READ_AHEAD_REQUESTS`], [`READ_AHEAD_BYTES`].
     pub fn with_read_ahead(mut self, requests: usize, bytes: u64) -> Remote {
         self.read_ahead = (requests.max(1), bytes);
+        self
+    }
+
+    /// This remote with another number of ship rounds (manifest PUTs) a
+    /// writer keeps in flight at once (FORMAT.md §13.4), from 1 (one round
+    /// trip after another, as before issue 50) to 8 (`MAX_ROUNDS_IN_FLIGHT`,
+    /// which readers rely on). Default 4.
+    pub fn with_rounds_in_flight(mut self, rounds: u64) -> Remote {
+        self.rounds_in_flight = rounds.clamp(1, MAX_ROUNDS_IN_FLIGHT);
         self
     }
 

@@ -1,6 +1,6 @@
 //! How a run remembers its remote: a small JSON file, `REMOTE`, in the run's
 //! directory, written (atomically) when the remote is attached and rewritten
-//! when this host claims an epoch. Every process that opens the run for
+//! when a process here claims an epoch. Every process that opens the run for
 //! writing reads it and ships, so a one-shot `runlog unit RUN a done` ships
 //! as a long-lived writer does. The engine ignores the file.
 
@@ -70,8 +70,13 @@ pub struct RemoteConfig {
     /// The replication policy.
     #[serde(flatten)]
     pub policy: Policy,
-    /// The epoch this host claimed; 0 until a writer here claims one.
+    /// The epoch this directory's last writer claimed; 0 until one claims
+    /// (every process claims an epoch of its own, FORMAT.md §13.3).
     pub epoch: u64,
+    /// This directory's name in the manifests it writes (FORMAT.md §13.6):
+    /// 32 hex digits drawn before its first claim; empty until then.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub holder: String,
 }
 
 impl RemoteConfig {
@@ -101,6 +106,11 @@ impl RemoteConfig {
         serde_json::from_slice(bytes)
             .map(Some)
             .map_err(|e| corrupt(e.column() as u64, format!("not a REMOTE file: {e}")))
+    }
+
+    /// A holder no other directory is likely to draw: 32 hex digits.
+    pub(crate) fn draw_holder() -> String {
+        format!("{}{}", super::shipper::nonce(), super::shipper::nonce())
     }
 
     /// Writes `dir/REMOTE` atomically (temp, fsync, rename, fsync dir).

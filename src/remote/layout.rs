@@ -4,10 +4,18 @@
 use super::error::{RemoteError, Result};
 use serde::{Deserialize, Serialize};
 
-/// The manifest format version written: 2 carries records inline (FORMAT.md §13.2).
-pub const MANIFEST_VERSION: u16 = 2;
+/// The manifest format version written: 3 names its directory's `holder`
+/// (FORMAT.md §13.2); 2 (records inline) and 1 are still read.
+pub const MANIFEST_VERSION: u16 = 3;
 /// The oldest manifest version still read: 1, without `inline`.
 pub const MANIFEST_VERSION_V1: u16 = 1;
+/// The most manifest PUTs one writer has in flight (FORMAT.md §13.4): a
+/// writer sends slot `m` only once its slots up to `m − MAX_ROUNDS_IN_FLIGHT`
+/// are settled, so a reader finds the chain head among the last this many
+/// slots below the lowest empty one (§13.3).
+pub const MAX_ROUNDS_IN_FLIGHT: u64 = 8;
+/// Rounds in flight a writer keeps by default ([`super::Remote::with_rounds_in_flight`]).
+pub const ROUNDS_IN_FLIGHT: u64 = 4;
 /// A round whose new records' frames are at most this many bytes carries them
 /// inline in its manifest (one PUT) instead of uploading a chunk first.
 pub const INLINE_ROUND_MAX: u64 = 32 << 10;
@@ -38,6 +46,19 @@ pub const MANIFEST_DIR: &str = "manifest";
 pub const CHUNK_DIR: &str = "chunks";
 /// Folder of snapshots.
 pub const SNAPSHOT_DIR: &str = "snapshots";
+/// Folder of gc's floors: `floor/<20-digit n>`, written before gc deletes the
+/// manifests below `n` (§13.5).
+pub const FLOOR_DIR: &str = "floor";
+
+/// `floor/<20-digit n>`.
+pub fn floor_name(n: u64) -> String {
+    format!("{FLOOR_DIR}/{n:020}")
+}
+
+/// The number of a floor object's name, if it is one.
+pub fn parse_floor_name(name: &str) -> Option<u64> {
+    parse_digits(name.strip_prefix(FLOOR_DIR)?.strip_prefix('/')?)
+}
 
 /// `manifest/<20-digit number>.json`.
 pub fn manifest_name(number: u64) -> String {
@@ -229,6 +250,10 @@ pub struct Manifest {
     pub epoch: u64,
     /// Who wrote it (host and pid), for messages only.
     pub writer: String,
+    /// Version 3: the directory its writer shipped from (the `holder` of
+    /// that directory's `REMOTE` file, FORMAT.md §13.6); absent before.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub holder: String,
     /// The store's codec name (`binary`, `jsonl`).
     pub codec: String,
     /// A tagged store's id (hex, FORMAT.md §10.1); empty when untagged.
@@ -251,13 +276,20 @@ pub struct Manifest {
 
 impl Manifest {
     /// The empty chain's first link.
-    pub fn genesis(epoch: u64, writer: String, codec: &str, store_id: String) -> Manifest {
+    pub fn genesis(
+        number: u64,
+        epoch: u64,
+        (writer, holder): (String, String),
+        codec: &str,
+        store_id: String,
+    ) -> Manifest {
         Manifest {
             runlog: "manifest".into(),
             version: MANIFEST_VERSION,
-            number: 1,
+            number,
             epoch,
             writer,
+            holder,
             codec: codec.into(),
             store_id,
             snapshot: None,
@@ -265,6 +297,17 @@ impl Manifest {
             inline: vec![],
             shipped: 0,
             tail: String::new(),
+        }
+    }
+
+    /// Whether the directory with this `REMOTE` holder and held epoch wrote
+    /// it: its holder (version 3), or, before version 3, its epoch (one
+    /// writer per epoch, a directory's processes resuming it).
+    pub fn held_by(&self, holder: &str, epoch: u64) -> bool {
+        if self.holder.is_empty() {
+            epoch > 0 && self.epoch == epoch
+        } else {
+            !holder.is_empty() && self.holder == holder
         }
     }
 
@@ -309,6 +352,12 @@ impl Manifest {
         }
         if m.version == MANIFEST_VERSION_V1 && !m.inline.is_empty() {
             return Err(bad("version 1 carries no inline records".into()));
+        }
+        if (m.version == MANIFEST_VERSION) == m.holder.is_empty() {
+            return Err(bad(format!(
+                "version {} with holder {:?}: version 3 names its holder, earlier ones none",
+                m.version, m.holder
+            )));
         }
         if m.number != number {
             return Err(bad(format!(
@@ -418,7 +467,7 @@ mod tests {
 
     #[test]
     fn manifest_checks_its_claims() {
-        let mut m = Manifest::genesis(1, "h".into(), "binary", String::new());
+        let mut m = Manifest::genesis(1, 1, ("h".into(), "d".into()), "binary", String::new());
         assert_eq!(Manifest::decode(1, &m.encode()).unwrap(), m);
         assert!(
             Manifest::decode(2, &m.encode()).is_err(),
@@ -451,9 +500,9 @@ mod tests {
         assert!(Manifest::decode(1, &vec![b' '; MAX_MANIFEST_LEN as usize + 1]).is_err());
     }
 
-    /// A version 2 manifest: chunk 1..=5, then inline records 6..=6 and 7..=8.
+    /// A version 3 manifest: chunk 1..=5, then inline records 6..=6 and 7..=8.
     fn with_inline() -> Manifest {
-        let mut m = Manifest::genesis(1, "h".into(), "binary", String::new());
+        let mut m = Manifest::genesis(1, 1, ("h".into(), "d".into()), "binary", String::new());
         m.chunks.push(ChunkRef {
             first: 1,
             last: 5,
@@ -468,9 +517,9 @@ mod tests {
     }
 
     #[test]
-    fn a_version_2_manifest_checks_its_inline_records() {
+    fn a_manifest_checks_its_inline_records() {
         let m = with_inline();
-        assert_eq!(m.version, 2);
+        assert_eq!(m.version, MANIFEST_VERSION);
         assert_eq!(Manifest::decode(1, &m.encode()).unwrap(), m);
         assert_eq!(m.inline[0].bytes().unwrap(), b"frame six");
         assert_eq!(m.inline_bytes(), 9 + 22);
@@ -546,7 +595,31 @@ mod tests {
     }
 
     #[test]
-    fn no_byte_change_of_a_version_2_manifest_panics_and_every_accepted_one_is_consistent() {
+    fn a_manifest_names_its_holder_from_version_3_and_none_before() {
+        let mut m = with_inline();
+        assert_eq!((m.version, m.holder.as_str()), (3, "d"));
+        assert!(Manifest::decode(1, &m.encode()).is_ok());
+        m.holder.clear();
+        let e = Manifest::decode(1, &m.encode()).unwrap_err().to_string();
+        assert!(e.contains("version 3 names its holder"), "{e}");
+        m.version = 2;
+        assert!(
+            Manifest::decode(1, &m.encode()).is_ok(),
+            "version 2 has none"
+        );
+        m.holder = "d".into();
+        assert!(Manifest::decode(1, &m.encode()).is_err());
+        // Version 2's own holder rule, and the epoch rule before it.
+        let mut v2 = with_inline();
+        (v2.version, v2.holder) = (2, String::new());
+        assert!(v2.held_by("", 1) && v2.held_by("x", 1) && !v2.held_by("x", 2));
+        assert!(!v2.held_by("", 0));
+        let v3 = with_inline();
+        assert!(v3.held_by("d", 0) && !v3.held_by("e", 1) && !v3.held_by("", 1));
+    }
+
+    #[test]
+    fn no_byte_change_of_a_version_3_manifest_panics_and_every_accepted_one_is_consistent() {
         let good = with_inline().encode();
         for i in 0..good.len() {
             for b in [b'0', b'9', b'a', b'"', b',', b'}', 0xff] {

@@ -19,17 +19,19 @@
 //! #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { *s += t; Ok(()) }
 //! # }
 //! let store = Store::<Sum>::open("/tmp/sum", Options { create: true, ..Options::default() })?;
-//! let config = RemoteConfig { url: "s3://bucket/sum".into(), policy: Policy::Sync, epoch: 0 };
+//! let config = RemoteConfig { url: "s3://bucket/sum".into(), policy: Policy::Sync, epoch: 0 , holder: String::new()};
 //! let r = Replication::start(&store, Remote::open(&config.url)?, &config)?; // claims an epoch
 //! r.append(&store, &5)?; // returns once the remote holds it
 //! println!("{:?}", r.status()); // epoch, shipped, lag, rounds, bytes
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod chain;
 mod chunk;
 mod client;
 mod config;
 mod error;
+mod flight;
 mod gc;
 // The object layout (FORMAT.md §13): names, manifests, limits. The wire
 // format, not the API: the tests and fuzz targets reach it under `sim`.
@@ -54,5 +56,5 @@ pub use replica::Replication;
 pub use restore::{RestoreReport, restore, verify_remote};
 pub use rootenv::{ENV_REMOTE_ROOT, RemoteRoot};
 pub(crate) use rootenv::{attach_root, configured, restore_if_missing};
-sim_pub_use!(shipper::latest_manifest);
+sim_pub_use!(chain::latest_manifest);
 pub use status::RemoteStatus;

@@ -11,7 +11,7 @@
 use super::client::Remote;
 use super::config::{Policy, RemoteConfig};
 use super::error::{RemoteError, Result};
-use super::shipper::{ShipState, Shipper};
+use super::shipper::{ShipState, Shipper, Step, send};
 use super::status::RemoteStatus;
 use crate::engine::{Machine, RealFs, Store, Vfs};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,8 @@ struct Core {
     url: String,
     policy: Policy,
     shipper: Mutex<Shipper>,
+    /// Signalled whenever an outcome is recorded in the shipper.
+    settled: Condvar,
     /// Highest seq acknowledged locally.
     durable: AtomicU64,
     /// Mirrors the shipper's state for readers that must not wait on a round.
@@ -46,25 +48,50 @@ impl Core {
         })
     }
 
-    /// Ships everything acknowledged so far, unless a round already covered `seq`.
+    /// Returns once the remote holds `seq` (every seq acknowledged by then
+    /// rides along). Waiters share the shipper: each, under its lock, takes
+    /// the next step ([`Shipper::step`]); a PUT is made outside it, so up to
+    /// the remote's rounds in flight are under way at once, and each outcome
+    /// recorded wakes the others. A waiter makes at most one PUT that fails:
+    /// its error is what it returns.
     fn ship_to(&self, seq: u64) -> Result<()> {
         if lock(&self.state).shipped >= seq {
             return Ok(());
         }
-        // Waiters queue here; whoever gets the shipper next ships every seq
-        // acknowledged by then, so one round covers many waiters.
         let mut s = lock(&self.shipper);
-        if s.state().shipped >= seq {
-            return Ok(());
+        loop {
+            let upto = self.durable.load(Ordering::Acquire).max(seq);
+            let step = s.step(seq, upto);
+            *lock(&self.state) = s.state().clone();
+            let (n, bytes) = match step {
+                Ok(Step::Done) => {
+                    *lock(&self.last_error) = None;
+                    return Ok(());
+                }
+                Ok(Step::Wait) => {
+                    s = self.settled.wait(s).unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
+                Ok(Step::Send(n, bytes)) => (n, bytes),
+                Err(e) => return Err(self.failed(e)),
+            };
+            let (remote, epoch) = (s.remote().clone(), s.state().epoch);
+            drop(s);
+            let (outcome, r) = send(&remote, n, &bytes, epoch);
+            s = lock(&self.shipper);
+            s.record(n, outcome);
+            *lock(&self.state) = s.state().clone();
+            self.settled.notify_all();
+            if let Err(e) = r {
+                return Err(self.failed(e));
+            }
         }
-        let upto = self.durable.load(Ordering::Acquire).max(seq);
-        let r = s.ship(upto);
-        *lock(&self.state) = s.state().clone();
-        match &r {
-            Ok(_) => *lock(&self.last_error) = None,
-            Err(e) => *lock(&self.last_error) = Some(crate::engine::ErrorChain(e).to_string()),
-        }
-        r.map(|_| ())
+    }
+
+    /// Keeps `e` as the last error (for status) and returns it.
+    fn failed(&self, e: RemoteError) -> RemoteError {
+        *lock(&self.last_error) = Some(crate::engine::ErrorChain(&e).to_string());
+        e
     }
 }
 
@@ -77,25 +104,25 @@ struct Shipping {
 }
 
 impl Shipping {
-    /// Starts replicating `dir` as `config` says: claims an epoch when the
-    /// config holds none (and records it in `dir/REMOTE`), else continues as
-    /// the writer of the recorded epoch ([`RemoteError::Fenced`] when a newer
-    /// one took the run).
+    /// Starts replicating `dir` as `config` says: claims an epoch of its own
+    /// and records it in `dir/REMOTE` ([`RemoteError::Fenced`] when another
+    /// directory took the run).
     fn start(
         vfs: Arc<dyn Vfs>,
         dir: &Path,
         config: &RemoteConfig,
         remote: Remote,
     ) -> Result<Shipping> {
-        let shipper = if config.epoch == 0 {
-            let s = Shipper::claim(remote, dir, vfs.clone())?;
-            let mut c = config.clone();
-            c.epoch = s.state().epoch;
+        // The holder is on disk before the first claim that names it, so a
+        // claim that landed is this directory's whatever happens next.
+        let mut c = config.clone();
+        if c.holder.is_empty() {
+            c.holder = RemoteConfig::draw_holder();
             c.write(vfs.as_ref(), dir)?;
-            s
-        } else {
-            Shipper::resume(remote, dir, vfs.clone(), config.epoch)?
-        };
+        }
+        let shipper = Shipper::claim(remote, dir, vfs.clone(), &c)?;
+        c.epoch = shipper.state().epoch;
+        c.write(vfs.as_ref(), dir)?;
         let state = shipper.state().clone();
         let core = Arc::new(Core {
             url: config.url.clone(),
@@ -103,6 +130,7 @@ impl Shipping {
             durable: AtomicU64::new(state.shipped),
             state: Mutex::new(state),
             shipper: Mutex::new(shipper),
+            settled: Condvar::new(),
             last_error: Mutex::new(None),
             stop: Mutex::new(false),
             wake: Condvar::new(),

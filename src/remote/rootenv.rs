@@ -8,11 +8,11 @@
 //! root from `RUNLOG_REMOTE_ROOT` and `RUNLOG_REMOTE_POLICY` with
 //! [`RemoteRoot::from_env`].
 
+use super::chain::latest_manifest;
 use super::client::Remote;
 use super::config::{Policy, REMOTE_FILE, RemoteConfig};
 use super::error::{RemoteError, Result};
 use super::restore::restore;
-use super::shipper::latest_manifest;
 use crate::engine::{Key, RealFs};
 use std::path::Path;
 
@@ -71,6 +71,7 @@ impl RemoteRoot {
             url: format!("{}/{id}", self.url),
             policy: self.policy,
             epoch: 0,
+            holder: String::new(),
         }
     }
 }

@@ -5,14 +5,18 @@
 //! One round: upload the objects (a snapshot when the local store has a newer
 //! one, a chunk of the records after the chain's `shipped`), each create-only
 //! under a name carrying this writer's epoch and the manifest number it is for,
-//! then write manifest `head + 1` create-only. The round counts only once that
-//! manifest landed. A manifest put whose answer was lost is retried byte for
-//! byte until its fate is known, so a landed manifest is never mistaken for a
-//! rival's.
+//! then write the manifest of the next slot create-only. Up to
+//! [`Remote::with_rounds_in_flight`] manifests are in flight at once: the
+//! shipper plans them under its caller's lock ([`Shipper::step`]), the caller
+//! sends each outside it ([`send`]) and records the outcome
+//! ([`Shipper::record`]); they are acknowledged in slot order (`flight.rs`).
 
+use super::chain::{read_chain, read_manifest};
 use super::chunk::{encode_chunk, take_records};
 use super::client::{Put, Remote};
+use super::config::RemoteConfig;
 use super::error::{RemoteError, Result};
+use super::flight::{Flight, Outcome};
 use super::layout::*;
 use crate::engine::wire::{parse_segment_name, parse_snapshot_name};
 use crate::engine::{Codec, Vfs};
@@ -46,36 +50,65 @@ pub(crate) struct Shipper {
     remote: Remote,
     dir: PathBuf,
     vfs: Arc<dyn Vfs>,
-    writer: String,
+    /// This process (host, pid) and this directory (`REMOTE`'s holder).
+    writer: (String, String),
+    /// The newest manifest acknowledged: landed, every slot before it settled.
     head: Manifest,
-    /// A manifest whose put got no clear answer: retried as is before anything else.
-    pending: Option<Manifest>,
+    /// The newest manifest planned: the next one is built on it (cumulative).
+    base: Manifest,
+    /// The slots sent and not yet settled.
+    flight: Flight,
     state: ShipState,
 }
 
-/// Reads the newest manifest of the chain (`None`: no chain yet).
-pub fn latest_manifest(remote: &Remote) -> Result<Option<Manifest>> {
-    // A manifest deleted by a concurrent gc between the listing and the read
-    // makes the listing start over.
-    for _ in 0..5 {
-        let names = remote.list("list manifests", MANIFEST_DIR)?;
-        let Some(n) = names.iter().filter_map(|n| parse_manifest_name(n)).max() else {
-            return Ok(None);
-        };
-        if let Some(m) = read_manifest(remote, n)? {
-            return Ok(Some(m));
-        }
-    }
-    Err(RemoteError::Diverged {
-        reason: "the newest manifest keeps disappearing between listing and reading".into(),
-    })
+/// What a caller of [`Shipper::step`] does next.
+pub(crate) enum Step {
+    /// The remote holds the seq asked for.
+    Done,
+    /// Another caller's PUT will settle it: wait for a recorded outcome.
+    Wait,
+    /// Send these bytes as manifest slot `.0` ([`send`]), then record the outcome.
+    Send(u64, Arc<Vec<u8>>),
 }
 
-/// Reads and checks manifest `n` (`None` when absent).
-pub fn read_manifest(remote: &Remote, n: u64) -> Result<Option<Manifest>> {
-    match remote.get("read manifest", &manifest_name(n), MAX_MANIFEST_LEN)? {
-        Some(b) => Manifest::decode(n, &b).map(Some),
-        None => Ok(None),
+/// Sends manifest slot `number` (`bytes`, of a writer of `epoch`) create-only
+/// and learns its fate: made outside the shipper's lock, so several are in
+/// flight at once. An error leaves the outcome [`Outcome::Unknown`].
+pub(crate) fn send(
+    remote: &Remote,
+    number: u64,
+    bytes: &[u8],
+    epoch: u64,
+) -> (Outcome, Result<()>) {
+    let name = manifest_name(number);
+    match remote.put_create("put manifest", &name, bytes.to_vec()) {
+        Ok(Put::Created) => return (Outcome::Landed, Ok(())),
+        Ok(Put::Exists) => {}
+        Err(e) => return (Outcome::Unknown, Err(e)),
+    }
+    let found = match read_manifest(remote, number) {
+        Ok(f) => f,
+        Err(e) => return (Outcome::Unknown, Err(e)),
+    };
+    match found {
+        Some(f) if f.encode() == bytes => (Outcome::Landed, Ok(())),
+        // An equal epoch is another claimer's that won this slot (a
+        // writer's own manifests are byte-equal).
+        Some(f) if f.epoch >= epoch => (
+            Outcome::Fenced(f.epoch),
+            Err(RemoteError::Fenced {
+                epoch,
+                newer: f.epoch,
+                manifest: f.number,
+            }),
+        ),
+        Some(_) => (Outcome::Superseded, Ok(())),
+        None => (
+            Outcome::Unknown,
+            Err(RemoteError::Diverged {
+                reason: format!("manifest {number} exists yet cannot be read"),
+            }),
+        ),
     }
 }
 
@@ -146,77 +179,57 @@ pub fn local_header(vfs: &dyn Vfs, dir: &Path) -> Result<(Codec, String)> {
 }
 
 impl Shipper {
-    /// Takes the run: writes manifest `head + 1` create-only with epoch `head + 1`
-    /// (manifest 1, epoch 1, when the chain is empty). The local log must
-    /// continue the remote one: when it does not (it is behind the chain
-    /// head, or differs at the head's last seq), the head was written by a
-    /// writer this directory never was, and the claim is
-    /// [`RemoteError::Fenced`] with `epoch` 0 and `newer` the head's epoch.
-    /// Losing the race to another claimer is [`RemoteError::Fenced`] too: of
-    /// two claimers exactly one wins, and the loser is fenced. A tagged store
-    /// claiming another tagged store's chain is [`RemoteError::Diverged`].
-    pub fn claim(remote: Remote, dir: &Path, vfs: Arc<dyn Vfs>) -> Result<Shipper> {
+    /// Takes the run for this process: a manifest at the chain's lowest empty
+    /// slot `L`, a copy of the head with the head's epoch + 1 and this
+    /// directory's holder, written create-only (FORMAT.md §13.3). Every
+    /// process claims an epoch of its own, so a dead predecessor's late
+    /// manifests (lower epoch) never pass for this one's.
+    ///
+    /// Against the head, by `config` (the directory's `REMOTE`): a head this
+    /// directory wrote (its holder; before version 3, its epoch) must be
+    /// continued by the local log, else [`RemoteError::Diverged`]; another
+    /// directory's head over an epoch this directory held is
+    /// [`RemoteError::Fenced`]; a directory that never held one claims when
+    /// its local log continues the head, and is fenced (`epoch` 0) when it
+    /// does not. Losing the race for `L` to an equal or higher epoch is
+    /// `Fenced` too. A tagged store claiming another tagged store's chain is
+    /// `Diverged`.
+    pub fn claim(
+        remote: Remote,
+        dir: &Path,
+        vfs: Arc<dyn Vfs>,
+        config: &RemoteConfig,
+    ) -> Result<Shipper> {
         let (codec, store_id) = local_header(vfs.as_ref(), dir)?;
-        let writer = writer_name();
+        let writer = (writer_name(), config.holder.clone());
         for _ in 0..CLAIM_ATTEMPTS {
-            let head = latest_manifest(&remote)?;
-            let next = match &head {
-                None => Manifest::genesis(1, writer.clone(), codec.name(), store_id.clone()),
+            let chain = read_chain(&remote)?;
+            let slot = chain.lowest_empty;
+            let next = match &chain.head {
+                None if config.epoch > 0 => {
+                    return Err(RemoteError::NoRemoteRun {
+                        url: remote.url().to_string(),
+                    });
+                }
+                None => Manifest::genesis(slot, 1, writer.clone(), codec.name(), store_id.clone()),
                 Some(h) => {
-                    if !h.store_id.is_empty() && !store_id.is_empty() && h.store_id != store_id {
-                        return Err(RemoteError::Diverged {
-                            reason: format!(
-                                "the chain at {} belongs to tagged store {}, and the local store in {} is {}",
-                                remote.url(),
-                                h.store_id,
-                                dir.display(),
-                                store_id
-                            ),
-                        });
-                    }
-                    // This directory holds no epoch: every manifest of the chain
-                    // was written by another writer. A local log that does not
-                    // continue the head (behind it, or different at its last
-                    // seq) is a copy that writer has moved past: fenced.
-                    match check_continues(vfs.as_ref(), dir, h) {
-                        Ok(()) => {}
-                        Err(RemoteError::Diverged { .. }) => {
-                            return Err(RemoteError::Fenced {
-                                epoch: 0,
-                                newer: h.epoch,
-                                manifest: h.number,
-                            });
-                        }
-                        Err(e) => return Err(e),
-                    }
+                    judge(&remote, vfs.as_ref(), dir, h, config, &store_id)?;
                     let mut m = h.clone();
                     m.version = MANIFEST_VERSION;
-                    m.number += 1;
+                    m.number = slot;
                     m.epoch += 1;
-                    m.writer = writer.clone();
+                    (m.writer, m.holder) = writer.clone();
                     m
                 }
             };
-            let name = manifest_name(next.number);
-            match remote.put_create("claim: put manifest", &name, next.encode())? {
-                Put::Created => return Ok(Shipper::new(remote, dir, vfs, writer, next)),
-                Put::Exists => {
-                    let found = read_manifest(&remote, next.number)?;
-                    match found {
-                        Some(f) if f == next => {
-                            return Ok(Shipper::new(remote, dir, vfs, writer, next));
-                        }
-                        Some(f) if f.epoch >= next.epoch => {
-                            return Err(RemoteError::Fenced {
-                                epoch: next.epoch,
-                                newer: f.epoch,
-                                manifest: f.number,
-                            });
-                        }
-                        // The old writer shipped meanwhile: claim over its new head.
-                        _ => continue,
-                    }
+            let bytes = next.encode();
+            match send(&remote, slot, &bytes, next.epoch) {
+                (Outcome::Landed, _) => {
+                    return Ok(Shipper::new(remote, dir, vfs, writer, next));
                 }
+                (Outcome::Fenced(_), Err(e)) | (_, Err(e)) => return Err(e),
+                // An older writer's manifest landed there first: claim again above it.
+                _ => continue,
             }
         }
         Err(RemoteError::Diverged {
@@ -227,37 +240,11 @@ impl Shipper {
         })
     }
 
-    /// Continues as the writer of `epoch` (a later process on the host that
-    /// claimed it): the chain head must carry that epoch, else this host was
-    /// fenced.
-    pub fn resume(remote: Remote, dir: &Path, vfs: Arc<dyn Vfs>, epoch: u64) -> Result<Shipper> {
-        let head = latest_manifest(&remote)?.ok_or_else(|| RemoteError::NoRemoteRun {
-            url: remote.url().to_string(),
-        })?;
-        if head.epoch > epoch {
-            return Err(RemoteError::Fenced {
-                epoch,
-                newer: head.epoch,
-                manifest: head.number,
-            });
-        }
-        if head.epoch < epoch {
-            return Err(RemoteError::Diverged {
-                reason: format!(
-                    "this host holds epoch {epoch} but the chain head (manifest {}) carries {}: its claim is missing",
-                    head.number, head.epoch
-                ),
-            });
-        }
-        check_continues(vfs.as_ref(), dir, &head)?;
-        Ok(Shipper::new(remote, dir, vfs, writer_name(), head))
-    }
-
     fn new(
         remote: Remote,
         dir: &Path,
         vfs: Arc<dyn Vfs>,
-        writer: String,
+        writer: (String, String),
         head: Manifest,
     ) -> Shipper {
         let state = ShipState {
@@ -266,13 +253,15 @@ impl Shipper {
             shipped: head.shipped,
             ..Default::default()
         };
+        let flight = Flight::new(remote.rounds_in_flight);
         Shipper {
             remote,
             dir: dir.to_path_buf(),
             vfs,
             writer,
+            base: head.clone(),
             head,
-            pending: None,
+            flight,
             state,
         }
     }
@@ -282,94 +271,75 @@ impl Shipper {
         &self.state
     }
 
-    /// Ships every local record up to `upto` (records the caller knows durable
-    /// locally) and returns the chain's `shipped`, ≥ `upto` on success.
-    pub fn ship(&mut self, upto: u64) -> Result<u64> {
-        if let Some(newer) = self.state.fenced_by {
-            return Err(RemoteError::Fenced {
+    /// The remote it writes, for [`send`].
+    pub fn remote(&self) -> &Remote {
+        &self.remote
+    }
+
+    /// What a caller waiting for `seq` on the remote does next, shipping
+    /// local records up to `upto` (records the caller knows durable locally,
+    /// `upto ≥ seq`): nothing ([`Step::Done`]), wait for a PUT under way, or
+    /// send a manifest: an unanswered one again, else a new one when the
+    /// window has room.
+    pub fn step(&mut self, seq: u64, upto: u64) -> Result<Step> {
+        self.settle()?;
+        if self.head.shipped >= seq {
+            return Ok(Step::Done);
+        }
+        if let Some((n, bytes)) = self.flight.resend() {
+            return Ok(Step::Send(n, bytes));
+        }
+        if self.flight.covers(seq) || !self.flight.has_room() {
+            return Ok(Step::Wait);
+        }
+        let (next, inline) = self.plan(upto.max(seq))?;
+        self.base = next.clone();
+        let n = next.number;
+        Ok(Step::Send(n, self.flight.push(next, inline)))
+    }
+
+    /// Records what became of slot `number`'s PUT.
+    pub fn record(&mut self, number: u64, outcome: Outcome) {
+        self.flight.record(number, outcome);
+        let _ = self.settle();
+    }
+
+    /// Acknowledges what settled in slot order; `Fenced` once fenced.
+    fn settle(&mut self) -> Result<()> {
+        if self.state.fenced_by.is_none() {
+            let s = self.flight.settle();
+            if let Some(m) = s.landed {
+                self.state.manifest = m.number;
+                self.state.shipped = m.shipped;
+                self.head = m;
+            }
+            self.state.rounds += s.rounds;
+            self.state.inline_rounds += s.inline_rounds;
+            if let Some((newer, _)) = s.fenced {
+                self.state.fenced_by = Some(newer);
+            }
+        }
+        match self.state.fenced_by {
+            Some(newer) => Err(RemoteError::Fenced {
                 epoch: self.state.epoch,
                 newer,
                 manifest: self.head.number,
-            });
+            }),
+            None => Ok(()),
         }
-        if let Some(p) = self.pending.take() {
-            self.land(p)?;
-        }
-        while self.head.shipped < upto {
-            let next = self.plan(upto)?;
-            self.land(next)?;
-        }
-        Ok(self.head.shipped)
     }
 
-    /// Writes manifest `m` create-only and learns its fate.
-    fn land(&mut self, m: Manifest) -> Result<()> {
-        let name = manifest_name(m.number);
-        let put = match self.remote.put_create("put manifest", &name, m.encode()) {
-            Ok(p) => p,
-            Err(e) => {
-                // The put may have landed: retry exactly this manifest next time.
-                self.pending = Some(m);
-                return Err(e);
-            }
-        };
-        if put == Put::Exists {
-            let found = match read_manifest(&self.remote, m.number) {
-                Ok(f) => f,
-                Err(e) => {
-                    self.pending = Some(m);
-                    return Err(e);
-                }
-            };
-            match found {
-                Some(f) if f == m => {}
-                Some(f) if f.epoch > self.state.epoch => {
-                    self.state.fenced_by = Some(f.epoch);
-                    return Err(RemoteError::Fenced {
-                        epoch: self.state.epoch,
-                        newer: f.epoch,
-                        manifest: f.number,
-                    });
-                }
-                Some(f) => {
-                    return Err(RemoteError::Diverged {
-                        reason: format!(
-                            "manifest {} was written by {:?} with epoch {}, not by this writer (epoch {})",
-                            f.number, f.writer, f.epoch, self.state.epoch
-                        ),
-                    });
-                }
-                None => {
-                    let number = m.number;
-                    self.pending = Some(m);
-                    return Err(RemoteError::Diverged {
-                        reason: format!("manifest {number} exists yet cannot be read"),
-                    });
-                }
-            }
-        }
-        if m.inline
-            .last()
-            .is_some_and(|r| r.last == m.shipped && r.first > self.head.shipped)
-        {
-            self.state.inline_rounds += 1;
-        }
-        self.state.manifest = m.number;
-        self.state.shipped = m.shipped;
-        self.state.rounds += 1;
-        self.head = m;
-        Ok(())
-    }
-
-    /// Uploads the objects of the next round and returns its manifest (not yet written).
-    fn plan(&mut self, upto: u64) -> Result<Manifest> {
+    /// Uploads the objects of the next round and returns its manifest (not
+    /// yet written), built on the last one planned, and whether its new
+    /// records ride inline.
+    fn plan(&mut self, upto: u64) -> Result<(Manifest, bool)> {
         let local = list_local(self.vfs.as_ref(), &self.dir)?;
-        let number = self.head.number + 1;
+        let number = self.base.number + 1;
         let epoch = self.state.epoch;
-        let mut next = self.head.clone();
+        let mut next = self.base.clone();
         next.version = MANIFEST_VERSION;
         next.number = number;
-        next.writer = self.writer.clone();
+        (next.writer, next.holder) = self.writer.clone();
 
         // A newer local snapshot: upload it; chunks it covers leave the live set.
         self.ship_snapshot(&local, upto, &mut next)?;
@@ -396,7 +366,9 @@ impl Shipper {
             from = tail[0].first;
         }
         if from > upto {
-            return Ok(next);
+            // Nothing new (the records rode in a superseded slot): the same
+            // content again, at the next slot.
+            return Ok((next, false));
         }
         let (header, frames, first, last, before, last_digest) = self.take(&local, from, upto)?;
         if !merge
@@ -420,7 +392,7 @@ impl Shipper {
             next.shipped = last;
             next.tail = last_digest;
             self.state.bytes += new_bytes;
-            return Ok(next);
+            return Ok((next, true));
         }
         // Else a chunk first. Not a merge (which re-read them from the local
         // log): the records the manifest carried inline lead the chunk, byte
@@ -455,7 +427,7 @@ impl Shipper {
         });
         next.shipped = last;
         next.tail = last_digest;
-        Ok(next)
+        Ok((next, false))
     }
 
     /// Uploads the newest full local snapshot when it is newer than the
@@ -463,7 +435,7 @@ impl Shipper {
     /// chunks and inline records it covers leave the live set.
     fn ship_snapshot(&mut self, local: &Local, upto: u64, next: &mut Manifest) -> Result<()> {
         let (epoch, number) = (self.state.epoch, next.number);
-        let remote_snap = self.head.snapshot.as_ref().map_or(0, |s| s.seq);
+        let remote_snap = self.base.snapshot.as_ref().map_or(0, |s| s.seq);
         // Only a full snapshot: a delta table (FORMAT.md §14) is read with
         // its chain, which a restore of one snapshot would not have.
         let full = local
@@ -477,7 +449,7 @@ impl Shipper {
         let Some((k, name)) = full else {
             return Ok(());
         };
-        if k <= remote_snap || k > upto.max(self.head.shipped) {
+        if k <= remote_snap || k > upto.max(self.base.shipped) {
             return Ok(());
         }
         let path = self.dir.join(&name);
@@ -518,7 +490,7 @@ impl Shipper {
                 return Err(RemoteError::Diverged {
                     reason: format!(
                         "manifest {} carries inline records {}..={} where seq {expect} was due",
-                        self.head.number, r.first, r.last
+                        self.base.number, r.first, r.last
                     ),
                 });
             };
@@ -529,7 +501,7 @@ impl Shipper {
             return Err(RemoteError::Diverged {
                 reason: format!(
                     "manifest {}'s inline records end before seq {}, the next to ship is {first}",
-                    self.head.number, expect
+                    self.base.number, expect
                 ),
             });
         }
@@ -647,6 +619,57 @@ impl Shipper {
         let mut sink = Vec::new();
         let (_, t) = take_records((*bytes).as_ref(), seq, seq, u64::MAX, &mut sink).ok()?;
         t.last_digest
+    }
+}
+
+/// Whether this directory (`config`) may claim over head `h`: see
+/// [`Shipper::claim`] and FORMAT.md §13.3.1.
+fn judge(
+    remote: &Remote,
+    vfs: &dyn Vfs,
+    dir: &Path,
+    h: &Manifest,
+    config: &RemoteConfig,
+    store_id: &str,
+) -> Result<()> {
+    if !h.store_id.is_empty() && !store_id.is_empty() && h.store_id != store_id {
+        return Err(RemoteError::Diverged {
+            reason: format!(
+                "the chain at {} belongs to tagged store {}, and the local store in {} is {store_id}",
+                remote.url(),
+                h.store_id,
+                dir.display(),
+            ),
+        });
+    }
+    let fenced = |epoch| RemoteError::Fenced {
+        epoch,
+        newer: h.epoch,
+        manifest: h.number,
+    };
+    if h.held_by(&config.holder, config.epoch) {
+        // This directory wrote the head: its local log holds every record
+        // shipped (only locally durable records are), so it must continue it.
+        return check_continues(vfs, dir, h);
+    }
+    if config.epoch > 0 {
+        if h.epoch > config.epoch {
+            return Err(fenced(config.epoch));
+        }
+        return Err(RemoteError::Diverged {
+            reason: format!(
+                "this directory held epoch {} but the chain head (manifest {}) carries epoch {} from another directory: its claim is missing",
+                config.epoch, h.number, h.epoch
+            ),
+        });
+    }
+    // This directory never held an epoch: every manifest of the chain was
+    // written by another. A local log that does not continue the head
+    // (behind it, or different at its last seq) is a copy that writer has
+    // moved past: fenced.
+    match check_continues(vfs, dir, h) {
+        Err(RemoteError::Diverged { .. }) => Err(fenced(0)),
+        r => r,
     }
 }
 

@@ -4,10 +4,10 @@
 //! anything ([`RemoteStatus::read`]: `runlog status` and `runlog remote
 //! status`).
 
+use super::chain::latest_manifest;
 use super::client::Remote;
 use super::config::RemoteConfig;
 use super::error::Result;
-use super::shipper::latest_manifest;
 use crate::engine::RealFs;
 use serde::Serialize;
 use std::path::Path;
@@ -83,7 +83,12 @@ impl RemoteStatus {
             durable,
             shipped,
             lag: durable.saturating_sub(shipped),
-            fenced: config.epoch > 0 && head_epoch > config.epoch,
+            // Another directory's head over an epoch this one held (§13.3.1).
+            fenced: config.epoch > 0
+                && head_epoch > config.epoch
+                && !head
+                    .as_ref()
+                    .is_some_and(|h| h.held_by(&config.holder, config.epoch)),
             url: config.url,
             rounds: None,
             bytes: None,

@@ -323,13 +323,14 @@ fn generate_seed_corpus(out: &Path) {
 }
 
 /// Remote manifests (FORMAT.md §13.2), each named number 1: version 1 with a
-/// chunk; version 2 carrying real records inline (binary and JSONL frames),
+/// chunk; versions 3 and 2 carrying real records inline (binary and JSONL frames),
 /// after a chunk; one whose inline frames are damaged under a matching digest;
 /// and a truncated one.
 fn manifest_seeds(out: &Path) {
     use runlog::remote::layout::{ChunkRef, InlineRef, Manifest, chunk_name};
-    let mut v1 = Manifest::genesis(1, "fuzz".into(), "binary", String::new());
+    let mut v1 = Manifest::genesis(1, 1, ("fuzz".into(), "d".into()), "binary", String::new());
     v1.version = 1;
+    v1.holder.clear();
     v1.chunks.push(ChunkRef {
         first: 1,
         last: 4,
@@ -343,10 +344,19 @@ fn manifest_seeds(out: &Path) {
         let c = codec.name();
         let hl = encode_segment_header(codec, 5).len();
         let frames = segment(codec, 5, 3)[hl..].to_vec();
-        let mut v2 = Manifest::genesis(1, "fuzz".into(), c, String::new());
+        let mut v2 = Manifest::genesis(1, 1, ("fuzz".into(), "d".into()), c, String::new());
         v2.chunks = v1.chunks.clone();
         v2.inline.push(InlineRef::new(5, 7, &frames));
         v2.shipped = 7;
+        // Version 3 (what a writer writes: its directory's holder), then 2.
+        write(
+            out,
+            "manifest_decode",
+            &format!("v3_{c}_inline"),
+            &Manifest::decode(1, &v2.encode()).unwrap().encode(),
+        );
+        v2.version = 2;
+        v2.holder.clear();
         let m = Manifest::decode(1, &v2.encode()).unwrap();
         let check = |m: &Manifest| {
             let r = &m.inline[0];

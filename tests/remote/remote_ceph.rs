@@ -21,6 +21,7 @@ fn config(url: &str, policy: Policy) -> RemoteConfig {
         url: url.into(),
         policy,
         epoch: 0,
+        holder: String::new(),
     }
 }
 

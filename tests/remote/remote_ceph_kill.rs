@@ -27,6 +27,7 @@ fn child_writer() {
         url: url.into(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     };
     let r_local = open(std::path::Path::new(dir));
     let r = Replication::start(&r_local, Remote::open(url).unwrap(), &config).unwrap();

@@ -28,21 +28,22 @@ fn scenario(url: &str, policy: &str) {
         &["remote", "attach", "r1", url, "--policy", policy],
     ));
     ok(&runlog(&h1, &["unit", "r1", "a", "done"]));
+    // Every process claims an epoch of its own: attach took 1, this write 2.
     let s = status(&h1);
     assert_eq!(
         (s["lag"].as_u64(), s["epoch"].as_u64()),
-        (Some(0), Some(1)),
+        (Some(0), Some(2)),
         "{policy}: {s}"
     );
 
-    // A second host restores the run and writes: it takes epoch 2.
+    // A second host restores the run and writes: it takes epoch 3.
     ok(&runlog(&h2, &["restore", "r1", "--remote", url]));
     ok(&runlog(&h2, &["unit", "r1", "b", "done"]));
     // The first host is fenced: exit 1, the message names the newer epoch.
     let o = runlog(&h1, &["unit", "r1", "c", "done"]);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("fenced") && err.contains("epoch 2"), "{err}");
+    assert!(err.contains("fenced") && err.contains("epoch 3"), "{err}");
 
     ok(&runlog(&h2, &["verify", "r1", "--remote", url]));
     ok(&runlog(
@@ -52,7 +53,7 @@ fn scenario(url: &str, policy: &str) {
     let s = status(&h2);
     assert_eq!(
         (s["lag"].as_u64(), s["epoch"].as_u64()),
-        (Some(0), Some(2)),
+        (Some(0), Some(3)),
         "{s}"
     );
     // A third host sees a and b done, not the fenced host's c.

@@ -22,6 +22,7 @@ fn config() -> RemoteConfig {
         url: "test://faulty".into(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     }
 }
 
@@ -106,15 +107,15 @@ fn sweep(mode: Mode) {
     assert_eq!(acked, (1..=8).collect::<Vec<_>>());
     check(inner, &tmp.path().join("a"), &acked, "clean");
     let calls = counter.calls.load(Ordering::SeqCst);
-    // A listing and the claim, then per append a manifest (and a chunk unless
-    // inline), and one snapshot.
+    // Two listings (manifests, gc floors) and the claim, then per append a
+    // manifest (and a chunk unless inline), and one snapshot.
     match mode {
-        Mode::Inline => assert_eq!(calls, 2 + 8 + 1, "{mode:?}: {calls} calls"),
+        Mode::Inline => assert_eq!(calls, 3 + 8 + 1, "{mode:?}: {calls} calls"),
         Mode::Mixed => assert!(
-            calls > 2 + 8 + 1 && calls < 2 + 2 * 8 + 1,
+            calls > 3 + 8 + 1 && calls < 3 + 2 * 8 + 1,
             "{mode:?}: some rounds inline, some with a chunk: {calls} calls"
         ),
-        Mode::ChunksOnly => assert_eq!(calls, 2 + 2 * 8 + 1, "{mode:?}: {calls} calls"),
+        Mode::ChunksOnly => assert_eq!(calls, 3 + 2 * 8 + 1, "{mode:?}: {calls} calls"),
     }
 
     let mut runs = 0;

@@ -13,7 +13,8 @@ use object_store::memory::InMemory;
 use remote_support::{Fault, Faulty, Log, open, read};
 use runlog::engine::RealFs;
 use runlog::remote::layout::{
-    CHUNK_DIR, MANIFEST_DIR, Manifest, SNAPSHOT_DIR, manifest_name, parse_manifest_name,
+    CHUNK_DIR, MANIFEST_DIR, MANIFEST_VERSION, Manifest, SNAPSHOT_DIR, manifest_name,
+    parse_manifest_name,
 };
 use runlog::remote::{
     Policy, Remote, RemoteConfig, RemoteError, Replication, gc, latest_manifest, restore,
@@ -27,6 +28,7 @@ fn config() -> RemoteConfig {
         url: "test://inline".into(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     }
 }
 
@@ -80,7 +82,7 @@ fn a_sync_round_of_small_records_is_one_put() {
 
     let rem = remote(inner);
     let head = latest_manifest(&rem).unwrap().unwrap();
-    assert_eq!(head.version, 2);
+    assert_eq!(head.version, MANIFEST_VERSION);
     assert!(head.chunks.is_empty(), "{:?}", head.chunks);
     assert_eq!(head.inline.len() as u64, rounds);
     assert!(rem.list("test", CHUNK_DIR).unwrap().is_empty());
@@ -367,7 +369,7 @@ fn gc_under_a_live_writer_keeps_what_the_kept_manifests_need() {
 }
 
 #[test]
-fn a_version_1_chain_restores_and_a_new_writer_continues_it_as_version_2() {
+fn a_version_1_chain_restores_and_a_new_writer_continues_it_as_version_3() {
     let tmp = tempfile::tempdir().unwrap();
     // Chunks only: what a version 1 writer wrote, manifests then relabelled 1.
     let v2: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
@@ -391,7 +393,10 @@ fn a_version_1_chain_restores_and_a_new_writer_continues_it_as_version_2() {
             if let Some(n) = parse_manifest_name(&name) {
                 let text = String::from_utf8(bytes).unwrap();
                 assert!(!text.contains("inline"), "{text}");
-                bytes = text.replace("\"version\":2", "\"version\":1").into_bytes();
+                let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+                doc["version"] = 1.into();
+                doc.as_object_mut().unwrap().remove("holder");
+                bytes = serde_json::to_vec(&doc).unwrap();
                 assert_eq!(Manifest::decode(n, &bytes).unwrap().version, 1);
             }
             to.put_create("test", &name, bytes).unwrap();
@@ -417,7 +422,7 @@ fn a_version_1_chain_restores_and_a_new_writer_continues_it_as_version_2() {
     }
     w.close().unwrap();
     head = latest_manifest(&to).unwrap().unwrap();
-    assert_eq!(head.version, 2);
+    assert_eq!(head.version, MANIFEST_VERSION);
     assert_eq!(head.chunks.len(), 6);
     assert_eq!(head.inline.len(), 3);
     let c = tmp.path().join("c");

@@ -22,6 +22,7 @@ fn config(policy: Policy) -> RemoteConfig {
         url: "test://remote".into(),
         policy,
         epoch: 0,
+        holder: String::new(),
     }
 }
 
@@ -353,6 +354,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     // epoch shipped: not a newer writer, damage (a host's copy rolled back).
     let own = RemoteConfig {
         epoch: 1,
+        holder: String::new(),
         ..config(Policy::Sync)
     };
     let local = open(&b);
@@ -361,6 +363,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     // A directory claiming an epoch the chain never reached: its claim is missing.
     let ahead = RemoteConfig {
         epoch: 5,
+        holder: String::new(),
         ..config(Policy::Sync)
     };
     let local = open(&tmp.path().join("a"));

@@ -39,6 +39,7 @@ fn chain(dir: &Path) -> (Arc<dyn ObjectStore>, Manifest) {
         url: "test://parallel".into(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     };
     let r = Replication::start(
         &local,

@@ -35,19 +35,20 @@ fn a_fenced_writer_gets_a_typed_fenced_error_for_each_change() {
     let run = runs.open("r1").unwrap();
     run.set_unit("a", UnitStatus::Done, None, None).unwrap();
 
-    // Another host takes the run over: restore, then a write claims epoch 2.
+    // Every process claims an epoch of its own: attach took 1, this one 2.
+    // Another host takes the run over: restore, then a write claims epoch 3.
     ok(&runlog(&h2, &["restore", "r1", "--remote", &url]));
     ok(&runlog(&h2, &["unit", "r1", "b", "done"]));
 
     let e = run
         .set_unit("c", UnitStatus::Done, None, None)
         .expect_err("the first host is fenced");
-    assert_eq!(fenced(&e), Some((1, 2)), "{e:?}");
+    assert_eq!(fenced(&e), Some((2, 3)), "{e:?}");
     assert_eq!(e.exit_code(), 1, "{e}");
     assert!(!e.is_refused());
     let shown = runlog::engine::ErrorChain(&e).to_string();
     assert!(
-        shown.starts_with(&format!("ship to remote {url}")) && shown.contains("epoch 2"),
+        shown.starts_with(&format!("ship to remote {url}")) && shown.contains("epoch 3"),
         "{shown}"
     );
 
@@ -62,7 +63,7 @@ fn a_fenced_writer_gets_a_typed_fenced_error_for_each_change() {
     assert_eq!(results.len(), 2);
     for r in &results {
         let e = r.as_ref().expect_err("fenced");
-        assert_eq!(fenced(e), Some((1, 2)), "{e:?}");
+        assert_eq!(fenced(e), Some((2, 3)), "{e:?}");
     }
     drop(run);
 

@@ -70,6 +70,7 @@ fn status_says_an_unanswering_remote_was_not_reached_and_keeps_exit_0() {
         url: "s3://bucket/prefix".into(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     }
     .write(&RealFs, &dir)
     .unwrap();

@@ -94,6 +94,7 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
         url: url.clone(),
         policy,
         epoch: 0,
+        holder: String::new(),
     };
     let mut remote = Remote::open(&url).map_err(|e| e.to_string())?;
     // RUNLOG_COMPARE_INLINE=round,total: other inline limits than the
@@ -174,6 +175,7 @@ pub fn restore_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
         url: url.clone(),
         policy: Policy::Sync,
         epoch: 0,
+        holder: String::new(),
     };
     let remote = read_ahead(Remote::open(&url).map_err(|e| e.to_string())?)?;
     let t = Instant::now();
