@@ -552,8 +552,14 @@ mod tests {
             "digest mismatch",
         );
         refused(&|m| m.inline[0].frames.clear(), "empty entry");
-        refused(&|m| m.version = 1, "version 1 carries no inline records");
-        refused(&|m| m.version = 3, "unknown version");
+        refused(
+            &|m| {
+                m.version = 1;
+                m.holder.clear()
+            },
+            "version 1 carries no inline records",
+        );
+        refused(&|m| m.version = 4, "unknown version");
         refused(
             &|m| {
                 m.inline
