@@ -22,5 +22,6 @@ mod remote_inline;
 mod remote_lag;
 mod remote_local_backends;
 mod remote_parallel_restore;
+mod remote_rounds_in_flight;
 mod remote_run_fenced;
 mod remote_status_deadline;

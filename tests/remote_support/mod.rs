@@ -6,6 +6,7 @@
 // The benches' delay proxy, the same file (issue 50).
 #[path = "../../bench/src/delay_proxy.rs"]
 pub mod delay_proxy;
+pub mod gate_store;
 pub mod held_store;
 
 use async_trait::async_trait;
