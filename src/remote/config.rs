@@ -110,7 +110,7 @@ impl RemoteConfig {
 
     /// A holder no other directory is likely to draw: 32 hex digits.
     pub(crate) fn draw_holder() -> String {
-        format!("{}{}", super::shipper::nonce(), super::shipper::nonce())
+        format!("{}{}", nonce(), nonce())
     }
 
     /// Writes `dir/REMOTE` atomically (temp, fsync, rename, fsync dir).
@@ -119,4 +119,15 @@ impl RemoteConfig {
         bytes.push(b'\n');
         write_file_atomic(vfs, dir, REMOTE_FILE, &bytes).map_err(RemoteError::from)
     }
+}
+
+/// 16 hex digits no other process is likely to draw.
+pub(crate) fn nonce() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    format!("{:016x}", h.finish())
 }

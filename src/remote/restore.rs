@@ -9,10 +9,10 @@
 use super::chain::latest_manifest;
 use super::chunk::{ChunkView, check_frames, decode_chunk};
 use super::client::Remote;
+use super::config::nonce;
 use super::error::{RemoteError, Result};
 use super::layout::{MAX_CHUNK_LEN, Manifest};
 use super::read_ahead::Want;
-use super::shipper::nonce;
 use crate::engine::wire::{Frame, decode_record, encode_segment_header_tagged};
 use crate::engine::wire::{MAX_SNAPSHOT_LEN, segment_name, snapshot_name};
 use crate::engine::{Codec, Error as EngineError, Integrity, Key, Vfs};

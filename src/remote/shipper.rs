@@ -14,7 +14,7 @@
 use super::chain::{read_chain, read_manifest};
 use super::chunk::{encode_chunk, take_records};
 use super::client::{Put, Remote};
-use super::config::RemoteConfig;
+use super::config::{RemoteConfig, nonce};
 use super::error::{RemoteError, Result};
 use super::flight::{Flight, Outcome};
 use super::layout::*;
@@ -119,17 +119,6 @@ fn writer_name() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "unknown-host".into());
     format!("{host} pid {} {}", std::process::id(), nonce())
-}
-
-/// 16 hex digits no other process is likely to draw.
-pub(crate) fn nonce() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(d.as_nanos());
-    }
-    format!("{:016x}", h.finish())
 }
 
 /// The local store's files: segments and snapshots by seq.
