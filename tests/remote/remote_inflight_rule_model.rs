@@ -1,9 +1,11 @@
-//! Issue 50, part 1, before it is built: the rule that would let a writer keep
-//! up to K manifest PUTs in flight, checked on a model of the chain. The
-//! shipper today keeps one round in flight (FORMAT.md §13.4), which is this
-//! model's K = 1; nothing here runs runlog's code. The model is the argument
-//! the format change will be built from, kept beside the remote proofs so it
-//! runs with them.
+//! Issue 50, part 1: the rule that lets a writer keep up to K manifest PUTs
+//! in flight (FORMAT.md §13.3–13.4, built in `src/remote/chain.rs` and
+//! `flight.rs`), checked on a model of the chain. Nothing here runs runlog's
+//! code: the model is the argument the format was built from, kept beside the
+//! remote proofs (`remote_rounds_in_flight.rs` runs the built code through the
+//! same scenarios) so it runs with them. The built reader takes the head among
+//! the last `MAX_ROUNDS_IN_FLIGHT` slots below the lowest empty one; FORMAT.md
+//! §13.3 shows that this is the head the model's reader takes.
 //!
 //! The model: manifest slots written create-only; writer processes that send
 //! cumulative manifests at consecutive slots, at most K ahead of what they
@@ -28,8 +30,8 @@
 //! Three weaker rules lose acknowledged records, and the model finds each:
 //! claiming at the newest slot + 1 (K = 3); claiming at the lowest empty slot
 //! above the head read from the last K slots (K = 3); and a later process on
-//! the same host resuming its predecessor's epoch, as `resume` does today,
-//! which is sound only at K = 1 (fails from K = 2).
+//! the same host resuming its predecessor's epoch, as runlog did before
+//! issue 50, which is sound only at K = 1 (fails from K = 2).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -109,7 +111,7 @@ struct Config {
     k: u8,
     max_slot: u8,
     claim: ClaimRule,
-    /// A dead writer's successor on its host resumes its epoch, as today.
+    /// A dead writer's successor on its host resumes its epoch, as before issue 50.
     successor_keeps_epoch: bool,
 }
 
@@ -325,8 +327,8 @@ fn deliveries(st: &State, out: &mut Vec<State>) {
 }
 
 /// Every state one writer's death leads to (its PUTs stay in the network);
-/// under the weaker variant its successor resumes its epoch, as `resume`
-/// does today: a higher epoch at the head fences it.
+/// under the weaker variant its successor resumes its epoch, as runlog did
+/// before issue 50: a higher epoch at the head fences it.
 fn crashes(st: &State, cfg: &Config, out: &mut Vec<State>) {
     if st.crashes_left == 0 {
         return;

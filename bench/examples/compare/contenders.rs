@@ -239,6 +239,20 @@ pub fn all(cfg: &Config, cache: &Cache) -> (Vec<Contender>, Vec<Skipped>) {
         ("runlog_remote_sync_64t", |_, _| {
             crate::remote::append("runlog_remote_sync_64t", Policy::Sync, 64)
         }),
+        // One round in flight at a time, as before issue 50 (the rows above
+        // keep the default, 4): the same binary, side by side.
+        #[cfg(feature = "remote")]
+        ("runlog_remote_sync_8t_k1", |_, _| {
+            crate::remote::append("runlog_remote_sync_8t_k1", Policy::Sync, 8)
+        }),
+        #[cfg(feature = "remote")]
+        ("runlog_remote_sync_64t_k1", |_, _| {
+            crate::remote::append("runlog_remote_sync_64t_k1", Policy::Sync, 64)
+        }),
+        #[cfg(feature = "remote")]
+        ("runlog_remote_sync_1t", |_, _| {
+            crate::remote::append("runlog_remote_sync_1t", Policy::Sync, 1)
+        }),
         #[cfg(feature = "remote")]
         ("runlog_remote_async_8t", |_, _| {
             let p = Policy::Async { interval_ms: 100 };

@@ -109,6 +109,9 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
             ))?;
         remote = remote.with_inline_limits(round, total);
     }
+    if name.ends_with("_k1") {
+        remote = remote.with_rounds_in_flight(1);
+    }
     let r = Replication::start(&store, remote, &config).map_err(|e| e.to_string())?;
     // The replication first, so it ships what is left before the store closes.
     let r = Arc::new((r, store));
