@@ -80,6 +80,17 @@ pub struct RemoteConfig {
 }
 
 impl RemoteConfig {
+    /// A directory's first `REMOTE`: `url` under `policy`, no epoch claimed
+    /// and no holder drawn yet (the first claim draws it).
+    pub fn new(url: impl Into<String>, policy: Policy) -> RemoteConfig {
+        RemoteConfig {
+            url: url.into(),
+            policy,
+            epoch: 0,
+            holder: String::new(),
+        }
+    }
+
     /// Reads `dir/REMOTE` (`None` when absent).
     pub fn read(vfs: &dyn Vfs, dir: &Path) -> Result<Option<RemoteConfig>> {
         let path = dir.join(REMOTE_FILE);

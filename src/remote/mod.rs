@@ -19,7 +19,7 @@
 //! #     fn apply(s: &mut u64, t: &u64) -> Result<(), Zero> { *s += t; Ok(()) }
 //! # }
 //! let store = Store::<Sum>::open("/tmp/sum", Options { create: true, ..Options::default() })?;
-//! let config = RemoteConfig { url: "s3://bucket/sum".into(), policy: Policy::Sync, epoch: 0 , holder: String::new()};
+//! let config = RemoteConfig::new("s3://bucket/sum", Policy::Sync);
 //! let r = Replication::start(&store, Remote::open(&config.url)?, &config)?; // claims an epoch
 //! r.append(&store, &5)?; // returns once the remote holds it
 //! println!("{:?}", r.status()); // epoch, shipped, lag, rounds, bytes

@@ -109,8 +109,15 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
             ))?;
         remote = remote.with_inline_limits(round, total);
     }
+    // The `_k1` rows keep one round in flight (as before issue 50); the
+    // others the default, or RUNLOG_COMPARE_ROUNDS_IN_FLIGHT.
     if name.ends_with("_k1") {
         remote = remote.with_rounds_in_flight(1);
+    } else if let Ok(v) = std::env::var("RUNLOG_COMPARE_ROUNDS_IN_FLIGHT") {
+        let k = v.parse().map_err(|_| {
+            format!("RUNLOG_COMPARE_ROUNDS_IN_FLIGHT={v:?}: expected a number, 1 to 8")
+        })?;
+        remote = remote.with_rounds_in_flight(k);
     }
     let r = Replication::start(&store, remote, &config).map_err(|e| e.to_string())?;
     // The replication first, so it ships what is left before the store closes.
