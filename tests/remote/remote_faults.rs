@@ -4,7 +4,8 @@
 //! verifies, holds every acknowledged value, and is a prefix of the local log.
 //! The sweep runs three ways: records inline in the manifest (the default: one
 //! PUT a round), inline until a small cap then a chunk carrying them (both
-//! kinds of round), and chunks only (two PUTs a round).
+//! kinds of round), and chunks only (two PUTs a round); and once more with
+//! four appenders keeping rounds in flight together.
 #![cfg(feature = "remote")]
 
 use crate::remote_support;
@@ -136,4 +137,71 @@ fn sweep(mode: Mode) {
         }
     }
     assert_eq!(runs, 2 * calls);
+}
+
+/// The sweep with rounds in flight: four appenders at once, every manifest
+/// PUT held 3 ms by a gate so that rounds overlap (up to 4), and one call
+/// failing or losing its answer at every position of the clean run's count.
+/// Which round a call belongs to varies from run to run; what must not vary
+/// is that every acknowledged value restores, and the chain is a prefix of
+/// the local log.
+#[test]
+fn every_call_failing_or_losing_its_answer_with_rounds_in_flight_loses_nothing_acknowledged() {
+    use remote_support::gate_store::Gate;
+    let workload = |faulty: Arc<dyn ObjectStore>, dir: &std::path::Path| -> (Vec<u64>, usize) {
+        let gate = Arc::new(Gate::new(faulty, std::time::Duration::from_millis(3)));
+        let remote = Remote::with_store(gate.clone(), "run", "test://faulty").unwrap();
+        let local = open(dir);
+        let mut rep = None;
+        for _ in 0..3 {
+            if let Ok(r) = Replication::start(&local, remote.clone(), &config()) {
+                rep = Some(r);
+                break;
+            }
+        }
+        let r = rep.expect("a claim succeeds within 3 attempts when one call fails");
+        let acked = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (r, local, acked) = (&r, &local, &acked);
+                s.spawn(move || {
+                    for i in 1..=4u64 {
+                        let v = t * 10 + i;
+                        if r.append(local, &v).is_ok() {
+                            acked.lock().unwrap().push(v);
+                        }
+                    }
+                });
+            }
+        });
+        let _ = r.close();
+        let most = gate.max_in_flight.load(Ordering::SeqCst);
+        (acked.into_inner().unwrap(), most)
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let counter = Arc::new(Faulty::new(inner.clone(), u64::MAX, Fault::Fail));
+    let (acked, most) = workload(counter.clone(), &tmp.path().join("a"));
+    assert_eq!(acked.len(), 16);
+    assert!(most >= 2, "four appenders kept {most} round in flight");
+    check(inner, &tmp.path().join("a"), &acked, "clean");
+    let calls = counter.calls.load(Ordering::SeqCst);
+    let mut overlapped = 0;
+    for fault in [Fault::Fail, Fault::DropResponse] {
+        for at in 1..=calls {
+            let tmp = tempfile::tempdir().unwrap();
+            let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+            let faulty = Arc::new(Faulty::new(inner.clone(), at, fault));
+            let dir = tmp.path().join("a");
+            let (acked, most) = workload(faulty, &dir);
+            overlapped += usize::from(most >= 2);
+            let what = format!("in flight: {fault:?} at call {at} of {calls}");
+            check(inner, &dir, &acked, &what);
+        }
+    }
+    assert!(
+        overlapped as u64 >= calls,
+        "rounds overlapped in only {overlapped} of {} runs",
+        2 * calls
+    );
 }
