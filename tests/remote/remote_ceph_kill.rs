@@ -1,5 +1,6 @@
 //! Proves that kill -9 of a sync writer in the middle of its uploads to the
-//! Ceph gateway loses nothing it acknowledged: the restored run holds every
+//! Ceph gateway, four appenders keeping rounds in flight, loses nothing it
+//! acknowledged: the restored run holds every
 //! value the writer printed as acknowledged, and is a prefix of its local log.
 //! Skips without the gateway; fails instead when RUNLOG_REQUIRE_S3=1.
 #![cfg(feature = "remote")]
@@ -31,12 +32,21 @@ fn child_writer() {
     };
     let r_local = open(std::path::Path::new(dir));
     let r = Replication::start(&r_local, Remote::open(url).unwrap(), &config).unwrap();
-    let mut out = std::io::stdout().lock();
-    for v in 1.. {
-        r.append(&r_local, &v).unwrap();
-        writeln!(out, "acked {v}").unwrap();
-        out.flush().unwrap();
-    }
+    // Four appenders: their rounds are in flight together when the kill lands.
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (r, r_local) = (&r, &r_local);
+            s.spawn(move || {
+                for i in 1.. {
+                    let v = t * 1_000_000_000 + i;
+                    r.append(r_local, &v).unwrap();
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "acked {v}").unwrap();
+                    out.flush().unwrap();
+                }
+            });
+        }
+    });
 }
 
 #[test]
@@ -90,5 +100,17 @@ fn ceph_kill_9_during_upload_loses_nothing_acknowledged() {
             );
         }
         assert!(read(&dir).starts_with(&restored), "kill after {kill_after}");
+
+        // The next process on the same directory claims an epoch of its own
+        // over whatever the dead one left in flight, and ships the rest.
+        let held = RemoteConfig::read(&RealFs, &dir).unwrap().unwrap();
+        let local = open(&dir);
+        let r = Replication::start(&local, Remote::open(&url).unwrap(), &held).unwrap();
+        assert!(r.status().unwrap().epoch > held.epoch);
+        r.append(&local, &7).unwrap();
+        r.close().unwrap();
+        let again = tmp.path().join("again");
+        restore(&RealFs, &Remote::open(&url).unwrap(), &again, None).unwrap();
+        assert_eq!(read(&again), read(&dir), "kill after {kill_after}");
     }
 }
