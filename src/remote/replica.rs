@@ -278,10 +278,9 @@ impl std::fmt::Debug for Replication {
 
 impl Replication {
     /// Replicates `store` to `remote` as `config` says, starting now: claims
-    /// an epoch when the config holds none (and records it in the store's
-    /// `REMOTE` file), else continues as the writer of the recorded epoch
-    /// ([`RemoteError::Fenced`] when a newer one took the run). The records
-    /// already in the store count as acknowledged.
+    /// an epoch of its own and records it in the store's `REMOTE` file
+    /// (FORMAT.md §13.3; [`RemoteError::Fenced`] when another directory took
+    /// the run). The records already in the store count as acknowledged.
     pub fn start<M: Machine>(
         store: &Store<M>,
         remote: Remote,

@@ -23,7 +23,7 @@ pub struct RemoteStatus {
     pub url: String,
     /// `sync` or `async`.
     pub policy: String,
-    /// The epoch this host claimed (0: none yet).
+    /// The epoch this directory's last writer claimed (0: none yet).
     pub epoch: u64,
     /// The chain head's epoch as last seen (0: no chain yet); newer than
     /// `epoch` once this host is fenced.
