@@ -31,6 +31,10 @@ pub enum RemoteCommand {
         /// Milliseconds between async shipping rounds.
         #[arg(long, default_value_t = 1000)]
         interval_ms: u64,
+        /// Ship rounds a writer keeps in flight at once, 1 to 8 (default 4): more
+        /// cut a sync commit's wait toward one round trip, at more PUTs.
+        #[arg(long)]
+        rounds_in_flight: Option<u64>,
     },
     /// Show a run's remote: epoch, chain head, seq shipped, and the lag behind the local log.
     Status {
@@ -212,6 +216,7 @@ mod imp {
             policy: Policy::Sync,
             epoch: 0,
             holder: String::new(),
+            rounds_in_flight: None,
         }
         .write(&RealFs, &dir)
         .map_err(|e| fail(url, e))?;
@@ -271,9 +276,18 @@ mod imp {
                 url,
                 policy,
                 interval_ms,
+                rounds_in_flight,
             } => {
                 let id = runs.resolve(&run)?;
                 let mut policy = Policy::parse(&policy).map_err(|e| fail(&url, e))?;
+                if let Some(k) = rounds_in_flight.filter(|k| !(1..=8).contains(k)) {
+                    return Err(fail(
+                        &url,
+                        RemoteError::Config(format!(
+                            "--rounds-in-flight {k}: expected 1 to 8 (FORMAT.md §13.4)"
+                        )),
+                    ));
+                }
                 if let Policy::Async { interval_ms: i } = &mut policy {
                     *i = interval_ms.max(1);
                 }
@@ -282,6 +296,7 @@ mod imp {
                     policy,
                     epoch: 0,
                     holder: String::new(),
+                    rounds_in_flight,
                 };
                 // Under the run's writer lock: claim, ship what the run holds.
                 let handle = runs.open(&id)?;
@@ -315,7 +330,7 @@ mod imp {
                     serde_json::json!({"run": id, "remote": l.url, "policy": l.policy,
                         "epoch": l.epoch, "headEpoch": l.head_epoch, "manifest": l.manifest,
                         "durable": l.durable, "shipped": l.shipped, "lag": l.lag,
-                        "fenced": l.fenced}),
+                        "fenced": l.fenced, "roundsInFlight": l.rounds_in_flight}),
                     format!("run {id}: {}", lag_line(&l)),
                 )
             }

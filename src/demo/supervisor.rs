@@ -582,6 +582,7 @@ fn attach(dir: &Path, url: &str) -> Result<(), RunError> {
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     }
     .write(&RealFs, dir)
     .map_err(|e| remote_err("attach", url, e))
@@ -618,6 +619,7 @@ fn lose_host(
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     }
     .write(&RealFs, &target)
     .map_err(|e| remote_err("attach", url, e))?;

@@ -77,6 +77,10 @@ pub struct RemoteConfig {
     /// 32 hex digits drawn before its first claim; empty until then.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub holder: String,
+    /// Ship rounds a writer of this directory keeps in flight, 1 to 8
+    /// (FORMAT.md §13.4; `None`: the default, 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rounds_in_flight: Option<u64>,
 }
 
 impl RemoteConfig {
@@ -88,6 +92,7 @@ impl RemoteConfig {
             policy,
             epoch: 0,
             holder: String::new(),
+            rounds_in_flight: None,
         }
     }
 
@@ -117,6 +122,14 @@ impl RemoteConfig {
         serde_json::from_slice(bytes)
             .map(Some)
             .map_err(|e| corrupt(e.column() as u64, format!("not a REMOTE file: {e}")))
+    }
+
+    /// `remote` with this directory's rounds in flight, when it sets them.
+    pub(crate) fn apply(&self, remote: super::Remote) -> super::Remote {
+        match self.rounds_in_flight {
+            Some(k) => remote.with_rounds_in_flight(k),
+            None => remote,
+        }
     }
 
     /// A holder no other directory is likely to draw: 32 hex digits.

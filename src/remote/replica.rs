@@ -190,6 +190,7 @@ impl Shipping {
             shipped: s.shipped,
             lag: durable - s.shipped,
             fenced: s.fenced_by.is_some(),
+            rounds_in_flight: s.rounds_in_flight,
             rounds: Some(s.rounds),
             bytes: Some(s.bytes),
             last_error: lock(&self.core.last_error).clone(),
@@ -325,7 +326,7 @@ impl Replication {
         // Re-read: an earlier process may have claimed since this one loaded it.
         let config =
             RemoteConfig::read(vfs.as_ref(), &self.dir)?.unwrap_or_else(|| self.config.clone());
-        let remote = Remote::open(&config.url)?;
+        let remote = config.apply(Remote::open(&config.url)?);
         let started = Shipping::start(vfs, &self.dir, &config, remote)?;
         Ok(self.live.get_or_init(|| started))
     }

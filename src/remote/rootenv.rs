@@ -72,6 +72,7 @@ impl RemoteRoot {
             policy: self.policy,
             epoch: 0,
             holder: String::new(),
+            rounds_in_flight: None,
         }
     }
 }

@@ -43,6 +43,8 @@ pub(crate) struct ShipState {
     pub inline_rounds: u64,
     /// Set once fenced: the newer epoch.
     pub fenced_by: Option<u64>,
+    /// Rounds it keeps in flight at most.
+    pub rounds_in_flight: u64,
 }
 
 /// A writer of one run's manifest chain.
@@ -240,6 +242,7 @@ impl Shipper {
             epoch: head.epoch,
             manifest: head.number,
             shipped: head.shipped,
+            rounds_in_flight: remote.rounds_in_flight,
             ..Default::default()
         };
         let flight = Flight::new(remote.rounds_in_flight);

@@ -38,6 +38,8 @@ pub struct RemoteStatus {
     pub lag: u64,
     /// A newer epoch holds the chain: this host was fenced.
     pub fenced: bool,
+    /// Ship rounds its writer keeps in flight at most (FORMAT.md §13.4).
+    pub rounds_in_flight: u64,
     /// Manifests this handle landed (`None`: read from the directory and the
     /// chain head, not from a shipping handle).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -89,6 +91,9 @@ impl RemoteStatus {
                 && !head
                     .as_ref()
                     .is_some_and(|h| h.held_by(&config.holder, config.epoch)),
+            rounds_in_flight: config
+                .rounds_in_flight
+                .unwrap_or(super::layout::ROUNDS_IN_FLIGHT),
             url: config.url,
             rounds: None,
             bytes: None,

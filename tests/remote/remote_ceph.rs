@@ -22,6 +22,7 @@ fn config(url: &str, policy: Policy) -> RemoteConfig {
         policy,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     }
 }
 

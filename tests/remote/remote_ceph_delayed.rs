@@ -48,6 +48,7 @@ fn ceph_behind_a_20ms_delay_restores_in_parallel_what_a_sequential_restore_gives
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     };
     let far = || s3_remote(&bucket, &url, &proxy.url());
     let r = Replication::start(&local, far().with_inline_limits(0, 0), &config).unwrap();

@@ -29,6 +29,7 @@ fn child_writer() {
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     };
     let r_local = open(std::path::Path::new(dir));
     let r = Replication::start(&r_local, Remote::open(url).unwrap(), &config).unwrap();

@@ -43,6 +43,7 @@ fn ceph_gateway_stopped_mid_run_async_catches_up_and_sync_never_acks_without_it(
         policy,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     };
     let a_local = open(&tmp.path().join("async"));
     let a = Replication::start(

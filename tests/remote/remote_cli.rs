@@ -253,3 +253,46 @@ fn a_remote_root_given_to_runs_attaches_and_restores_without_the_environment() {
     let e = Runs::new(&h3).open("r1").expect_err("no such run here");
     assert!(e.is_refused(), "{e}");
 }
+
+/// `remote attach --rounds-in-flight K` keeps K in the run's REMOTE file;
+/// every later writer of the run (here a library handle) ships with it, and
+/// `remote status` reports it. Out of 1..=8 it is refused (exit 2) and
+/// nothing is written.
+#[test]
+fn cli_attach_sets_the_rounds_in_flight_every_later_writer_keeps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("h1");
+    let remote = tmp.path().join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    let url = format!("file://{}", remote.display());
+    ok(&runlog(
+        &root,
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b"],
+    ));
+    for bad in ["0", "9"] {
+        let o = runlog(
+            &root,
+            &["remote", "attach", "r1", &url, "--rounds-in-flight", bad],
+        );
+        assert_eq!(o.status.code(), Some(2), "{o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("expected 1 to 8"), "{err}");
+        assert!(!root.join("runs/r1/REMOTE").exists(), "nothing written");
+    }
+    ok(&runlog(
+        &root,
+        &["remote", "attach", "r1", &url, "--rounds-in-flight", "2"],
+    ));
+    let file = std::fs::read_to_string(root.join("runs/r1/REMOTE")).unwrap();
+    assert!(file.contains("\"roundsInFlight\":2"), "{file}");
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&runlog(&root, &["remote", "status", "r1", "--json"]))).unwrap();
+    assert_eq!(s["roundsInFlight"], 2, "{s}");
+
+    let runs = runlog::run::Runs::new(&root);
+    let run = runs.open("r1").unwrap();
+    run.set_unit("a", runlog::run::UnitStatus::Done, None, None)
+        .unwrap();
+    let live = run.remote_status().expect("shipping started");
+    assert_eq!((live.rounds_in_flight, live.lag), (2, 0), "{live:?}");
+}

@@ -29,6 +29,7 @@ fn config() -> RemoteConfig {
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     }
 }
 

@@ -23,6 +23,7 @@ fn config(policy: Policy) -> RemoteConfig {
         policy,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     }
 }
 
@@ -355,6 +356,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     let own = RemoteConfig {
         epoch: 1,
         holder: String::new(),
+        rounds_in_flight: None,
         ..config(Policy::Sync)
     };
     let local = open(&b);
@@ -364,6 +366,7 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     let ahead = RemoteConfig {
         epoch: 5,
         holder: String::new(),
+        rounds_in_flight: None,
         ..config(Policy::Sync)
     };
     let local = open(&tmp.path().join("a"));

@@ -40,6 +40,7 @@ fn chain(dir: &Path) -> (Arc<dyn ObjectStore>, Manifest) {
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     };
     let r = Replication::start(
         &local,

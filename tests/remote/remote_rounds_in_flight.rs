@@ -38,6 +38,7 @@ fn config(url: &str) -> RemoteConfig {
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     }
 }
 

@@ -71,6 +71,7 @@ fn status_says_an_unanswering_remote_was_not_reached_and_keeps_exit_0() {
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     }
     .write(&RealFs, &dir)
     .unwrap();

@@ -95,6 +95,7 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
         policy,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     };
     let mut remote = Remote::open(&url).map_err(|e| e.to_string())?;
     // RUNLOG_COMPARE_INLINE=round,total: other inline limits than the
@@ -186,6 +187,7 @@ pub fn restore_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
         policy: Policy::Sync,
         epoch: 0,
         holder: String::new(),
+        rounds_in_flight: None,
     };
     let remote = read_ahead(Remote::open(&url).map_err(|e| e.to_string())?)?;
     let t = Instant::now();
