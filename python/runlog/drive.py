@@ -43,6 +43,7 @@ import concurrent.futures as _cf
 import os
 import queue
 import dataclasses
+import heapq
 import json
 import re
 import secrets
@@ -73,6 +74,11 @@ MAX_ERROR_CHARS = 2000
 
 _PENDING, _IN_PROGRESS, _DONE, _BLOCKED = (
     UnitStatus.PENDING, UnitStatus.IN_PROGRESS, UnitStatus.DONE, UnitStatus.BLOCKED)
+_NOT_DONE = (_PENDING, _IN_PROGRESS, _BLOCKED, UnitStatus.DEP_BLOCKED)
+
+
+def _name(unit: Any) -> str:
+    return unit.name
 
 _SIMPLE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
@@ -345,9 +351,10 @@ def _open_existing(runs: Runs, run_id, fingerprint):
 
 class _Coordinator:
     """The state of one drive: only the units in flight, ready to submit,
-    held back by a dependency, or blocked. The rest stay in the run: the
-    eligible names (packed on the Rust side, ``ResumeSet.eligible``) are
-    looked up one at a time as they are submitted."""
+    held back by a dependency, or blocked. The rest stay in the run, whose
+    not-done units are read in name order a chunk at a time as units are
+    submitted (``take``): the resume set worked out as it is read, never
+    held whole."""
 
     def __init__(self, run, run_id, fn, names, executor, retries, limit, per_task, outputs,
                  inline_limit, t0, print_summary):
@@ -371,10 +378,12 @@ class _Coordinator:
         self.held: Dict[str, list] = {}
         self.dependents: Dict[str, List[str]] = {}
         self.blocked: Dict[str, str] = {}
-        # Ready to submit: (unit, attempts so far, failures), before the
-        # eligible names not yet looked at.
+        # Ready to submit: (unit, attempts so far, failures), after the
+        # run's not-done units not yet read (``fresh``).
         self.ready: deque = deque()
-        self.fresh: Iterator[str] = iter(())
+        self.fresh: Iterator[Any] = iter(())
+        # Done by this drive, not yet written (``complete`` then ``submit``).
+        self.unwritten_done: set = set()
         # future → ([(unit, attempt, claim, failures)], executor, one unit per task?).
         self.in_flight: Dict[_cf.Future, tuple] = {}
         self.n_in_flight = 0
@@ -384,10 +393,7 @@ class _Coordinator:
         self.remote = os.path.exists(os.path.join(run.dir, "REMOTE"))
 
     def load(self) -> None:
-        """The run's resume set: its eligible names are taken as submitted
-        (``take``); the units it holds back are looked up now, with their
-        dependencies (the run's), to release them as those are done."""
-        res = self.run.resume()
+        """The run's counts, and its not-done units to read (``fresh``)."""
         counts = self.run.counts()
         self.units, self.done_before = counts.total, counts.done
         if self.names is not None:
@@ -402,33 +408,33 @@ class _Coordinator:
                         raise Error("run %r: unit %r is not in the run (a run keeps the units "
                                     "it was started with; same fingerprint, same units)"
                                     % (self.run_id, n))
-                    self.done_before += u.status == "done"
-        self.fresh = iter(res.eligible)
-        done: Dict[str, bool] = {}
+                    self.done_before += u.status is _DONE
+        self.fresh = self.not_done([st for st in _NOT_DONE if getattr(counts, st.value)])
 
-        def is_done(d: str) -> bool:
-            if d not in done:
-                u = self.run.unit_status(d)
-                done[d] = u is not None and u.status == "done"
-            return done[d]
+    def not_done(self, statuses: List[UnitStatus]) -> Iterator[Any]:
+        """The run's units with these statuses, in name order, each once: one
+        stream per status, merged. The merge reads a stream's next unit only
+        once it gave the one before, so each chunk is read from the merge's
+        position on, past the units this drive took (whose status it
+        changed); the units after it are untouched, as a drive changes only
+        the units it took. Names must rise: one that does not is skipped."""
+        streams = [self.run.iter_units(status=st) for st in statuses]
+        if not streams:
+            return
+        merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_name)
+        last = None
+        for u in merged:
+            name = u.name
+            if last is not None and name <= last:
+                continue
+            last = name
+            yield u
 
-        for name in res.dep_blocked:
-            if self.wanted is not None and name not in self.wanted:
-                continue
-            u = self.run.unit_status(name)
-            if u is None:
-                continue
-            failures, error = self._failures(u.note)
-            if u.status == "blocked" and failures > self.retries:
-                self.blocked[name] = error
-                continue
-            waiting = [d for d in u.deps if not is_done(d)]
-            if not waiting:  # cannot be, as the run computed it; then it is ready
-                self._ready(name, u.attempts, failures, u.status == "in_progress")
-                continue
-            self.held[name] = [len(waiting), u.attempts, failures, u.status == "in_progress"]
-            for d in waiting:
-                self.dependents.setdefault(d, []).append(name)
+    def is_done(self, name: str) -> bool:
+        if name in self.unwritten_done:
+            return True
+        u = self.run.unit_status(name)
+        return u is not None and u.status is _DONE
 
     @staticmethod
     def _failures(note: str) -> tuple:
@@ -444,30 +450,34 @@ class _Coordinator:
 
     def take(self, n: int) -> List[tuple]:
         """Up to ``n`` units to submit, as (unit, attempts so far, failures):
-        the eligible names first, looked up one at a time (those blocked for
-        good are set aside), then the ready ones (retries, released
-        dependents), in the order they came."""
+        the run's not-done units as read, each eligible when its every
+        dependency is done (else held back until they are; one the run does
+        not have is not done), those blocked for good set aside; then the
+        ready ones (retries, released dependents), in the order they came."""
         out: List[tuple] = []
-        lookup, wanted, retries = self.run.unit_status, self.wanted, self.retries
-        for name in self.fresh:
+        wanted, retries = self.wanted, self.retries
+        for u in self.fresh:
+            name = u.name
             if wanted is not None and name not in wanted:
                 continue
-            u = lookup(name)
-            if u is None:
-                continue
             st = u.status
-            if st is _PENDING and not u.attempts:  # never tried: nothing more to read
+            deps = u.deps
+            if st is _PENDING and not u.attempts and not deps:  # the common case
                 out.append((name, 0, 0))
-            elif st is not _DONE:  # eligible units are not done; defensively
+            else:
                 failures, error = self._failures(u.note)
                 if st is _BLOCKED and failures > retries:
                     self.blocked[name] = error
                     continue
+                waiting = [d for d in deps if not self.is_done(d)]
+                if waiting:
+                    self.held[name] = [len(waiting), u.attempts, failures, st is _IN_PROGRESS]
+                    for d in waiting:
+                        self.dependents.setdefault(d, []).append(name)
+                    continue
                 if st is _IN_PROGRESS:
                     self.resubmitted += 1
                 out.append((name, u.attempts, failures))
-            else:
-                continue
             if len(out) == n:
                 return out
         while self.ready and len(out) < n:
@@ -538,6 +548,7 @@ class _Coordinator:
         # done precedes its dependent's start.
         if results or starts:
             self.write(results + starts, "record results and in_progress")
+        self.unwritten_done.clear()
         for job in jobs:
             one = len(job) == 1 and self.per_task == 1
             if one:
@@ -589,6 +600,7 @@ class _Coordinator:
                 batch.append((u, "done", '{%s,"claim":"%s","attempt":%d}'
                               % (body, claim, attempt)))
                 self.done_now += 1
+                self.unwritten_done.add(u)
                 for v in self.dependents.pop(u, ()):
                     h = self.held.get(v)
                     if h is not None:

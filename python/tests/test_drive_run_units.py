@@ -115,3 +115,34 @@ def test_the_coordinator_holds_no_entry_per_unit_of_the_run(root):
     assert s.complete and s.done_now == n
     # One small object per unit of the run would be ≥ 56 bytes × 20,000 = 1.1 MB.
     assert peak < 400_000, "drive's peak Python allocation: %d bytes" % peak
+
+
+def test_a_run_of_mixed_statuses_is_read_once_each_unit_submitted_once(root):
+    """3,000 units, several chunks of each status's stream: every third
+    in_progress (a crashed coordinator's), every fifth of the others blocked
+    with retries left, the rest pending. Each runs exactly once more, in
+    progress ones counted as resubmitted; none is read twice as its status
+    changes under the streams."""
+    units = ["u%05d" % i for i in range(3000)]
+    runs = runlog.Runs(root)
+    with runs.start("n5", units=units) as run:
+        run.units([(u, "in_progress", '{"claim":"%016x","failures":0}' % i)
+                   for i, u in enumerate(units) if i % 3 == 0])
+        run.units([(u, "blocked", '{"failures":1,"error":"attempt 1: E"}')
+                   for i, u in enumerate(units) if i % 3 and i % 5 == 0])
+    ran = {}
+
+    def count(unit):
+        ran[unit] = ran.get(unit, 0) + 1
+        return 1
+
+    with cf.ThreadPoolExecutor(4) as ex:
+        s = runlog.drive(runs, "n5", count, None, executor=ex, max_in_flight=48,
+                         units_per_task=3)
+    assert s.complete and s.done_now == 3000 and s.resubmitted == 1000
+    assert ran == {u: 1 for u in units}
+    view = runs.get("n5")
+    for i in (0, 5, 10, 1):
+        u = view.unit_status(units[i])
+        assert u.attempts == (2 if i % 3 == 0 else 1), i
+        assert json.loads(u.note)["attempt"] == u.attempts
