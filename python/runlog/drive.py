@@ -274,7 +274,8 @@ def drive(
     attempt, a task whose worker died fails each of its units'). More than 1
     for short units: the executor's cost per task, not drive's, is then what
     bounds the rate. ``max_in_flight``: units submitted and not yet finished
-    (default 256 tasks' worth: 256 × ``units_per_task``).
+    (default 256, or 32 tasks' worth when that is more; raise it for a
+    cluster of more than about 16 workers).
 
     Restartable at any point with the same call. Raises ``runlog.Fenced`` when
     another coordinator took the run (its remote holds a newer epoch): nothing
@@ -286,7 +287,7 @@ def drive(
     per_task = int(units_per_task)
     if per_task < 1:
         raise ValueError("units_per_task must be ≥ 1, not %r" % (units_per_task,))
-    limit = 256 * per_task if max_in_flight is None else int(max_in_flight)
+    limit = max(256, 32 * per_task) if max_in_flight is None else int(max_in_flight)
     if limit < 1:
         raise ValueError("max_in_flight must be ≥ 1, not %r" % (max_in_flight,))
     if units is None and deps is not None:

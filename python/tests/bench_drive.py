@@ -17,15 +17,19 @@ included; the workers are other processes), divided by the units. With
         --units-per-task 256 --stop-after 500000
 
 makes (once) a run of that many pending units under `--big-root` (its own
-process, which needs no list of them), then drives it with `units=None`
-through a process pool: the seconds to its first submit, its units/s, the
-coordinator's peak RSS and its CPU per unit, stopping after `--stop-after`
-units (0: all)."""
+process, which needs no list of them), then drives a copy of it with
+`units=None` through a process pool: the seconds to its first submit, its
+units/s after that, the coordinator's CPU per unit and its peak RSS (this
+process's: the workers are others), stopping after `--stop-after` units (0:
+all). With `--big-restore` the run is made shipped to a file:// remote
+under `--big-root`, and each measurement drives it from an empty runs root
+with a copy of that remote: a new host restoring the run first."""
 
 import argparse
 import concurrent.futures as cf
 import multiprocessing
 import os
+import pathlib
 import resource
 import shutil
 import statistics
@@ -158,34 +162,43 @@ class Watched(cf.Executor):
         self.ex.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
-def make_big(root, n):
+def make_big(root, n, remote=None):
     """A run ``big`` of ``n`` pending units under ``root``, in its own process
-    (added 50,000 a write: no list of them all), then compacted."""
+    (added 50,000 a write: no list of them all), then compacted; with
+    ``remote``, shipped there as it is made."""
     code = ("import runlog, sys\n"
             "n = int(sys.argv[2])\n"
             "with runlog.Runs(sys.argv[1]).start('big', fingerprint={'n': n}) as run:\n"
             "    for i in range(0, n, 50000):\n"
             "        run.units([('u%010d' % j, 'pending') for j in range(i, min(i + 50000, n))])\n"
             "    run.compact()\n")
-    subprocess.run([sys.executable, "-c", code, root, str(n)], check=True)
+    env = dict(os.environ)
+    env.pop("RUNLOG_REMOTE_ROOT", None)
+    if remote:
+        env["RUNLOG_REMOTE_ROOT"] = remote
+    subprocess.run([sys.executable, "-c", code, root, str(n)], check=True, env=env)
 
 
 def big(a):
     """Drives the --big run with units=None; prints one table row."""
-    src = os.path.join(a.big_root, "made")
-    if not os.path.isdir(os.path.join(src, "big")):
+    tag = "restored" if a.big_restore else "local"
+    src = os.path.join(a.big_root, "made-" + tag)
+    made_remote = os.path.join(a.big_root, "remote-made")
+    if not os.path.isdir(os.path.join(src, "runs", "big")):
         t = time.perf_counter()
-        make_big(src, a.big)
+        make_big(src, a.big, pathlib.Path(made_remote).as_uri() if a.big_restore else None)
         print("made a run of %d pending units in %.0f s" % (a.big, time.perf_counter() - t))
+    # Every measurement drives the run as made: a copy of it, or (a new
+    # host) an empty runs root and a copy of the remote it restores from.
     work = os.path.join(a.big_root, "work")
     shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(src, work)  # every measurement drives the run as made
-    if a.remote:  # ship it from `work`, drive it from `restored`: a new host's restore
-        os.environ["RUNLOG_REMOTE_ROOT"] = a.remote
-        with runlog.Runs(work).open("big") as run:
-            run.phase("bench.shipped", "done")
-        work = os.path.join(a.big_root, "restored")
-        shutil.rmtree(work, ignore_errors=True)
+    if a.big_restore:
+        remote = os.path.join(a.big_root, "remote-work")
+        shutil.rmtree(remote, ignore_errors=True)
+        shutil.copytree(made_remote, remote)
+        os.environ["RUNLOG_REMOTE_ROOT"] = pathlib.Path(remote).as_uri()
+    else:
+        shutil.copytree(src, work)
     k = a.units_per_task[0]
     w = a.workers[0]
     pool = cf.ProcessPoolExecutor(w, mp_context=multiprocessing.get_context("spawn"))
@@ -193,16 +206,16 @@ def big(a):
     ex = Watched(pool, k, a.stop_after)
     t, c = time.perf_counter(), cpu()
     try:
-        s = runlog.drive(work, "big", tiny, None, executor=ex, units_per_task=k,
-                         print_summary=False)
-        units = s.done_now
+        runlog.drive(work, "big", tiny, None, executor=ex, units_per_task=k,
+                     max_in_flight=a.max_in_flight, print_summary=False)
     except _Stop:
-        units = ex.units - (a.max_in_flight or 256 * k)  # what was done when it stopped
+        pass
     dt, dc = time.perf_counter() - t, cpu() - c
     pool.shutdown(cancel_futures=True)
+    units = runlog.Runs(work).get("big").counts().done
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("| %d | %s | %d | %d | %.2f | %.0f | %.1f | %.0f |"
-          % (a.big, "restored" if a.remote else "local", w, k, ex.first - t,
+          % (a.big, tag, w, k, ex.first - t,
              units / (dt - (ex.first - t)), dc / max(units, 1) * 1e6, rss), flush=True)
 
 
@@ -219,6 +232,9 @@ def main():
     ap.add_argument("--units-per-task", type=int, nargs="+", default=[1])
     ap.add_argument("--big", type=int, help="drive a run of this many pending units (units=None)")
     ap.add_argument("--big-root", help="where --big makes its run (once) and copies it to drive")
+    ap.add_argument("--big-restore", action="store_true",
+                    help="with --big: make the run shipped to a file:// remote, and drive it "
+                    "from an empty runs root (a new host restoring it)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="with --big: stop once this many units were submitted (0: drive them all)")
     a = ap.parse_args()
