@@ -1,14 +1,18 @@
 """``runlog.drive``: a run's units worked through any ``concurrent.futures.Executor``.
 
 The run is the coordinator's only state. ``drive`` opens (or starts) the run,
-computes its resume set, and submits each eligible unit to the executor once
-its dependencies are done: ``in_progress`` is durable before the submit,
-``done`` (with the result, or the output object's name, length and digest)
-after the future completes. A failed attempt is recorded (``pending`` with
-its error) and resubmitted until ``retries`` are used; then the unit is
-``blocked`` with the error. Killed at any point, the same call resumes from
-the run alone: done units are skipped, units in flight at the crash are
-submitted again (a new attempt).
+reads its not-done units a chunk at a time (the resume set, worked out as it
+is read: the coordinator holds only the units in flight, held back or
+blocked), and submits each eligible unit to the executor once its
+dependencies are done, one unit a task or ``units_per_task`` of them:
+``in_progress`` is durable before the submit, ``done`` (with the result, or
+the output object's name, length and digest) after the task completes. A
+failed attempt is recorded (``pending`` with its error) and resubmitted until
+``retries`` are used; then the unit is ``blocked`` with the error. In a task
+of several units each is its own attempt: one that raises fails alone, a
+task whose worker died fails each of its units' attempts. Killed at any
+point, the same call resumes from the run alone: done units are skipped,
+units in flight at the crash are submitted again (a new attempt).
 
 Exactly-once outputs (see docs/GUIDE.md, "Driving a cluster"):
 
