@@ -50,12 +50,11 @@ import dataclasses
 import heapq
 import json
 import re
-import secrets
 import sys
 import time
 import traceback
 from collections import deque
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional,
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
                     Sequence, Union)
 
 from ._errors import BatchError, Corrupt, Error, Fenced, NotFound, Refused
@@ -540,6 +539,7 @@ class _Coordinator:
             room -= len(group)
         starts, jobs = [], []
         for group in tasks:
+            # 64 random bits a claim, from os.urandom (as `secrets`), one call a task.
             claims = os.urandom(8 * len(group)).hex()
             job = []
             for i, (u, attempts, failures) in enumerate(group):
