@@ -146,3 +146,24 @@ def test_a_run_of_mixed_statuses_is_read_once_each_unit_submitted_once(root):
         u = view.unit_status(units[i])
         assert u.attempts == (2 if i % 3 == 0 else 1), i
         assert json.loads(u.note)["attempt"] == u.attempts
+
+
+def test_a_call_naming_some_of_the_runs_units_works_only_those(root):
+    """The run has more units than the call names (same fingerprint): only
+    the named ones are worked, and the summary counts them alone; a name the
+    run does not have is refused before anything is submitted."""
+    runs = runlog.Runs(root)
+    with runs.start("n6", units=["a", "b", "c", "d"], fingerprint={"v": 1}) as run:
+        run.unit("a", "in_progress")
+        run.unit("a", "done")
+    ran = []
+    with cf.ThreadPoolExecutor(1) as ex:
+        s = runlog.drive(runs, "n6", ran.append, ["a", "b", "c"], executor=ex,
+                         fingerprint={"v": 1})
+        assert sorted(ran) == ["b", "c"]
+        assert (s.units, s.done, s.done_before, s.done_now) == (3, 3, 1, 2) and s.complete
+        assert runs.get("n6").unit_status("d").status == "pending"
+        with pytest.raises(runlog.Error, match="'e' is not in the run"):
+            runlog.drive(runs, "n6", ran.append, ["a", "b", "e"], executor=ex,
+                         fingerprint={"v": 1})
+    assert sorted(ran) == ["b", "c"]
