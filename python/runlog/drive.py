@@ -1,14 +1,18 @@
 """``runlog.drive``: a run's units worked through any ``concurrent.futures.Executor``.
 
 The run is the coordinator's only state. ``drive`` opens (or starts) the run,
-computes its resume set, and submits each eligible unit to the executor once
-its dependencies are done: ``in_progress`` is durable before the submit,
-``done`` (with the result, or the output object's name, length and digest)
-after the future completes. A failed attempt is recorded (``pending`` with
-its error) and resubmitted until ``retries`` are used; then the unit is
-``blocked`` with the error. Killed at any point, the same call resumes from
-the run alone: done units are skipped, units in flight at the crash are
-submitted again (a new attempt).
+reads its not-done units a chunk at a time (the resume set, worked out as it
+is read: the coordinator holds only the units in flight, held back or
+blocked), and submits each eligible unit to the executor once its
+dependencies are done, one unit a task or ``units_per_task`` of them:
+``in_progress`` is durable before the submit, ``done`` (with the result, or
+the output object's name, length and digest) after the task completes. A
+failed attempt is recorded (``pending`` with its error) and resubmitted until
+``retries`` are used; then the unit is ``blocked`` with the error. In a task
+of several units each is its own attempt: one that raises fails alone, a
+task whose worker died fails each of its units' attempts. Killed at any
+point, the same call resumes from the run alone: done units are skipped,
+units in flight at the crash are submitted again (a new attempt).
 
 Exactly-once outputs (see docs/GUIDE.md, "Driving a cluster"):
 
@@ -43,17 +47,19 @@ import concurrent.futures as _cf
 import os
 import queue
 import dataclasses
+import heapq
 import json
 import re
-import secrets
 import sys
 import time
 import traceback
 from collections import deque
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Union)
 
 from ._errors import BatchError, Corrupt, Error, Fenced, NotFound, Refused
 from ._runlog import OutputStore, Runs
+from ._types import UnitStatus
 
 __all__ = ["drive", "DriveSummary", "output", "gc_outputs", "output_name"]
 
@@ -68,6 +74,14 @@ PHASE = "runlog.drive"
 PROBE_PHASE = PHASE
 #: The longest error text kept in a unit's note.
 MAX_ERROR_CHARS = 2000
+
+_PENDING, _IN_PROGRESS, _DONE, _BLOCKED = (
+    UnitStatus.PENDING, UnitStatus.IN_PROGRESS, UnitStatus.DONE, UnitStatus.BLOCKED)
+_NOT_DONE = (_PENDING, _IN_PROGRESS, _BLOCKED, UnitStatus.DEP_BLOCKED)
+
+
+def _name(unit: Any) -> str:
+    return unit.name
 
 _SIMPLE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
@@ -95,9 +109,10 @@ def _store(url: str) -> OutputStore:
     return s
 
 
-def _attempt(fn: Callable[[str], Any], job: tuple) -> Dict[str, Any]:
-    """Runs on a worker: one attempt of one unit. Returns what ``done`` records
-    (without the claim): ``{"value": v}`` or ``{"output": {...}}``."""
+def _attempt(fn: Callable[[str], Any], job: tuple) -> str:
+    """Runs on a worker: one attempt of one unit. Returns the body of what
+    ``done`` records, as JSON text without its braces (the coordinator adds
+    the claim and attempt): ``"value":v`` or ``"output":{...}``."""
     run_id, unit, attempt, claim, outputs, inline_limit = job
     result = fn(unit)
     if isinstance(result, (bytes, bytearray, memoryview)):
@@ -105,7 +120,7 @@ def _attempt(fn: Callable[[str], Any], job: tuple) -> Dict[str, Any]:
     else:
         text = json.dumps(result, separators=(",", ":"))
         if len(text.encode("utf-8")) <= inline_limit:
-            return {"value": result}
+            return '"value":' + text
         data, kind = text.encode("utf-8"), "json"
     if outputs is None:
         raise Error(
@@ -121,8 +136,24 @@ def _attempt(fn: Callable[[str], Any], job: tuple) -> Dict[str, Any]:
     except Error as e:
         raise Error("run %r unit %r attempt %d: write output %s/%s: %s"
                     % (run_id, unit, attempt, outputs, name, e)) from e
-    return {"output": {"store": outputs, "name": name, "len": length,
-                       "digest": digest, "kind": kind}}
+    return '"output":' + json.dumps({"store": outputs, "name": name, "len": length,
+                                     "digest": digest, "kind": kind}, separators=(",", ":"))
+
+
+def _attempts(fn: Callable[[str], Any], job: tuple) -> List[Any]:
+    """Runs on a worker: one task of several units, one attempt each, in turn.
+    Returns one entry per unit: ``_attempt``'s text (a ``str``), or a tuple
+    ``(error,)``: the text of what that unit's attempt raised. An exception that
+    is not an ``Exception`` (the worker told to exit), or the worker's death,
+    fails the task: every unit's attempt."""
+    run_id, units, outputs, inline_limit = job
+    out: List[Any] = []
+    for unit, attempt, claim in units:
+        try:
+            out.append(_attempt(fn, (run_id, unit, attempt, claim, outputs, inline_limit)))
+        except Exception as e:
+            out.append((_error_text(e),))
+    return out
 
 
 @dataclasses.dataclass
@@ -207,7 +238,7 @@ def drive(
     root: Union[Runs, str, "os.PathLike[str]", None],
     run_id: str,
     fn: Callable[[str], Any],
-    units: Sequence[str],
+    units: Optional[Sequence[str]] = None,
     *,
     executor: Union[_cf.Executor, Callable[[], _cf.Executor]],
     deps: Optional[Mapping[str, Sequence[str]]] = None,
@@ -215,6 +246,7 @@ def drive(
     task: str = "",
     retries: int = 2,
     max_in_flight: Optional[int] = None,
+    units_per_task: int = 1,
     outputs: Optional[str] = None,
     inline_limit: int = INLINE_LIMIT,
     lock_wait: float = 30.0,
@@ -224,8 +256,12 @@ def drive(
 
     ``root``: a ``Runs`` or a runs root path (None: as ``Runs()``). The run is
     started with ``units``, ``deps``, ``fingerprint`` and ``task`` (restored when
-    the fingerprint matches, as ``Runs.start``). ``fn(unit_name)`` runs on the
-    executor's workers (it must pickle: a module-level function); its result
+    the fingerprint matches, as ``Runs.start``). ``units=None`` drives the units
+    of a run that exists (here, or on its remote: restored from it), with the
+    run's own dependencies; no list of names is built (a run of ten million
+    units costs the coordinator its units in flight, held back or failed).
+    ``fn(unit_name)`` runs on the executor's workers (it must pickle: a
+    module-level function); its result
     is recorded in the unit's ``done`` note when its JSON fits in
     ``inline_limit`` bytes, else (and always for ``bytes``) written to
     ``outputs`` (``s3://bucket/prefix`` or ``file:///dir``), exactly once.
@@ -236,7 +272,13 @@ def drive(
     or a function returning one: then drive shuts down what it made, and makes
     a new one when the executor breaks (a ``ProcessPoolExecutor`` whose worker
     died). ``retries``: failed attempts resubmitted before a unit is blocked.
-    ``max_in_flight``: units submitted and not yet finished (default 256).
+    ``units_per_task``: units sent in one executor task (each still its own
+    attempt, claim and transitions; a unit that raises fails only its own
+    attempt, a task whose worker died fails each of its units'). More than 1
+    for short units: the executor's cost per task, not drive's, is then what
+    bounds the rate. ``max_in_flight``: units submitted and not yet finished
+    (default 256, or 32 tasks' worth when that is more; raise it for a
+    cluster of more than about 16 workers).
 
     Restartable at any point with the same call. Raises ``runlog.Fenced`` when
     another coordinator took the run (its remote holds a newer epoch): nothing
@@ -245,16 +287,29 @@ def drive(
     t0 = time.monotonic()
     if retries < 0:
         raise ValueError("retries must be ≥ 0, not %r" % (retries,))
-    limit = 256 if max_in_flight is None else int(max_in_flight)
+    per_task = int(units_per_task)
+    if per_task < 1:
+        raise ValueError("units_per_task must be ≥ 1, not %r" % (units_per_task,))
+    limit = max(256, 32 * per_task) if max_in_flight is None else int(max_in_flight)
     if limit < 1:
         raise ValueError("max_in_flight must be ≥ 1, not %r" % (max_in_flight,))
+    if units is None and deps is not None:
+        raise ValueError("deps is for starting a run with units; units=None drives the "
+                         "run's own units and dependencies")
     runs = root if isinstance(root, Runs) else Runs(root, lock_wait=lock_wait)
-    deps = {u: list(d) for u, d in (deps or {}).items()}
-    names = list(dict.fromkeys(list(units) + [d for ds in deps.values() for d in ds]
-                               + list(deps)))
-    with _open_or_start(runs, run_id, task, names, deps, dict(fingerprint or {})) as run:
-        return _Coordinator(run, run_id, fn, names, deps, executor, retries, limit, outputs,
-                            inline_limit, t0, print_summary).go()
+    fp = None if fingerprint is None else dict(fingerprint)
+    if units is None:
+        names = None
+        opened = _open_existing(runs, run_id, fp)
+    else:
+        deps = {u: list(d) for u, d in (deps or {}).items()}
+        names = list(dict.fromkeys(list(units) + [d for ds in deps.values() for d in ds]
+                                   + list(deps)))
+        opened = _open_or_start(runs, run_id, task, names, deps, fp or {})
+    with opened as run:
+        return _Coordinator(run, run_id, fn, names, executor, retries, limit,
+                            min(per_task, limit), outputs, inline_limit, t0,
+                            print_summary).go()
 
 
 def _open_or_start(runs: Runs, run_id, task, names, deps, fingerprint):
@@ -274,8 +329,38 @@ def _open_or_start(runs: Runs, run_id, task, names, deps, fingerprint):
     return runs.start(run_id, task=task, units=names, deps=deps, fingerprint=fingerprint)
 
 
+def _open_existing(runs: Runs, run_id, fingerprint):
+    """The live run ``run_id`` (restored from its remote when missing here),
+    for ``units=None``: with no units to start one from, a run that does not
+    exist, is finished, or has another fingerprint than ``fingerprint`` (when
+    given) is an error."""
+    try:
+        run = runs.open(run_id)
+    except NotFound as e:
+        raise Error("run %r does not exist (here or on its remote): drive(units=None) "
+                    "works an existing run's units; pass units to start it" % (run_id,)) from e
+    st = run.status()
+    why = None
+    if st.closed:
+        why = "is finished (%s); pass units to start it afresh" % (st.status,)
+    elif fingerprint is not None and st.fingerprint != {str(k): str(v)
+                                                        for k, v in fingerprint.items()}:
+        why = ("has fingerprint %r, not %r; pass units to start it afresh"
+               % (st.fingerprint, fingerprint))
+    if why is not None:
+        run.close()
+        raise Error("run %r %s" % (run_id, why))
+    return run
+
+
 class _Coordinator:
-    def __init__(self, run, run_id, fn, names, deps, executor, retries, limit, outputs,
+    """The state of one drive: only the units in flight, ready to submit,
+    held back by a dependency, or blocked. The rest stay in the run, whose
+    not-done units are read in name order a chunk at a time as units are
+    submitted (``take``): the resume set worked out as it is read, never
+    held whole."""
+
+    def __init__(self, run, run_id, fn, names, executor, retries, limit, per_task, outputs,
                  inline_limit, t0, print_summary):
         self.run, self.run_id, self.fn = run, run_id, fn
         # An executor given is used; a function returning one is called, and
@@ -284,73 +369,124 @@ class _Coordinator:
         self.pool: Optional[_cf.Executor] = None
         if isinstance(executor, _cf.Executor):
             self.pool = executor
-        self.retries, self.limit = retries, limit
+        self.retries, self.limit, self.per_task = retries, limit, per_task
         self.outputs, self.inline_limit = outputs, inline_limit
         self.t0, self.print_summary = t0, print_summary
+        # The caller's names (None: the run's units), and the subset of them
+        # to work when the run has others too (None: every unit of the run).
         self.names = names
+        self.wanted: Optional[set] = None
+        self.units = 0
+        # Held back: unit → [deps not done, attempts, failures, was in_progress];
+        # dependency → the held-back units waiting on it.
+        self.held: Dict[str, list] = {}
         self.dependents: Dict[str, List[str]] = {}
-        for u, ds in deps.items():
-            for d in ds:
-                self.dependents.setdefault(d, []).append(u)
-        self.deps = deps
-        self.status: Dict[str, str] = {}
-        self.attempts: Dict[str, int] = {}
-        self.failures: Dict[str, int] = {}
         self.blocked: Dict[str, str] = {}
-        self.remaining: Dict[str, int] = {}
+        # Ready to submit: (unit, attempts so far, failures), after the
+        # run's not-done units not yet read (``fresh``).
         self.ready: deque = deque()
-        # future → (unit, attempt, claim, executor): the attempts this coordinator submitted.
+        self.fresh: Iterator[Any] = iter(())
+        # Done by this drive, not yet written (``complete`` then ``submit``).
+        self.unwritten_done: set = set()
+        # future → ([(unit, attempt, claim, failures)], executor, one unit per task?).
         self.in_flight: Dict[_cf.Future, tuple] = {}
+        self.n_in_flight = 0
         # Futures land here as they finish (a callback: no scan of in_flight).
         self.finished: "queue.SimpleQueue[_cf.Future]" = queue.SimpleQueue()
-        self.done_now = self.failed = self.resubmitted = 0
+        self.done_now = self.failed = self.resubmitted = self.done_before = 0
         self.remote = os.path.exists(os.path.join(run.dir, "REMOTE"))
 
     def load(self) -> None:
-        """The run's state: its resume set, then each not-done unit's attempts
-        and failures. Done units need no look: a resumed run that is mostly
-        done looks its few others up by name; one mostly not done streams
-        them by status."""
-        res = self.run.resume()
-        eligible = list(res.eligible)
-        not_done = eligible + list(res.dep_blocked)
-        if len(not_done) * 8 < len(self.names):
-            found = (self.run.unit_status(n) for n in not_done)
-        else:
-            counts = self.run.counts()
-            found = (u for st in ("pending", "in_progress", "blocked", "dep_blocked")
-                     if getattr(counts, st) for u in self.run.iter_units(status=st))
-        wanted = set(self.names)
-        for u in found:
-            if u is None or u.name not in wanted:
+        """The run's counts, and its not-done units to read (``fresh``)."""
+        counts = self.run.counts()
+        self.units, self.done_before = counts.total, counts.done
+        if self.names is not None:
+            self.units = len(self.names)
+            # Every name is the run's when the counts agree (then no look-up each).
+            if self.units != counts.total:
+                self.wanted = set(self.names)
+                self.done_before = 0
+                for n in self.names:
+                    u = self.run.unit_status(n)
+                    if u is None:
+                        raise Error("run %r: unit %r is not in the run (a run keeps the units "
+                                    "it was started with; same fingerprint, same units)"
+                                    % (self.run_id, n))
+                    self.done_before += u.status is _DONE
+        self.fresh = self.not_done([st for st in _NOT_DONE if getattr(counts, st.value)])
+
+    def not_done(self, statuses: List[UnitStatus]) -> Iterator[Any]:
+        """The run's units with these statuses, in name order, each once: one
+        stream per status, merged. The merge reads a stream's next unit only
+        once it gave the one before, so each chunk is read from the merge's
+        position on, past the units this drive took (whose status it
+        changed); the units after it are untouched, as a drive changes only
+        the units it took. Names must rise: one that does not is skipped."""
+        streams = [self.run.iter_units(status=st) for st in statuses]
+        if not streams:
+            return
+        merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_name)
+        last = None
+        for u in merged:
+            name = u.name
+            if last is not None and name <= last:
                 continue
-            st = self.status[u.name] = str(u.status)
-            self.attempts[u.name] = u.attempts
-            n = _note(u.note)
-            self.failures[u.name] = int(n.get("failures", 0))
-            if st == "blocked" and self.failures[u.name] > self.retries:
-                self.blocked[u.name] = str(n.get("error", ""))
-            if st == "in_progress":
-                self.resubmitted += 1
-        skip = res.skip
-        # Every name is the run's when the counts agree (then no look-up each).
-        check = len(skip) + len(not_done) != len(wanted) or len(self.run) != len(wanted)
-        self.done_before = 0
-        for u in self.names:
-            if u not in self.status:
-                if check and u not in skip:  # named by the call, absent from the run
-                    raise Error("run %r: unit %r is not in the run (a run keeps the units "
-                                "it was started with; same fingerprint, same units)"
-                                % (self.run_id, u))
-                self.status[u] = "done"
-                self.done_before += 1
-        for u, st in self.status.items():
-            if st != "done":
-                self.remaining[u] = sum(1 for d in self.deps.get(u, ())
-                                        if self.status.get(d) != "done")
-        for u in eligible:
-            if u in self.remaining and u not in self.blocked:
-                self.ready.append(u)
+            last = name
+            yield u
+
+    def is_done(self, name: str) -> bool:
+        if name in self.unwritten_done:
+            return True
+        u = self.run.unit_status(name)
+        return u is not None and u.status is _DONE
+
+    @staticmethod
+    def _failures(note: str) -> tuple:
+        if not note:
+            return 0, ""
+        n = _note(note)
+        return int(n.get("failures", 0)), str(n.get("error", ""))
+
+    def _ready(self, name: str, attempts: int, failures: int, was_in_progress: bool) -> None:
+        if was_in_progress:
+            self.resubmitted += 1
+        self.ready.append((name, attempts, failures))
+
+    def take(self, n: int) -> List[tuple]:
+        """Up to ``n`` units to submit, as (unit, attempts so far, failures):
+        the run's not-done units as read, each eligible when its every
+        dependency is done (else held back until they are; one the run does
+        not have is not done), those blocked for good set aside; then the
+        ready ones (retries, released dependents), in the order they came."""
+        out: List[tuple] = []
+        wanted, retries = self.wanted, self.retries
+        for u in self.fresh:
+            name = u.name
+            if wanted is not None and name not in wanted:
+                continue
+            st = u.status
+            deps = u.deps
+            if st is _PENDING and not u.attempts and not deps:  # the common case
+                out.append((name, 0, 0))
+            else:
+                failures, error = self._failures(u.note)
+                if st is _BLOCKED and failures > retries:
+                    self.blocked[name] = error
+                    continue
+                waiting = [d for d in deps if not self.is_done(d)]
+                if waiting:
+                    self.held[name] = [len(waiting), u.attempts, failures, st is _IN_PROGRESS]
+                    for d in waiting:
+                        self.dependents.setdefault(d, []).append(name)
+                    continue
+                if st is _IN_PROGRESS:
+                    self.resubmitted += 1
+                out.append((name, u.attempts, failures))
+            if len(out) == n:
+                return out
+        while self.ready and len(out) < n:
+            out.append(self.ready.popleft())
+        return out
 
     def go(self) -> DriveSummary:
         try:
@@ -363,13 +499,14 @@ class _Coordinator:
 
     def _go(self) -> DriveSummary:
         self.load()
-        if self.ready:  # work to do (a call with none writes nothing here)
-            self.mark("running")
         results: List[tuple] = []
+        first = self.take(self.per_task)
+        if first:  # work to do (a call with none writes nothing here)
+            self.mark("running")
         try:
-            while self.ready or self.in_flight or results:
-                self.submit(results)
-                results = []
+            while True:
+                self.submit(results, first)
+                results, first = [], []
                 if not self.in_flight:
                     break
                 # Every future that finished meanwhile, recorded under one write.
@@ -388,34 +525,52 @@ class _Coordinator:
             raise
         return self.summary()
 
-    def submit(self, results: List[tuple]) -> None:
+    def submit(self, results: List[tuple], first: List[tuple]) -> None:
         """Records ``results`` (the transitions of the attempts that finished)
-        and ``in_progress`` for the next eligible units, then submits those."""
-        batch = []
-        while self.ready and len(self.in_flight) + len(batch) < self.limit:
-            u = self.ready.popleft()
-            claim = secrets.token_hex(8)
-            note = json.dumps({"claim": claim, "failures": self.failures.get(u, 0)},
-                              separators=(",", ":"))
-            batch.append((u, claim, note))
-        starts = [(u, "in_progress", note) for u, _, note in batch]
+        and ``in_progress`` for the next eligible units, then submits those,
+        ``per_task`` units a task."""
+        tasks = [first] if first else []
+        room = self.limit - self.n_in_flight - len(first)
+        while room > 0:
+            group = self.take(min(self.per_task, room))
+            if not group:
+                break
+            tasks.append(group)
+            room -= len(group)
+        starts, jobs = [], []
+        for group in tasks:
+            # 64 random bits a claim, from os.urandom (as `secrets`), one call a task.
+            claims = os.urandom(8 * len(group)).hex()
+            job = []
+            for i, (u, attempts, failures) in enumerate(group):
+                claim = claims[16 * i:16 * i + 16]
+                starts.append((u, "in_progress",
+                               '{"claim":"%s","failures":%d}' % (claim, failures)))
+                job.append((u, attempts + 1, claim, failures))
+            jobs.append(job)
         # Results, then in_progress, durable before any submit, in one write:
         # one fsync, and the run applies a batch in order, so a dependency's
         # done precedes its dependent's start.
         if results or starts:
             self.write(results + starts, "record results and in_progress")
-        for u, claim, _ in batch:
-            attempt = self.attempts.get(u, 0) + 1
-            self.attempts[u] = attempt
-            self.status[u] = "in_progress"
-            job = (self.run_id, u, attempt, claim, self.outputs, self.inline_limit)
+        self.unwritten_done.clear()
+        for job in jobs:
+            one = len(job) == 1 and self.per_task == 1
+            if one:
+                u, attempt, claim, _ = job[0]
+                args = (_attempt, self.fn, (self.run_id, u, attempt, claim, self.outputs,
+                                            self.inline_limit))
+            else:
+                args = (_attempts, self.fn, (self.run_id, [j[:3] for j in job], self.outputs,
+                                             self.inline_limit))
             while True:
                 try:
-                    f = self.pool.submit(_attempt, self.fn, job)
+                    f = self.pool.submit(*args)
                     break
                 except _cf.BrokenExecutor as e:
                     self.replace_pool(e)
-            self.in_flight[f] = (u, attempt, claim, self.pool)
+            self.in_flight[f] = (job, self.pool, one)
+            self.n_in_flight += len(job)
             f.add_done_callback(self.finished.put)
 
     def replace_pool(self, e: BaseException) -> None:
@@ -429,54 +584,55 @@ class _Coordinator:
         """The transitions that record ``finished`` (written by the next
         ``submit``; the state here moves on at once, as any failed write ends
         the drive)."""
-        batch, after = [], []
+        batch: List[tuple] = []
         broken = None
         for f in finished:
-            u, attempt, claim, pool = self.in_flight.pop(f)
+            job, pool, one = self.in_flight.pop(f)
+            self.n_in_flight -= len(job)
             try:
                 r = f.result()
             except Exception as e:  # the unit's own failure, or its worker's death
                 if isinstance(e, _cf.BrokenExecutor) and pool is self.pool:
                     broken = e
-                self.failed += 1
-                k = self.failures.get(u, 0) + 1
-                self.failures[u] = k
-                err = "attempt %d: %s" % (attempt, _error_text(e))
-                note = json.dumps({"failures": k, "error": err}, separators=(",", ":"))
-                if k > self.retries:
-                    batch.append((u, "blocked", note))
-                    after.append((u, "blocked", err))
-                else:
-                    batch.append((u, "pending", note))
-                    after.append((u, "retry", err))
+                err = _error_text(e)
+                for u, attempt, _, failures in job:
+                    self.fail(batch, u, attempt, failures, err)
                 continue
-            if self.status.get(u) == "done":
-                continue  # never two done transitions for one unit
-            r["claim"] = claim
-            r["attempt"] = attempt
-            batch.append((u, "done", json.dumps(r, separators=(",", ":"))))
-            after.append((u, "done", None))
-        for u, what, err in after:
-            if what == "done":
-                self.status[u] = "done"
+            for (u, attempt, claim, failures), body in zip(job, [r] if one else r):
+                if isinstance(body, tuple):  # its own failure, in a task of several
+                    self.fail(batch, u, attempt, failures, body[0])
+                    continue
+                batch.append((u, "done", '{%s,"claim":"%s","attempt":%d}'
+                              % (body, claim, attempt)))
                 self.done_now += 1
-                for v in self.dependents.get(u, ()):
-                    if v in self.remaining and self.status.get(v) != "done":
-                        self.remaining[v] -= 1
-                        if self.remaining[v] == 0:
-                            self.ready.append(v)
-            elif what == "retry":
-                self.status[u] = "pending"
-                self.ready.append(u)
-            else:
-                self.status[u] = "blocked"
-                self.blocked[u] = err
+                self.unwritten_done.add(u)
+                for v in self.dependents.pop(u, ()):
+                    h = self.held.get(v)
+                    if h is not None:
+                        h[0] -= 1
+                        if h[0] == 0:
+                            del self.held[v]
+                            self._ready(v, h[1], h[2], h[3])
         if broken is not None and self.made is not None:
             # The executor died under its workers (each unit in flight in it
             # counted one failed attempt): replace it before the next submit.
             # An executor drive did not make is left to fail that submit.
             self.replace_pool(broken)
         return batch
+
+    def fail(self, batch: List[tuple], u: str, attempt: int, failures: int, err: str) -> None:
+        """One failed attempt of ``u``: ``pending`` again and resubmitted, or
+        ``blocked`` once its retries are used."""
+        self.failed += 1
+        k = failures + 1
+        err = "attempt %d: %s" % (attempt, err)
+        note = json.dumps({"failures": k, "error": err}, separators=(",", ":"))
+        if k > self.retries:
+            batch.append((u, "blocked", note))
+            self.blocked[u] = err
+        else:
+            batch.append((u, "pending", note))
+            self.ready.append((u, attempt, k))
 
     def write(self, batch, what: str) -> None:
         """Records ``batch`` ((unit, status, note) triples, one per unit): one
@@ -493,10 +649,10 @@ class _Coordinator:
                 raise r  # another coordinator holds the run: record nothing more
         if self.remote and not any(isinstance(r, Refused) for _, r in failed):
             self.probe_fenced()
-        (u, status, _), first = failed[0]
+        (u, status, note), first = failed[0]
         raise Error("run %r: %s: %d of %d transitions failed; first: unit %r to %s "
-                    "(attempt %d): %s" % (self.run_id, what, len(failed), len(batch), u,
-                                          status, self.attempts.get(u, 0), first)) from first
+                    "(note %s): %s" % (self.run_id, what, len(failed), len(batch), u,
+                                       status, note[:200], first)) from first
 
     def probe_fenced(self) -> None:
         """After a batch the remote did not acknowledge: raises ``Fenced`` when
@@ -519,12 +675,10 @@ class _Coordinator:
 
     def summary(self) -> DriveSummary:
         done = self.done_before + self.done_now
-        dep_blocked = sum(1 for u, k in self.remaining.items()
-                          if k > 0 and self.status.get(u) != "done" and u not in self.blocked)
-        s = DriveSummary(run_id=self.run_id, units=len(self.names), done=done,
+        s = DriveSummary(run_id=self.run_id, units=self.units, done=done,
                          done_before=self.done_before, done_now=self.done_now,
                          resubmitted=self.resubmitted, failed_attempts=self.failed,
-                         blocked=dict(self.blocked), dep_blocked=dep_blocked,
+                         blocked=dict(self.blocked), dep_blocked=len(self.held),
                          seconds=time.monotonic() - self.t0)
         if s.needs_attention:
             self.mark("blocked")

@@ -6,7 +6,9 @@ finish their attempts and write their outputs, and A's next write raises
 `runlog.Fenced`: it commits nothing. A third host restoring from the remote
 alone finds every unit done once with B's (or A's pre-freeze) results,
 digests checked, and gc leaves exactly the committed outputs. Against a
-file:// remote always, and the Ceph gateway when its env is set."""
+file:// remote always, and the Ceph gateway when its env is set; and with A
+sending two units a task and B given no unit list (units=None: the restored
+run's own)."""
 
 import concurrent.futures as cf
 import functools
@@ -34,13 +36,14 @@ COORDINATOR = textwrap.dedent(
     import concurrent.futures as cf, functools, multiprocessing, sys
     sys.path.insert(0, %r)
     import runlog, drive_work as work
-    root, outputs, d = sys.argv[1:4]
+    root, outputs, d, per_task = sys.argv[1:5]
     units = ["u%%04d" %% i for i in range(%d)]
     spawn = multiprocessing.get_context("spawn")
     print("started", flush=True)
     runlog.drive(root, "z", functools.partial(work.blob, d, 0.03), units,
                  executor=lambda: cf.ProcessPoolExecutor(2, mp_context=spawn),
-                 outputs=outputs, fingerprint={"v": 1}, max_in_flight=4)
+                 outputs=outputs, fingerprint={"v": 1}, max_in_flight=4,
+                 units_per_task=int(per_task))
     print("finished", flush=True)
     """
 ) % (HERE, UNITS)
@@ -48,6 +51,17 @@ COORDINATOR = textwrap.dedent(
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
 def test_the_old_coordinator_is_fenced_and_commits_nothing(tmp_path, monkeypatch, kind):
+    fence(tmp_path, monkeypatch, kind, 1, units_b=True)
+
+
+def test_a_coordinator_sending_two_units_a_task_is_fenced_by_one_restoring_without_a_list(
+        tmp_path, monkeypatch):
+    """A sends two units a task; B, on a new host, drives with units=None:
+    the run restored from the remote gives B its units."""
+    fence(tmp_path, monkeypatch, "file", 2, units_b=False)
+
+
+def fence(tmp_path, monkeypatch, kind, per_task, units_b):
     if kind == "file":
         remote = (tmp_path / "remote").as_uri()
         outputs = (tmp_path / "objects").as_uri()
@@ -62,7 +76,7 @@ def test_the_old_coordinator_is_fenced_and_commits_nothing(tmp_path, monkeypatch
     units = ["u%04d" % i for i in range(UNITS)]
 
     a = subprocess.Popen([sys.executable, "-c", COORDINATOR, str(tmp_path / "a"), outputs,
-                          str(d)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          str(d), str(per_task)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
     try:
         assert a.stdout.readline().strip() == "started"
@@ -83,7 +97,8 @@ def test_the_old_coordinator_is_fenced_and_commits_nothing(tmp_path, monkeypatch
         spawn = multiprocessing.get_context("spawn")
         with cf.ProcessPoolExecutor(2, mp_context=spawn) as pool:
             s = runlog.drive(tmp_path / "b", "z", functools.partial(work.blob, str(d), 0.0),
-                             units, executor=pool, outputs=outputs, fingerprint={"v": 1})
+                             units if units_b else None, executor=pool, outputs=outputs,
+                             fingerprint={"v": 1})
         # B restored what A's remote had acknowledged: A's local copy may hold
         # a few more (written, still being shipped when A froze).
         assert s.complete and 10 <= s.done_before <= done_by_a

@@ -1,7 +1,8 @@
 """A drive coordinator SIGKILLed at random points and started again, through a
 ProcessPoolExecutor (killed with it: the host is lost) and through a Dask
 LocalCluster that outlives it, with outputs on a file:// directory and on
-the Ceph gateway: in the end every unit is done with the right bytes (digest
+the Ceph gateway (and, through the pool, with four units a task): in the
+end every unit is done with the right bytes (digest
 checked), a unit done at a kill was never done again (its committed claim
 and finish time unchanged), each committed output is its unit's last
 attempt's, and gc leaves exactly the committed objects.
@@ -36,7 +37,7 @@ COORDINATOR = textwrap.dedent(
     import concurrent.futures as cf, functools, json, multiprocessing, sys
     sys.path.insert(0, %r)
     import runlog, drive_work as work
-    root, run_id, n, mode, outputs, d, sleep = sys.argv[1:8]
+    root, run_id, n, mode, outputs, d, sleep, per_task = sys.argv[1:9]
     units = ["u%%04d" %% i for i in range(int(n))]
     deps = {u: [units[(i - 1) // 2]] for i, u in enumerate(units) if i > 0}  # a binary tree
     fn = functools.partial(work.blob, d, float(sleep))
@@ -52,17 +53,17 @@ COORDINATOR = textwrap.dedent(
         ex = distributed.Client(mode).get_executor()
     print("started", flush=True)
     s = runlog.drive(root, run_id, fn, units, deps=deps, executor=ex, outputs=outputs,
-                     fingerprint={"n": n}, max_in_flight=8)
+                     fingerprint={"n": n}, max_in_flight=8, units_per_task=int(per_task))
     print("summary " + json.dumps(dict(done=s.done, units=s.units, now=s.done_now,
                                        resubmitted=s.resubmitted)), flush=True)
     """
 ) % HERE
 
 
-def coordinator(root, run_id, mode, outputs, d, sleep):
+def coordinator(root, run_id, mode, outputs, d, sleep, per_task=1):
     return subprocess.Popen(
         [sys.executable, "-c", COORDINATOR, str(root), run_id, str(UNITS), mode, outputs,
-         str(d), str(sleep)],
+         str(d), str(sleep), str(per_task)],
         stdout=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -88,7 +89,7 @@ def outputs_for(kind, tmp_path, test):
     return work.s3_outputs(test)
 
 
-def kill_and_restart(tmp_path, mode, outputs, sleep):
+def kill_and_restart(tmp_path, mode, outputs, sleep, per_task=1):
     seed = int(os.environ.get("RUNLOG_DRIVE_SEED", random.randrange(1 << 30)))
     print("RUNLOG_DRIVE_SEED=%d" % seed)
     rng = random.Random(seed)
@@ -97,7 +98,7 @@ def kill_and_restart(tmp_path, mode, outputs, sleep):
     seen = {}  # unit → (claim, finished_at) when first seen done at a kill
     mid_run = 0
     for k in range(KILLS):
-        p = coordinator(root, "k", mode, outputs, d, sleep)
+        p = coordinator(root, "k", mode, outputs, d, sleep, per_task)
         assert p.stdout.readline().strip() == "started"
         # Kill at a random point of the progress left, then a random instant
         # of the submit/write cycle.
@@ -121,7 +122,7 @@ def kill_and_restart(tmp_path, mode, outputs, sleep):
             seen.setdefault(u.name, (note["claim"], u.finished_at))
         mid_run += 0 < done < UNITS
         print("kill %d: %d/%d done (seed %d)" % (k, done, UNITS, seed))
-    p = coordinator(root, "k", mode, outputs, d, sleep)
+    p = coordinator(root, "k", mode, outputs, d, sleep, per_task)
     out = p.stdout.read()
     assert p.wait() == 0, out
     summary = json.loads(out.split("summary ", 1)[1])
@@ -158,6 +159,13 @@ def kill_and_restart(tmp_path, mode, outputs, sleep):
 def test_coordinator_killed_with_its_process_pool(tmp_path, kind):
     outputs = outputs_for(kind, tmp_path, "kill-pool")
     kill_and_restart(tmp_path, "pool", outputs, 0.02)
+
+
+def test_coordinator_killed_with_its_process_pool_sending_four_units_a_task(tmp_path):
+    """The same kills with four units a task (two tasks in flight): a task
+    lost with the coordinator leaves its units in_progress, each then
+    resubmitted under a new claim, each committed once."""
+    kill_and_restart(tmp_path, "pool", (tmp_path / "objects").as_uri(), 0.02, per_task=4)
 
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
