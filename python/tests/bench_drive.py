@@ -11,7 +11,9 @@ Each round builds a fresh executor, warms it (one task per worker), then
 times the bare loop and drive on it, alternating which goes first. CPU is
 the coordinator process's own (user + system, its executor threads
 included; the workers are other processes), divided by the units. With
-`--units-per-task k` the bare loop sends k units a task too.
+`--units-per-task k` the bare loop sends k units a task too. `--pin` gives
+the coordinator CPU 0 and the pool's workers the others (Linux): the
+coordinator with a core of its own, on a machine of two.
 
     python python/tests/bench_drive.py --big 10000000 --big-root /tmp/big \
         --units-per-task 256 --stop-after 500000
@@ -76,9 +78,15 @@ def driven(ex, units, root, run_id, limit, k):
     return len(units) / dt, dc / len(units) * 1e6
 
 
-def executors(kind, workers):
+def pin_worker():
+    """A pool worker's initializer under --pin: every CPU but the coordinator's."""
+    os.sched_setaffinity(0, set(range(1, os.cpu_count() or 2)))
+
+
+def executors(kind, workers, pin=False):
     if kind == "pool":
-        ex = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        ex = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                    initializer=pin_worker if pin else None)
         return ex, ex.shutdown
     import distributed
     if kind == "dask-own-process":
@@ -230,6 +238,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-in-flight", type=int, default=None)
     ap.add_argument("--units-per-task", type=int, nargs="+", default=[1])
+    ap.add_argument("--pin", action="store_true",
+                    help="the coordinator on CPU 0, pool workers on the others: a core of its own")
     ap.add_argument("--big", type=int, help="drive a run of this many pending units (units=None)")
     ap.add_argument("--big-root", help="where --big makes its run (once) and copies it to drive")
     ap.add_argument("--big-restore", action="store_true",
@@ -238,6 +248,8 @@ def main():
     ap.add_argument("--stop-after", type=int, default=0,
                     help="with --big: stop once this many units were submitted (0: drive them all)")
     a = ap.parse_args()
+    if a.pin:
+        os.sched_setaffinity(0, {0})
     if a.big:
         print("| units | run | workers | units a task | seconds to first submit | units/s "
               "| coordinator CPU µs a unit | coordinator peak RSS MiB |")
@@ -266,7 +278,7 @@ def row(a, kind, w, n, k):
     units = ["u%07d" % i for i in range(n)]
     b, d, ratios, bc, dc = [], [], [], [], []
     for r in range(a.rounds):
-        ex, close = executors(kind, w)
+        ex, close = executors(kind, w, a.pin)
         try:
             list(ex.map(tiny, ["w"] * w))  # warm every worker
             with tempfile.TemporaryDirectory() as root:
