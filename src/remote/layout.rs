@@ -259,8 +259,12 @@ pub struct Manifest {
     /// A tagged store's id (hex, FORMAT.md §10.1); empty when untagged.
     #[serde(default)]
     pub store_id: String,
-    /// The base snapshot, if any.
+    /// The base snapshot, if any: a full one (a table, or a whole-state file).
     pub snapshot: Option<SnapshotRef>,
+    /// Version 3: the delta tables over `snapshot` (FORMAT.md §14), oldest
+    /// first, each over the one before it; the state is the newest one's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deltas: Vec<SnapshotRef>,
     /// The live chunks in seq order: contiguous from the snapshot's seq + 1.
     pub chunks: Vec<ChunkRef>,
     /// Version 2: records carried in the manifest itself, in seq order after
@@ -293,6 +297,7 @@ impl Manifest {
             codec: codec.into(),
             store_id,
             snapshot: None,
+            deltas: vec![],
             chunks: vec![],
             inline: vec![],
             shipped: 0,
@@ -320,6 +325,7 @@ impl Manifest {
     pub fn objects(&self) -> impl Iterator<Item = &str> {
         self.snapshot
             .iter()
+            .chain(&self.deltas)
             .map(|s| s.object.as_str())
             .chain(self.chunks.iter().map(|c| c.object.as_str()))
     }
@@ -371,14 +377,33 @@ impl Manifest {
                 m.chunks.len()
             )));
         }
-        if let Some(s) = &m.snapshot
-            && (!s.object.starts_with(&format!("{SNAPSHOT_DIR}/"))
-                || object_manifest_number(&s.object).is_none())
-        {
+        for s in m.snapshot.iter().chain(&m.deltas) {
+            if !s.object.starts_with(&format!("{SNAPSHOT_DIR}/"))
+                || object_manifest_number(&s.object).is_none()
+            {
+                return Err(bad(format!(
+                    "snapshot object name {:?} is not a snapshot's",
+                    s.object
+                )));
+            }
+        }
+        if !m.deltas.is_empty() && m.version != MANIFEST_VERSION {
             return Err(bad(format!(
-                "snapshot object name {:?} is not a snapshot's",
-                s.object
+                "version {} carries no delta tables",
+                m.version
             )));
+        }
+        let mut below = m.snapshot.as_ref().map(|s| s.seq);
+        for d in &m.deltas {
+            match below {
+                Some(b) if d.seq > b => below = Some(d.seq),
+                _ => {
+                    return Err(bad(format!(
+                        "delta table {} (seq {}) is not over a snapshot below it",
+                        d.object, d.seq
+                    )));
+                }
+            }
         }
         let mut prev_last = None;
         for c in &m.chunks {
@@ -436,9 +461,7 @@ impl Manifest {
                 )));
             }
         }
-        let top = prev_last
-            .max(m.snapshot.as_ref().map(|s| s.seq))
-            .unwrap_or(0);
+        let top = prev_last.max(below).unwrap_or(0);
         if top != m.shipped {
             return Err(bad(format!(
                 "says {} shipped but its objects end at seq {top}",
@@ -625,20 +648,78 @@ mod tests {
     }
 
     #[test]
+    fn delta_tables_stand_over_the_snapshot_in_seq_order_from_version_3() {
+        let table = |seq| SnapshotRef {
+            seq,
+            object: snapshot_object_name(seq, 1, 1),
+            len: 10,
+        };
+        let mut m = Manifest::genesis(1, 1, ("h".into(), "d".into()), "binary", String::new());
+        m.snapshot = Some(table(10));
+        m.deltas = vec![table(20), table(30)];
+        m.shipped = 30;
+        let ok = Manifest::decode(1, &m.encode()).unwrap();
+        assert_eq!(ok.objects().count(), 3, "the deltas are objects gc keeps");
+        for (why, f) in [
+            (
+                "shipped below the newest delta",
+                &(|m: &mut Manifest| m.shipped = 20) as &dyn Fn(&mut Manifest),
+            ),
+            ("no snapshot under them", &|m: &mut Manifest| {
+                m.snapshot = None
+            }),
+            ("out of seq order", &|m: &mut Manifest| m.deltas.swap(0, 1)),
+            ("a delta at the snapshot's seq", &|m: &mut Manifest| {
+                m.deltas[0].seq = 10
+            }),
+            ("not a snapshot object", &|m: &mut Manifest| {
+                m.deltas[1].object = "chunks/x".into()
+            }),
+            ("version 2", &|m: &mut Manifest| {
+                m.version = 2;
+                m.holder.clear();
+            }),
+        ] {
+            let mut bad = m.clone();
+            f(&mut bad);
+            assert!(Manifest::decode(1, &bad.encode()).is_err(), "{why}");
+        }
+    }
+
+    #[test]
     fn no_byte_change_of_a_version_3_manifest_panics_and_every_accepted_one_is_consistent() {
-        let good = with_inline().encode();
-        for i in 0..good.len() {
-            for b in [b'0', b'9', b'a', b'"', b',', b'}', 0xff] {
-                let mut bad = good.clone();
-                bad[i] = b;
-                if let Ok(m) = Manifest::decode(1, &bad) {
-                    for r in &m.inline {
-                        let bytes = r.bytes().expect("accepted inline frames are base64");
-                        assert_eq!(crate::remote::chunk::frame_digest(&bytes), r.digest);
+        // Inline records after a chunk; and a snapshot with delta tables
+        // over it, then inline records.
+        let mut tables = with_inline();
+        tables.chunks.clear();
+        tables.snapshot = Some(SnapshotRef {
+            seq: 3,
+            object: snapshot_object_name(3, 1, 1),
+            len: 10,
+        });
+        tables.deltas = vec![SnapshotRef {
+            seq: 5,
+            object: snapshot_object_name(5, 1, 1),
+            len: 12,
+        }];
+        for good in [with_inline().encode(), tables.encode()] {
+            assert!(Manifest::decode(1, &good).is_ok());
+            for i in 0..good.len() {
+                for b in [b'0', b'9', b'a', b'"', b',', b'}', 0xff] {
+                    let mut bad = good.clone();
+                    bad[i] = b;
+                    if let Ok(m) = Manifest::decode(1, &bad) {
+                        for r in &m.inline {
+                            let bytes = r.bytes().expect("accepted inline frames are base64");
+                            assert_eq!(crate::remote::chunk::frame_digest(&bytes), r.digest);
+                        }
+                        let seqs: Vec<u64> =
+                            m.snapshot.iter().chain(&m.deltas).map(|s| s.seq).collect();
+                        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{m:?}");
                     }
+                    let cut = &good[..i];
+                    let _ = Manifest::decode(1, cut);
                 }
-                let cut = &good[..i];
-                let _ = Manifest::decode(1, cut);
             }
         }
     }

@@ -65,11 +65,12 @@ fn write_file(vfs: &dyn Vfs, path: &Path, bytes: &[u8]) -> Result<()> {
     f.sync_all().map_err(|e| io("fsync restored file", path, e))
 }
 
-/// What a restore fetches, in the order it checks them: the snapshot, then
-/// the chunks.
+/// What a restore fetches, in the order it checks them: the snapshot, its
+/// delta tables, then the chunks.
 fn wants(m: &Manifest) -> Vec<Want> {
     m.snapshot
         .iter()
+        .chain(&m.deltas)
         .map(|s| Want {
             op: "read snapshot",
             rel: s.object.clone(),
@@ -131,9 +132,12 @@ fn materialize(
     // in seq order is the one reported (what is in flight then is dropped).
     let mut fetched = remote.read_ahead(wants(m));
     let mut expect = 1;
-    if let Some(s) = &m.snapshot {
+    for s in m.snapshot.iter().chain(&m.deltas) {
         let got = fetched.next().transpose()?.flatten();
-        let bytes = got.ok_or(RemoteError::Gap { from: 1, to: s.seq })?;
+        let bytes = got.ok_or(RemoteError::Gap {
+            from: expect,
+            to: s.seq,
+        })?;
         if bytes.len() as u64 != s.len {
             return Err(RemoteError::corrupt(
                 &s.object,

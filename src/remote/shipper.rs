@@ -422,52 +422,74 @@ impl Shipper {
         Ok((next, false))
     }
 
-    /// Uploads the newest full local snapshot when it is newer than the
-    /// remote's and within `upto` (or what is shipped already), into `next`:
-    /// chunks and inline records it covers leave the live set.
+    /// Uploads the newest local snapshot when it is newer than the remote's
+    /// and within `upto` (or what is shipped already), with the delta tables
+    /// and the full one under it (FORMAT.md §14) that the chain does not
+    /// hold yet, into `next`: chunks and inline records it covers leave the
+    /// live set.
     fn ship_snapshot(&mut self, local: &Local, upto: u64, next: &mut Manifest) -> Result<()> {
         let (epoch, number) = (self.state.epoch, next.number);
-        let remote_snap = self.base.snapshot.as_ref().map_or(0, |s| s.seq);
-        // Only a full snapshot: a delta table (FORMAT.md §14) is read with
-        // its chain, which a restore of one snapshot would not have.
-        let full = local
-            .snapshots
+        let held: Vec<SnapshotRef> = self
+            .base
+            .snapshot
             .iter()
-            .rev()
-            .find(|(_, name)| {
-                crate::engine::snapshot_parent(self.vfs.as_ref(), &self.dir.join(name)).is_none()
-            })
-            .cloned();
-        let Some((k, name)) = full else {
+            .chain(&self.base.deltas)
+            .cloned()
+            .collect();
+        let remote_top = held.last().map_or(0, |s| s.seq);
+        let limit = upto.max(self.base.shipped);
+        let Some(&(k, _)) = local.snapshots.iter().rev().find(|(s, _)| *s <= limit) else {
             return Ok(());
         };
-        if k <= remote_snap || k > upto.max(self.base.shipped) {
+        if k <= remote_top {
             return Ok(());
         }
-        let path = self.dir.join(&name);
-        match self.vfs.read(&path) {
-            Ok(bytes) => {
-                let bytes = (*bytes).as_ref().to_vec();
-                let object = snapshot_object_name(k, epoch, number);
-                let len = bytes.len() as u64;
-                self.upload("put snapshot", &object, bytes)?;
-                next.snapshot = Some(SnapshotRef {
-                    seq: k,
-                    object,
-                    len,
-                });
-                next.chunks.retain(|c| c.last > k);
-                next.inline.retain(|r| r.last > k);
-                if next.shipped < k {
-                    next.shipped = k;
-                    next.tail = self.digest_of(local, k).unwrap_or_default();
-                }
-                Ok(())
+        let Some(chain) = self.table_chain(local, k) else {
+            return Ok(()); // compacted away since the listing: the next round sees its successor
+        };
+        let mut refs = Vec::with_capacity(chain.len());
+        for (i, (seq, name)) in chain.into_iter().enumerate() {
+            if let Some(r) = held.get(i).filter(|r| r.seq == seq && i == refs.len()) {
+                refs.push(r.clone());
+                continue;
             }
-            // Compacted away since the listing: the next round sees its successor.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(crate::engine::Error::io("read snapshot", &path, e).into()),
+            let path = self.dir.join(&name);
+            let bytes = match self.vfs.read(&path) {
+                Ok(b) => (*b).as_ref().to_vec(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(crate::engine::Error::io("read snapshot", &path, e).into()),
+            };
+            let object = snapshot_object_name(seq, epoch, number);
+            let len = bytes.len() as u64;
+            self.upload("put snapshot", &object, bytes)?;
+            refs.push(SnapshotRef { seq, object, len });
         }
+        let mut refs = refs.into_iter();
+        next.snapshot = refs.next();
+        next.deltas = refs.collect();
+        next.chunks.retain(|c| c.last > k);
+        next.inline.retain(|r| r.last > k);
+        if next.shipped < k {
+            next.shipped = k;
+            next.tail = self.digest_of(local, k).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    /// The local snapshot at `k` and the ones under it, full first: a delta
+    /// table names its parent (FORMAT.md §14). `None` when one of them is
+    /// gone (a compaction since the listing).
+    fn table_chain(&self, local: &Local, k: u64) -> Option<Vec<(u64, String)>> {
+        let mut chain = Vec::new();
+        let mut at = Some(k);
+        while let Some(seq) = at {
+            let (_, name) = local.snapshots.iter().find(|(s, _)| *s == seq)?;
+            at = crate::engine::snapshot_parent(self.vfs.as_ref(), &self.dir.join(name))
+                .filter(|&p| p < seq);
+            chain.push((seq, name.clone()));
+        }
+        chain.reverse();
+        Some(chain)
     }
 
     /// The records `next` carries inline, byte for byte as shipped, then

@@ -72,8 +72,6 @@ impl Runs {
         crate::remote::restore_if_missing(&dir, id, self.key(), self.remote_root.as_ref())
             .map_err(|e| remote_err("restore the run from its remote", &dir, e))?;
         let opts = self.store_options(create, None);
-        // A shipped run keeps full snapshots only: the remote restores one
-        // snapshot and the log after it, never a delta without its chain.
         // A deferred open applies one change: a one-shot writer (FORMAT.md
         // §5.8), which lets the lock go once its record is written and shares
         // its fdatasync with other writer processes.
@@ -83,9 +81,11 @@ impl Runs {
         };
         #[cfg(feature = "remote")]
         let opts = {
+            // A shipped run keeps its delta tables (the shipper sends them with
+            // the full table under them, FORMAT.md §13.4), so its writer's
+            // overlay stays as small as an unshipped run's.
             let shipped = crate::remote::configured(&dir, self.remote_root.as_ref());
             engine::Options {
-                delta_bytes: if shipped { 0 } else { opts.delta_bytes },
                 // A shipped run's writer holds the lock across its ship round.
                 one_shot: opts.one_shot && !shipped,
                 ..opts

@@ -327,7 +327,9 @@ fn generate_seed_corpus(out: &Path) {
 /// after a chunk; one whose inline frames are damaged under a matching digest;
 /// and a truncated one.
 fn manifest_seeds(out: &Path) {
-    use runlog::remote::layout::{ChunkRef, InlineRef, Manifest, chunk_name};
+    use runlog::remote::layout::{
+        ChunkRef, InlineRef, Manifest, SnapshotRef, chunk_name, snapshot_object_name,
+    };
     let mut v1 = Manifest::genesis(1, 1, ("fuzz".into(), "d".into()), "binary", String::new());
     v1.version = 1;
     v1.holder.clear();
@@ -385,6 +387,21 @@ fn manifest_seeds(out: &Path) {
             &v2.encode(),
         );
     }
+    // Version 3 with a full table and a delta table over it (§13.2 `deltas`).
+    let mut tables = Manifest::genesis(1, 1, ("fuzz".into(), "d".into()), "binary", String::new());
+    tables.snapshot = Some(SnapshotRef {
+        seq: 4,
+        object: snapshot_object_name(4, 1, 1),
+        len: 700,
+    });
+    tables.deltas.push(SnapshotRef {
+        seq: 9,
+        object: snapshot_object_name(9, 1, 1),
+        len: 90,
+    });
+    tables.shipped = 9;
+    assert_eq!(Manifest::decode(1, &tables.encode()).unwrap(), tables);
+    write(out, "manifest_decode", "v3_delta_tables", &tables.encode());
     let whole = v1.encode();
     write(
         out,
