@@ -447,9 +447,12 @@ impl Shipper {
         let Some(chain) = self.table_chain(local, k) else {
             return Ok(()); // compacted away since the listing: the next round sees its successor
         };
-        let mut refs = Vec::with_capacity(chain.len());
+        let mut refs: Vec<SnapshotRef> = Vec::with_capacity(chain.len());
         for (i, (seq, name)) in chain.into_iter().enumerate() {
-            if let Some(r) = held.get(i).filter(|r| r.seq == seq && i == refs.len()) {
+            // The chain already holds it when it holds every table under it
+            // at the same places (a table names its parent by seq).
+            let same_below = refs.iter().zip(&held).all(|(a, b)| a == b);
+            if let Some(r) = held.get(i).filter(|r| r.seq == seq && same_below) {
                 refs.push(r.clone());
                 continue;
             }

@@ -115,6 +115,13 @@ fn a_stores_delta_tables_ship_with_its_full_table_and_restore_to_the_same_state(
         head.chunks.iter().all(|c| c.last > 200) && head.inline.iter().all(|r| r.last > 200),
         "what the tables cover left the live set: {head:?}"
     );
+    // Each table went up once: a round reuses what the chain already holds.
+    let tables = rem.list("test", "snapshots").unwrap();
+    assert_eq!(
+        tables.len(),
+        3,
+        "the tables at 100, 150 and 200: {tables:?}"
+    );
     verify_remote(&RealFs, &rem, None).unwrap();
     let b = tmp.path().join("b");
     let report = restore(&RealFs, &rem, &b, None).unwrap();
