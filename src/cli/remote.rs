@@ -211,15 +211,9 @@ mod imp {
         let remote = Remote::open(url).map_err(|e| fail(url, e))?;
         let r = restore(&RealFs, &remote, &dir, runs.key()).map_err(|e| fail(url, e))?;
         // The restored run remembers its remote; its next writer claims an epoch.
-        RemoteConfig {
-            url: url.to_string(),
-            policy: Policy::Sync,
-            epoch: 0,
-            holder: String::new(),
-            rounds_in_flight: None,
-        }
-        .write(&RealFs, &dir)
-        .map_err(|e| fail(url, e))?;
+        RemoteConfig::new(url.to_string(), Policy::Sync)
+            .write(&RealFs, &dir)
+            .map_err(|e| fail(url, e))?;
         print(
             json,
             serde_json::json!({"run": run, "restoredTo": dir.display().to_string(), "manifest": r.manifest,

@@ -577,15 +577,9 @@ fn attach(dir: &Path, url: &str) -> Result<(), RunError> {
             "--remote {url} already holds a run: the demo needs an empty prefix"
         )));
     }
-    RemoteConfig {
-        url: url.to_string(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
-    .write(&RealFs, dir)
-    .map_err(|e| remote_err("attach", url, e))
+    RemoteConfig::new(url.to_string(), Policy::Sync)
+        .write(&RealFs, dir)
+        .map_err(|e| remote_err("attach", url, e))
 }
 
 /// The host is lost: its run directory goes, entirely; the run is restored
@@ -614,15 +608,9 @@ fn lose_host(
     let remote = Remote::open(url).map_err(|e| remote_err("open", url, e))?;
     let r = restore(&RealFs, &remote, &target, None)
         .map_err(|e| remote_err("restore the run from", url, e))?;
-    RemoteConfig {
-        url: url.to_string(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
-    .write(&RealFs, &target)
-    .map_err(|e| remote_err("attach", url, e))?;
+    RemoteConfig::new(url.to_string(), Policy::Sync)
+        .write(&RealFs, &target)
+        .map_err(|e| remote_err("attach", url, e))?;
     Ok(HostLoss {
         after_kill,
         acked_seq,

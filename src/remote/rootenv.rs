@@ -67,13 +67,7 @@ impl RemoteRoot {
 
     /// The remote config run `id` gets under this root.
     pub fn config(&self, id: &str) -> RemoteConfig {
-        RemoteConfig {
-            url: format!("{}/{id}", self.url),
-            policy: self.policy,
-            epoch: 0,
-            holder: String::new(),
-            rounds_in_flight: None,
-        }
+        RemoteConfig::new(format!("{}/{id}", self.url), self.policy)
     }
 }
 

@@ -17,13 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 fn config(url: &str, policy: Policy) -> RemoteConfig {
-    RemoteConfig {
-        url: url.into(),
-        policy,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
+    RemoteConfig::new(url, policy)
 }
 
 pub(crate) fn s3_store(bucket: &str) -> Arc<dyn ObjectStore> {

@@ -43,13 +43,7 @@ fn ceph_behind_a_20ms_delay_restores_in_parallel_what_a_sequential_restore_gives
     let url = s3_url(&bucket, "delayed");
     let tmp = tempfile::tempdir().unwrap();
     let local = open(&tmp.path().join("a"));
-    let config = RemoteConfig {
-        url: url.clone(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    };
+    let config = RemoteConfig::new(url.clone(), Policy::Sync);
     let far = || s3_remote(&bucket, &url, &proxy.url());
     let r = Replication::start(&local, far().with_inline_limits(0, 0), &config).unwrap();
     for v in 1..=50u64 {

@@ -24,13 +24,7 @@ fn child_writer() {
         crate::skip_support::child_only("child_writer", CHILD_ENV);
     };
     let (dir, url) = spec.split_once('|').unwrap();
-    let config = RemoteConfig {
-        url: url.into(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    };
+    let config = RemoteConfig::new(url, Policy::Sync);
     let r_local = open(std::path::Path::new(dir));
     let r = Replication::start(&r_local, Remote::open(url).unwrap(), &config).unwrap();
     // Four appenders: their rounds are in flight together when the kill lands.

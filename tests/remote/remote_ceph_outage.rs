@@ -38,13 +38,7 @@ fn ceph_gateway_stopped_mid_run_async_catches_up_and_sync_never_acks_without_it(
     let tmp = tempfile::tempdir().unwrap();
     let url_a = s3_url(&bucket, "outage-async");
     let url_s = s3_url(&bucket, "outage-sync");
-    let cfg = |url: &str, policy| RemoteConfig {
-        url: url.into(),
-        policy,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    };
+    let cfg = |url: &str, policy| RemoteConfig::new(url, policy);
     let a_local = open(&tmp.path().join("async"));
     let a = Replication::start(
         &a_local,

@@ -19,13 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 fn config() -> RemoteConfig {
-    RemoteConfig {
-        url: "test://faulty".into(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
+    RemoteConfig::new("test://faulty", Policy::Sync)
 }
 
 /// How the rounds ship their records: `(round, total)` inline limits.
@@ -49,18 +43,19 @@ fn remote_for(store: Arc<dyn ObjectStore>, mode: Mode) -> Remote {
     }
 }
 
+/// Starts replicating `local`: with one call failing, a claim succeeds
+/// within 3 attempts.
+fn claim(local: &runlog::engine::Store<remote_support::Log>, remote: &Remote) -> Replication {
+    (0..3)
+        .find_map(|_| Replication::start(local, remote.clone(), &config()).ok())
+        .expect("a claim succeeds within 3 attempts when one call fails")
+}
+
 /// Runs the workload against `store`; returns the values acknowledged.
 fn workload(store: Arc<dyn ObjectStore>, dir: &std::path::Path, mode: Mode) -> Vec<u64> {
     let remote = remote_for(store, mode);
     let local = open(dir);
-    let mut rep = None;
-    for _ in 0..3 {
-        if let Ok(r) = Replication::start(&local, remote.clone(), &config()) {
-            rep = Some(r);
-            break;
-        }
-    }
-    let r = rep.expect("a claim succeeds within 3 attempts when one call fails");
+    let r = claim(&local, &remote);
     let mut acked = vec![];
     for v in 1..=8u64 {
         if r.append(&local, &v).is_ok() {
@@ -155,14 +150,7 @@ fn every_call_failing_or_losing_its_answer_with_rounds_in_flight_loses_nothing_a
         let gate = Arc::new(Gate::new(faulty, std::time::Duration::from_millis(20)));
         let remote = Remote::with_store(gate.clone(), "run", "test://faulty").unwrap();
         let local = open(dir);
-        let mut rep = None;
-        for _ in 0..3 {
-            if let Ok(r) = Replication::start(&local, remote.clone(), &config()) {
-                rep = Some(r);
-                break;
-            }
-        }
-        let r = rep.expect("a claim succeeds within 3 attempts when one call fails");
+        let r = claim(&local, &remote);
         let acked = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|s| {
             for t in 0..4u64 {

@@ -24,13 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 fn config() -> RemoteConfig {
-    RemoteConfig {
-        url: "test://inline".into(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
+    RemoteConfig::new("test://inline", Policy::Sync)
 }
 
 fn remote(store: Arc<dyn ObjectStore>) -> Remote {

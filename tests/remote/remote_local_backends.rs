@@ -18,13 +18,7 @@ use runlog::remote::{
 use std::sync::Arc;
 
 fn config(policy: Policy) -> RemoteConfig {
-    RemoteConfig {
-        url: "test://remote".into(),
-        policy,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
+    RemoteConfig::new("test://remote", policy)
 }
 
 fn backends() -> Vec<(&'static str, Arc<dyn ObjectStore>, tempfile::TempDir)> {
@@ -355,8 +349,6 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     // epoch shipped: not a newer writer, damage (a host's copy rolled back).
     let own = RemoteConfig {
         epoch: 1,
-        holder: String::new(),
-        rounds_in_flight: None,
         ..config(Policy::Sync)
     };
     let local = open(&b);
@@ -365,8 +357,6 @@ fn a_writer_missing_records_its_own_epoch_shipped_is_diverged_not_fenced() {
     // A directory claiming an epoch the chain never reached: its claim is missing.
     let ahead = RemoteConfig {
         epoch: 5,
-        holder: String::new(),
-        rounds_in_flight: None,
         ..config(Policy::Sync)
     };
     let local = open(&tmp.path().join("a"));

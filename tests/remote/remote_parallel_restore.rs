@@ -35,13 +35,7 @@ fn remote(store: Arc<dyn ObjectStore>) -> Remote {
 fn chain(dir: &Path) -> (Arc<dyn ObjectStore>, Manifest) {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let local = open(dir);
-    let config = RemoteConfig {
-        url: "test://parallel".into(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    };
+    let config = RemoteConfig::new("test://parallel", Policy::Sync);
     let r = Replication::start(
         &local,
         remote(store.clone()).with_inline_limits(0, 0),

@@ -33,13 +33,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 fn config(url: &str) -> RemoteConfig {
-    RemoteConfig {
-        url: url.into(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
+    RemoteConfig::new(url, Policy::Sync)
 }
 
 /// A store under test: its prefix and URL.

@@ -66,15 +66,9 @@ fn status_says_an_unanswering_remote_was_not_reached_and_keeps_exit_0() {
     // Attach by writing the REMOTE file: `remote attach` would itself wait
     // on the endpoint (its claim is a write).
     let dir = Runs::new(&root).run_dir("r1").unwrap();
-    RemoteConfig {
-        url: "s3://bucket/prefix".into(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    }
-    .write(&RealFs, &dir)
-    .unwrap();
+    RemoteConfig::new("s3://bucket/prefix", Policy::Sync)
+        .write(&RealFs, &dir)
+        .unwrap();
     let endpoint = blackhole();
 
     let human = ok(&runlog_s3(&root, &endpoint, &["status", "r1"]));

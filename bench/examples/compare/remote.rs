@@ -90,13 +90,7 @@ pub fn append(name: &'static str, policy: Policy, threads: usize) -> Result<Cont
         common::opts(Codec::Binary, common::GROUPED),
     )
     .map_err(|e| e.to_string())?;
-    let config = RemoteConfig {
-        url: url.clone(),
-        policy,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    };
+    let config = RemoteConfig::new(url.clone(), policy);
     let mut remote = Remote::open(&url).map_err(|e| e.to_string())?;
     // RUNLOG_COMPARE_INLINE=round,total: other inline limits than the
     // defaults (0,0 ships every round as a chunk then its manifest), to
@@ -182,13 +176,7 @@ pub fn restore_1m(_: &Config, _: &Cache) -> Result<Contender, String> {
     let store = Store::<Units>::open(&path, common::opts(Codec::Binary, common::GROUPED))
         .map_err(|e| e.to_string())?;
     let open_secs = t.elapsed().as_secs_f64();
-    let config = RemoteConfig {
-        url: url.clone(),
-        policy: Policy::Sync,
-        epoch: 0,
-        holder: String::new(),
-        rounds_in_flight: None,
-    };
+    let config = RemoteConfig::new(url.clone(), Policy::Sync);
     let remote = read_ahead(Remote::open(&url).map_err(|e| e.to_string())?)?;
     let t = Instant::now();
     let r = Replication::start(&store, remote.clone(), &config).map_err(|e| e.to_string())?;
