@@ -89,6 +89,16 @@ pub trait Machine: Send + Sync + 'static {
         None
     }
 
+    /// How many entries `state` holds in memory that its snapshot tables do
+    /// not (a keyed state's overlay): what the next compaction frees. Past
+    /// [`Options::max_backlog`](super::Options::max_backlog), appends wait for
+    /// a running compaction (FORMAT.md §14.6). 0, the default: a state held
+    /// whole in memory, which no compaction shrinks.
+    fn backlog(state: &Self::State) -> u64 {
+        let _ = state;
+        0
+    }
+
     /// About how many bytes a snapshot of `state` would take, and a delta of
     /// what changed since its newest snapshot, for the room check before an
     /// automatic compaction (FORMAT.md §5.4). `None`, the default: not known;

@@ -97,6 +97,13 @@ pub struct Options {
     /// only by a writer that has itself appended this much (a long-lived one).
     /// 0 (the default) writes no deltas: every compaction writes a full snapshot.
     pub delta_bytes: u64,
+    /// Most entries the state may hold outside its snapshot tables (a keyed
+    /// state's overlay, [`Machine::backlog`](super::Machine::backlog)) before
+    /// appends wait for compaction (FORMAT.md §14.6): past it, an append whose
+    /// records are durable returns only once the running compaction has
+    /// ended, so memory stays bounded when appends outpace compaction. 0: no
+    /// bound. Default 262,144.
+    pub max_backlog: u64,
     /// The filesystem; tests substitute a simulated one.
     pub vfs: Arc<dyn Vfs>,
     /// Called during replay with progress.
@@ -122,6 +129,11 @@ pub struct Options {
     pub one_shot: bool,
 }
 
+/// [`Options::max_backlog`]'s default: at ~200 bytes an entry (a run's
+/// unit), about 50 MB of overlay, and as much again while a compaction
+/// rebuilds the state it flushes.
+pub(crate) const DEFAULT_MAX_BACKLOG: u64 = 1 << 18;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -133,6 +145,7 @@ impl Default for Options {
             preallocate: 1 << 20,
             compaction: CompactionPolicy::default(),
             delta_bytes: 0,
+            max_backlog: DEFAULT_MAX_BACKLOG,
             vfs: Arc::new(RealFs),
             progress: None,
             key: None,
@@ -153,6 +166,7 @@ impl std::fmt::Debug for Options {
             .field("preallocate", &self.preallocate)
             .field("compaction", &self.compaction)
             .field("delta_bytes", &self.delta_bytes)
+            .field("max_backlog", &self.max_backlog)
             .field("key", &self.key)
             .finish_non_exhaustive()
     }
@@ -194,4 +208,7 @@ pub struct Stats {
     /// after later appends. [`Store::compaction_deferred`](super::Store::compaction_deferred)
     /// says why.
     pub compactions_deferred: AtomicU64,
+    /// Appends that waited for a running compaction because the state held
+    /// more than [`Options::max_backlog`] entries outside its tables.
+    pub backlog_waits: AtomicU64,
 }

@@ -314,6 +314,17 @@ impl Remote {
 
     /// Writes `bytes` as `rel` only if no object has that name (`If-None-Match: *`).
     pub fn put_create(&self, op: &'static str, rel: &str, bytes: Vec<u8>) -> Result<Put> {
+        self.put_create_shared(op, rel, bytes::Bytes::from(bytes))
+    }
+
+    /// [`Remote::put_create`] of shared bytes (a table's file, mapped or
+    /// read): the request holds them, uncopied, and so may the caller.
+    pub(crate) fn put_create_shared(
+        &self,
+        op: &'static str,
+        rel: &str,
+        bytes: bytes::Bytes,
+    ) -> Result<Put> {
         let path = self.path(rel);
         let opts = PutOptions {
             mode: PutMode::Create,

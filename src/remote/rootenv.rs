@@ -5,13 +5,14 @@
 //! is attached to it with the root's policy.
 //!
 //! The library reads no environment: the CLI and the Python binding build the
-//! root from `RUNLOG_REMOTE_ROOT` and `RUNLOG_REMOTE_POLICY` with
-//! [`RemoteRoot::from_env`].
+//! root from `RUNLOG_REMOTE_ROOT`, `RUNLOG_REMOTE_POLICY` and
+//! `RUNLOG_REMOTE_ROUNDS_IN_FLIGHT` with [`RemoteRoot::from_env`].
 
 use super::chain::latest_manifest;
 use super::client::Remote;
 use super::config::{Policy, REMOTE_FILE, RemoteConfig};
 use super::error::{RemoteError, Result};
+use super::layout::MAX_ROUNDS_IN_FLIGHT;
 use super::restore::restore;
 use crate::engine::{Key, RealFs};
 use std::path::Path;
@@ -20,6 +21,9 @@ use std::path::Path;
 pub const ENV_REMOTE_ROOT: &str = "RUNLOG_REMOTE_ROOT";
 /// The variable they read that root's policy from (`sync`, the default, or `async`).
 pub const ENV_REMOTE_POLICY: &str = "RUNLOG_REMOTE_POLICY";
+/// The variable they read the rounds in flight of that root's runs from (1
+/// to 8; unset: the default, 4).
+pub const ENV_REMOTE_ROUNDS_IN_FLIGHT: &str = "RUNLOG_REMOTE_ROUNDS_IN_FLIGHT";
 
 /// The remote root every run of a runs root ships under, and the policy runs
 /// attached through it get.
@@ -27,6 +31,7 @@ pub const ENV_REMOTE_POLICY: &str = "RUNLOG_REMOTE_POLICY";
 pub struct RemoteRoot {
     url: String,
     policy: Policy,
+    rounds_in_flight: Option<u64>,
 }
 
 impl RemoteRoot {
@@ -35,12 +40,21 @@ impl RemoteRoot {
         RemoteRoot {
             url: url.trim_end_matches('/').to_string(),
             policy,
+            rounds_in_flight: None,
         }
     }
 
+    /// The same root, its runs attached with `rounds` in flight (kept in
+    /// their `REMOTE` files; clamped to 1..=8, FORMAT.md §13.4).
+    pub fn with_rounds_in_flight(mut self, rounds: u64) -> RemoteRoot {
+        self.rounds_in_flight = Some(rounds.clamp(1, MAX_ROUNDS_IN_FLIGHT));
+        self
+    }
+
     /// The root `RUNLOG_REMOTE_ROOT` names, with `RUNLOG_REMOTE_POLICY`'s
-    /// policy; `None` when the first is unset or empty. A policy that does not
-    /// parse is an error naming the variable.
+    /// policy and `RUNLOG_REMOTE_ROUNDS_IN_FLIGHT`'s rounds; `None` when the
+    /// first is unset or empty. A value that does not parse is an error
+    /// naming its variable.
     pub fn from_env() -> Result<Option<RemoteRoot>> {
         let Some(url) = std::env::var(ENV_REMOTE_ROOT)
             .ok()
@@ -57,7 +71,18 @@ impl RemoteRoot {
             })?,
             _ => Policy::Sync,
         };
-        Ok(Some(RemoteRoot::new(&url, policy)))
+        let root = RemoteRoot::new(&url, policy);
+        match std::env::var(ENV_REMOTE_ROUNDS_IN_FLIGHT) {
+            Ok(k) if !k.is_empty() => match k.parse::<u64>() {
+                Ok(n) if (1..=MAX_ROUNDS_IN_FLIGHT).contains(&n) => {
+                    Ok(Some(root.with_rounds_in_flight(n)))
+                }
+                _ => Err(RemoteError::Config(format!(
+                    "${ENV_REMOTE_ROUNDS_IN_FLIGHT}={k:?}: expected 1 to {MAX_ROUNDS_IN_FLIGHT} (FORMAT.md §13.4)"
+                ))),
+            },
+            _ => Ok(Some(root)),
+        }
     }
 
     /// The root's URL.
@@ -67,7 +92,9 @@ impl RemoteRoot {
 
     /// The remote config run `id` gets under this root.
     pub fn config(&self, id: &str) -> RemoteConfig {
-        RemoteConfig::new(format!("{}/{id}", self.url), self.policy)
+        let mut config = RemoteConfig::new(format!("{}/{id}", self.url), self.policy);
+        config.rounds_in_flight = self.rounds_in_flight;
+        config
     }
 }
 

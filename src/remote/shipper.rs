@@ -398,7 +398,7 @@ impl Shipper {
         let object = chunk_name(first, last, epoch, number);
         let chunk = encode_chunk(&header, first, &frames);
         let len = chunk.len() as u64;
-        self.upload("put chunk", &object, chunk)?;
+        self.upload("put chunk", &object, chunk.into())?;
         if merge {
             if last < next.shipped {
                 // Never: a merge re-ships under MERGE_MAX_BYTES, far below a chunk's cut.
@@ -457,8 +457,10 @@ impl Shipper {
                 continue;
             }
             let path = self.dir.join(&name);
-            let bytes = match self.vfs.read(&path) {
-                Ok(b) => (*b).as_ref().to_vec(),
+            // A snapshot is never written after its rename: mapped, it is
+            // sent from the page cache, not from a copy in this process.
+            let bytes = match self.vfs.read_mapped(&path) {
+                Ok(b) => bytes::Bytes::from_owner(Mapped(b)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(crate::engine::Error::io("read snapshot", &path, e).into()),
             };
@@ -528,9 +530,9 @@ impl Shipper {
 
     /// Create-only upload of an object only this writer names; a lost answer
     /// retried finds its own bytes there.
-    fn upload(&mut self, op: &'static str, object: &str, bytes: Vec<u8>) -> Result<()> {
+    fn upload(&mut self, op: &'static str, object: &str, bytes: bytes::Bytes) -> Result<()> {
         let len = bytes.len() as u64;
-        match self.remote.put_create(op, object, bytes.clone())? {
+        match self.remote.put_create_shared(op, object, bytes.clone())? {
             Put::Created => {}
             Put::Exists => {
                 let found = self.remote.get(op, object, len)?;
@@ -746,5 +748,15 @@ fn check_continues(vfs: &dyn Vfs, dir: &Path, head: &Manifest) -> Result<()> {
                 dir.display()
             ),
         }),
+    }
+}
+
+/// A snapshot file's bytes as `object_store` sends them: the map (or the
+/// read) the engine's filesystem gave, held until the request is done.
+struct Mapped(Box<dyn crate::engine::FileData>);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        (*self.0).as_ref()
     }
 }

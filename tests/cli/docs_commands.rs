@@ -482,6 +482,7 @@ fn run_all(dir: &Path, commands: &[String]) -> (Vec<Ran>, Option<String>) {
             "RUNLOG_KEY_FILE",
             "RUNLOG_REMOTE_ROOT",
             "RUNLOG_REMOTE_POLICY",
+            "RUNLOG_REMOTE_ROUNDS_IN_FLIGHT",
             "RUNLOG_NOW",
             "BASH_ENV",
             "ENV",

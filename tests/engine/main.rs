@@ -23,6 +23,7 @@ mod cap_alloc;
 #[global_allocator]
 static ALLOC: cap_alloc::CapAlloc = cap_alloc::CapAlloc;
 
+mod backlog_bounds_memory_while_compaction_lags;
 mod bug_failed_rotation_fsync_left_preallocated_zeros;
 mod bug_jsonl_header_first_byte;
 mod bug_jsonl_lost_newline_before_last_record;

@@ -161,6 +161,51 @@ fn cli_remote_root_from_the_environment_restores_a_missing_run_on_a_new_host() {
     assert_eq!(o.status.code(), Some(1), "the first host is fenced");
 }
 
+/// `RUNLOG_REMOTE_ROUNDS_IN_FLIGHT` reaches every run the environment's root
+/// attaches: kept in the run's REMOTE file, reported by `remote status`, and
+/// a value out of 1..=8 (or not a number) is refused (exit 2), naming the
+/// variable, before anything is written.
+#[test]
+fn cli_remote_root_rounds_in_flight_from_the_environment_are_kept_by_each_run_it_attaches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = format!("file://{}", tmp.path().join("remote").display());
+    let h1 = tmp.path().join("h1");
+    let with = |k: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_runlog"))
+            .arg("--dir")
+            .arg(&h1)
+            .args(args)
+            .env("RUNLOG_REMOTE_ROOT", &root)
+            .env("RUNLOG_REMOTE_ROUNDS_IN_FLIGHT", k)
+            .output()
+            .unwrap()
+    };
+    for bad in ["0", "9", "four"] {
+        let o = with(bad, &["init", "--id", "r1", "--task", "t", "--units", "a"]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(
+            err.contains("RUNLOG_REMOTE_ROUNDS_IN_FLIGHT") && err.contains("expected 1 to 8"),
+            "{err}"
+        );
+        assert!(!h1.join("runs/r1").exists(), "{bad}: nothing written");
+    }
+    ok(&with(
+        "2",
+        &["init", "--id", "r1", "--task", "t", "--units", "a,b"],
+    ));
+    ok(&with("2", &["unit", "r1", "a", "done"]));
+    let file = std::fs::read_to_string(h1.join("runs/r1/REMOTE")).unwrap();
+    assert!(file.contains("\"roundsInFlight\":2"), "{file}");
+    let s: serde_json::Value =
+        serde_json::from_str(&ok(&runlog(&h1, &["remote", "status", "r1", "--json"]))).unwrap();
+    assert_eq!(
+        (s["roundsInFlight"].as_u64(), s["lag"].as_u64()),
+        (Some(2), Some(0)),
+        "{s}"
+    );
+}
+
 /// Issue 22: an `s3://` remote with no credentials in the environment failed
 /// with the instance metadata service's refusal, naming nothing the user set.
 /// It now says which `AWS_*` variables to set. Every address the client could

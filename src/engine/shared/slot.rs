@@ -88,6 +88,17 @@ impl Slot {
         c.deferred.then(|| c.last_error.clone()).flatten()
     }
 
+    /// Waits until no compaction holds the slot (at once when none does);
+    /// true when it waited.
+    pub(crate) fn wait_free(&self) -> bool {
+        let mut c = lock(&self.state);
+        let waited = c.running;
+        while c.running {
+            c = self.freed.wait(c).unwrap_or_else(|p| p.into_inner());
+        }
+        waited
+    }
+
     /// Waits for the background compaction's thread, if any, to end.
     pub(crate) fn wait_idle(&self) {
         let h = lock(&self.state).handle.take();

@@ -510,6 +510,10 @@ impl<M: KeyedMachine> Machine for Keyed<M> {
         state.tail_copy()
     }
 
+    fn backlog(state: &KeyedState<M>) -> u64 {
+        state.overlay.len() as u64
+    }
+
     /// The entries (all of them, and the overlay's) times the bytes per
     /// entry of the chain's full table, blocks, index and footer included.
     /// No table yet, or an empty one: not known.

@@ -50,7 +50,7 @@ impl<M: Machine> Store<M> {
                 })
                 .collect();
         }
-        let (last, want_compact) = {
+        let (last, want_compact, over_backlog) = {
             let mut g = lock(&s.inner);
             if let Some(cause) = g.poison.cause() {
                 return poisoned_batch(ts.len(), cause);
@@ -100,6 +100,8 @@ impl<M: Machine> Store<M> {
             // Not before a deferred open's first write (all refused so far),
             // nor without room for it (FORMAT.md §5.4).
             let want_compact = g.prepared() && compact::due_with_room(s, &g);
+            let over_backlog =
+                s.opts.max_backlog > 0 && M::backlog(g.live.state()) > s.opts.max_backlog;
             if s.opts.one_shot && last.is_some() && !want_compact {
                 // Written: other writer processes may append after it while
                 // its fsync runs, and share it (FORMAT.md §5.8).
@@ -116,7 +118,7 @@ impl<M: Machine> Store<M> {
                 }
                 s.writer_lock.release();
             }
-            (last, want_compact)
+            (last, want_compact, over_backlog)
         };
         if let Some(seq) = last {
             s.stats.appends.fetch_add(
@@ -137,6 +139,13 @@ impl<M: Machine> Store<M> {
         }
         if want_compact {
             compact::spawn_background(&self.shared);
+        }
+        // Bounded memory (FORMAT.md §14.6): past the backlog, this append
+        // returns once the running compaction (often the one just started)
+        // has ended and its install has dropped what it flushed. No lock is
+        // held here, and a deferred or failed compaction ends the wait too.
+        if over_backlog && s.compaction.wait_free() {
+            s.stats.backlog_waits.fetch_add(1, Ordering::Relaxed);
         }
         results
     }
