@@ -151,6 +151,11 @@ impl Flight {
     pub fn len(&self) -> usize {
         self.slots.len()
     }
+
+    /// True when every slot sent has settled.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -58,10 +58,19 @@ impl Core {
         if lock(&self.state).shipped >= seq {
             return Ok(());
         }
+        self.rounds(Ok(seq))
+    }
+
+    /// Rounds until the remote holds record `seq` (`Ok`), or until its
+    /// newest table covers seq `k` (`Err(k)`: a round of a snapshot alone,
+    /// when no record follows it).
+    fn rounds(&self, upto: std::result::Result<u64, u64>) -> Result<()> {
         let mut s = lock(&self.shipper);
         loop {
-            let upto = self.durable.load(Ordering::Acquire).max(seq);
-            let step = s.step(seq, upto);
+            let step = match upto {
+                Ok(seq) => s.step(seq, self.durable.load(Ordering::Acquire).max(seq)),
+                Err(k) => s.step_snapshot(k),
+            };
             *lock(&self.state) = s.state().clone();
             let (n, bytes) = match step {
                 Ok(Step::Done) => {
@@ -175,6 +184,11 @@ impl Shipping {
     fn flush(&self) -> Result<()> {
         let d = self.core.durable.load(Ordering::Acquire);
         self.core.ship_to(d)
+    }
+
+    fn ship_snapshot(&self, k: u64) -> Result<()> {
+        self.flush()?;
+        self.core.rounds(Err(k))
     }
 
     fn status(&self) -> RemoteStatus {
@@ -400,6 +414,14 @@ impl Replication {
     /// Ships everything acknowledged so far, now, whatever the policy.
     pub fn flush(&self) -> Result<()> {
         self.live.get().map_or(Ok(()), Shipping::flush)
+    }
+
+    /// Ships everything acknowledged so far, then the local snapshot at
+    /// `k` (or a newer one) unless the remote's newest table covers `k`
+    /// already, whatever the policy: after an explicit compaction, so that a
+    /// restore fetches that table rather than the log before it.
+    pub fn ship_snapshot(&self, k: u64) -> Result<()> {
+        self.live.get().map_or(Ok(()), |s| s.ship_snapshot(k))
     }
 
     /// This handle's status: this host's epoch, the seq durable here, the seq

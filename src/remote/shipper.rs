@@ -281,6 +281,39 @@ impl Shipper {
         if let Some((n, bytes)) = self.flight.resend() {
             return Ok(Step::Send(n, bytes));
         }
+        self.step_records(seq, upto)
+    }
+
+    /// The next step toward a head whose newest table covers seq `k` (an
+    /// explicit compaction's snapshot, which no round ships for want of
+    /// records after it): `Done` once it does (or no local snapshot at or
+    /// after `k` is left to ship); `Wait` while rounds are in flight, which
+    /// settle first, in slot order (FORMAT.md §13.4), and may carry it;
+    /// then a round of the records shipped already and the newest snapshot.
+    pub fn step_snapshot(&mut self, k: u64) -> Result<Step> {
+        self.settle()?;
+        let top = self.head.deltas.last().or(self.head.snapshot.as_ref());
+        if top.is_some_and(|t| t.seq >= k) {
+            return Ok(Step::Done);
+        }
+        if let Some((n, bytes)) = self.flight.resend() {
+            return Ok(Step::Send(n, bytes));
+        }
+        if !self.flight.is_empty() {
+            return Ok(Step::Wait);
+        }
+        let shipped = self.head.shipped;
+        let local = list_local(self.vfs.as_ref(), &self.dir)?;
+        if !local.snapshots.iter().any(|&(s, _)| s >= k && s <= shipped) {
+            return Ok(Step::Done);
+        }
+        let (next, inline) = self.plan(shipped)?;
+        self.base = next.clone();
+        let n = next.number;
+        Ok(Step::Send(n, self.flight.push(next, inline)))
+    }
+
+    fn step_records(&mut self, seq: u64, upto: u64) -> Result<Step> {
         if self.flight.covers(seq) || !self.flight.has_room() {
             return Ok(Step::Wait);
         }

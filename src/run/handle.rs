@@ -166,6 +166,22 @@ impl Run {
         Ok(())
     }
 
+    /// Hands the snapshot at `k` to the run's remote (returns once shipped).
+    #[cfg(feature = "remote")]
+    fn snapshot_shipped(&self, k: u64) -> std::result::Result<(), ShipFailure> {
+        match &self.remote {
+            Some(r) => r
+                .ship_snapshot(k)
+                .map_err(|e| (r.url().to_string(), Arc::new(e))),
+            None => Ok(()),
+        }
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn snapshot_shipped(&self, _k: u64) -> std::result::Result<(), ShipFailure> {
+        Ok(())
+    }
+
     /// Applies changes in order with one write and one fsync; each is accepted
     /// or refused on its own.
     pub fn apply_batch(&self, changes: Vec<Change>) -> Vec<Result<u64>> {
@@ -310,11 +326,17 @@ impl Run {
         })
     }
 
-    /// Snapshots the run and trims its log.
+    /// Snapshots the run and trims its log; a shipped run then ships that
+    /// snapshot, whatever its policy, so that a restore fetches it rather
+    /// than the log it folded (FORMAT.md §13.4).
     pub fn compact(&self) -> Result<CompactReport> {
-        self.store
+        let report = self
+            .store
             .compact()
-            .map_err(|e| RunError::engine(&self.id, e))
+            .map_err(|e| RunError::engine(&self.id, e))?;
+        self.snapshot_shipped(report.snapshot_seq)
+            .map_err(|f| ship_error(&f))?;
+        Ok(report)
     }
 }
 

@@ -16,6 +16,7 @@ mod remote_ceph_delayed;
 mod remote_ceph_kill;
 mod remote_ceph_outage;
 mod remote_cli;
+mod remote_compact_ships_snapshot;
 mod remote_delta_tables;
 mod remote_faults;
 mod remote_inflight_rule_model;
