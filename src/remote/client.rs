@@ -404,7 +404,9 @@ pub(super) async fn fetch(store: Arc<dyn ObjectStore>, path: ObjPath, max_len: u
     if g.meta.size > max_len {
         return Ok(Err(g.meta.size));
     }
-    g.bytes().await.map(|b| Ok(b.to_vec()))
+    // `Vec::from` takes over a buffer the body owns alone (no second copy
+    // of a table-sized object while the first is alive).
+    g.bytes().await.map(|b| Ok(Vec::from(b)))
 }
 
 /// The `store` of the error a call past its deadline fails with.
