@@ -281,7 +281,10 @@ impl Shipper {
         if let Some((n, bytes)) = self.flight.resend() {
             return Ok(Step::Send(n, bytes));
         }
-        self.step_records(seq, upto)
+        if self.flight.covers(seq) || !self.flight.has_room() {
+            return Ok(Step::Wait);
+        }
+        self.send_next(upto.max(seq))
     }
 
     /// The next step toward a head whose newest table covers seq `k` (an
@@ -307,17 +310,13 @@ impl Shipper {
         if !local.snapshots.iter().any(|&(s, _)| s >= k && s <= shipped) {
             return Ok(Step::Done);
         }
-        let (next, inline) = self.plan(shipped)?;
-        self.base = next.clone();
-        let n = next.number;
-        Ok(Step::Send(n, self.flight.push(next, inline)))
+        self.send_next(shipped)
     }
 
-    fn step_records(&mut self, seq: u64, upto: u64) -> Result<Step> {
-        if self.flight.covers(seq) || !self.flight.has_room() {
-            return Ok(Step::Wait);
-        }
-        let (next, inline) = self.plan(upto.max(seq))?;
+    /// Plans the next slot's manifest over the last one planned (records up
+    /// to `upto`), queues it in flight and hands back its bytes to send.
+    fn send_next(&mut self, upto: u64) -> Result<Step> {
+        let (next, inline) = self.plan(upto)?;
         self.base = next.clone();
         let n = next.number;
         Ok(Step::Send(n, self.flight.push(next, inline)))
